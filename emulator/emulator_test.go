@@ -1,0 +1,51 @@
+package emulator
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+var emu *Emulator
+
+func TestMain(m *testing.M) { os.Exit(Main(m, &emu)) }
+
+func TestWriteReadReset(t *testing.T) {
+	ctx := context.Background()
+	project := ProjectID(t)
+	c := emu.TestClientFor(t, project)
+	ref := c.Collection("c").Doc("d")
+	if _, err := ref.Set(ctx, map[string]any{"n": int64(7)}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ref.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Data()["n"]; got != int64(7) {
+		t.Fatalf("n = %v (%T), want int64 7", got, got)
+	}
+	if err := emu.Reset(ctx, project); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.Get(ctx); status.Code(err) != codes.NotFound {
+		t.Fatalf("after reset: err = %v, want NotFound", err)
+	}
+}
+
+func TestInterceptorInjectsFaults(t *testing.T) {
+	ctx := context.Background()
+	fail := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		// PermissionDenied: the client retries UNAVAILABLE on Commit by itself, so it would hide the fault.
+		return status.Error(codes.PermissionDenied, "injected")
+	}
+	c := emu.TestClient(t, fail)
+	_, err := c.Collection("c").Doc("d").Set(ctx, map[string]any{"x": 1})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("err = %v, want injected PermissionDenied", err)
+	}
+}

@@ -1,0 +1,70 @@
+package emulator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc"
+)
+
+// Main runs a package's tests against one emulator: it reuses the one named
+// by FIRESTORE_EMULATOR_HOST (as `make test` provides) or starts its own, and
+// stores it in *emu for the tests. Use it from TestMain:
+//
+//	var emu *emulator.Emulator
+//	func TestMain(m *testing.M) { os.Exit(emulator.Main(m, &emu)) }
+//
+// A package whose tests need the emulator fails, never skips, when none can
+// be started.
+func Main(m *testing.M, emu **Emulator) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	e, err := Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: cannot start the Firestore emulator:", err)
+		return 1
+	}
+	*emu = e
+	defer e.Stop()
+	return m.Run()
+}
+
+var unsafeID = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// ProjectID returns a project id unique to this test run, so tests sharing
+// one emulator never see each other's documents.
+func ProjectID(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Trim(unsafeID.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return "t-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+// TestClient returns a client on a fresh project for t, closed when t ends.
+func (e *Emulator) TestClient(t testing.TB, interceptors ...grpc.UnaryClientInterceptor) *firestore.Client {
+	t.Helper()
+	return e.TestClientFor(t, ProjectID(t), interceptors...)
+}
+
+// TestClientFor is TestClient for a given project, so several clients (for
+// instance one with injected faults and one without) can share data.
+func (e *Emulator) TestClientFor(t testing.TB, project string, interceptors ...grpc.UnaryClientInterceptor) *firestore.Client {
+	t.Helper()
+	c, err := e.Client(context.Background(), project, interceptors...)
+	if err != nil {
+		t.Fatalf("emulator client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
