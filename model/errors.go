@@ -1,0 +1,96 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// ErrInvalid is matched (errors.Is) by every error that means the input is
+// unusable: malformed JSON, a wrong type, a failed validation, a missing
+// input file. The CLI maps it to exit code 2.
+var ErrInvalid = errors.New("invalid snapshot input")
+
+// Problem is one thing wrong with an input, at a JSON path such as
+// $.payload.districts[2].districtId.
+type Problem struct {
+	Path    string
+	Message string
+}
+
+func (p Problem) String() string { return p.Path + ": " + p.Message }
+
+// ValidationError lists every problem found in an input, so a user fixes
+// them in one pass rather than one run each.
+type ValidationError struct {
+	Problems []Problem
+}
+
+// Error lists the problems, one per line after the first.
+func (e *ValidationError) Error() string {
+	if len(e.Problems) == 1 {
+		return "invalid snapshot: " + e.Problems[0].String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid snapshot: %d problems:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// invalid is a single-problem ValidationError.
+func invalid(path, format string, args ...any) error {
+	return &ValidationError{Problems: []Problem{{Path: path, Message: fmt.Sprintf(format, args...)}}}
+}
+
+// problems collects Problems; its error is nil when there are none.
+type problems struct{ list []Problem }
+
+func (p *problems) add(path, format string, args ...any) {
+	p.list = append(p.list, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// merge adds the problems of a ValidationError and reports whether err was one.
+func (p *problems) merge(err error) bool {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		p.list = append(p.list, ve.Problems...)
+		return true
+	}
+	return false
+}
+
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: p.list}
+}
+
+// Limits of Firestore that an input must respect
+// (https://cloud.google.com/firestore/quotas).
+const (
+	// MaxDocumentBytes is Firestore's maximum document size, 1 MiB.
+	MaxDocumentBytes = 1 << 20
+	// DistrictEnvelopeBudget is what a district document spends outside its
+	// data field: the document name and the envelope fields (districtId,
+	// districtName, collectedAt, status) plus Firestore's 32-byte overhead,
+	// with room to spare.
+	DistrictEnvelopeBudget = 1024
+	maxFieldNameBytes      = 1500
+	maxDepth               = 20
+	maxDistrictIDLen       = 64
+)
+
+var (
+	identifier   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	reservedName = regexp.MustCompile(`^__.*__$`)
+	districtIDRe = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+	dateRe       = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+)

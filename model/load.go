@@ -1,0 +1,210 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Load reads a snapshot from path: "-" is stdin, a directory is a
+// per-district snapshot directory (LoadDir), anything else a Snapshot JSON
+// file. Every failure, a missing file included, matches ErrInvalid and
+// names the path.
+func Load(path string, stdin io.Reader) (*Snapshot, error) {
+	if path == "-" {
+		s, err := Decode(stdin)
+		if err != nil {
+			return nil, fmt.Errorf("stdin: %w", err)
+		}
+		return s, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, inputErr(path, err)
+	}
+	if fi.IsDir() {
+		return LoadDir(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, inputErr(path, err)
+	}
+	defer f.Close()
+	s, err := Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func inputErr(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: input %s does not exist", ErrInvalid, path)
+	}
+	return fmt.Errorf("%w: input %s: %w", ErrInvalid, path, err)
+}
+
+// LoadDir reads a per-district snapshot directory as the application stores
+// it on disk: metadata.json (PerDistrictSnapshotMetadata), manifest.json
+// (SnapshotManifest; its order and statuses pick the district files),
+// district_{id}.json per district (the stored envelope {districtId, …,
+// data} or bare DistrictStatistics), and an optional
+// all-districts-rankings.json. Without manifest.json every district_*.json
+// is read, in name order.
+func LoadDir(dir string) (*Snapshot, error) {
+	md, err := readObject(filepath.Join(dir, "metadata.json"))
+	if err != nil {
+		return nil, err
+	}
+	var p problems
+	files, err := districtFiles(dir, &p)
+	if err != nil {
+		return nil, err
+	}
+	districts := make([]any, 0, len(files))
+	for _, f := range files {
+		o, err := readObject(filepath.Join(dir, f))
+		if err != nil {
+			if !p.merge(err) {
+				return nil, err
+			}
+			continue
+		}
+		// The application's file store wraps statistics in the same
+		// envelope as its Firestore documents.
+		if data, ok := o["data"].(map[string]any); ok && o["membership"] == nil {
+			o = data
+		}
+		districts = append(districts, o)
+	}
+	var rankings any
+	rk, err := readObject(filepath.Join(dir, "all-districts-rankings.json"))
+	switch {
+	case err == nil:
+		rankings = rk
+	case errors.Is(err, fs.ErrNotExist):
+	case !p.merge(err):
+		return nil, err
+	}
+	if err := p.err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+
+	pm := Object{
+		"source":               orZero(md["source"], ""),
+		"fetchedAt":            orZero(md["createdAt"], ""),
+		"dataAsOfDate":         orZero(md["dataAsOfDate"], ""),
+		"districtCount":        int64(len(districts)),
+		"processingDurationMs": orZero(md["processingDuration"], int64(0)),
+	}
+	for _, k := range []string{"configuredDistricts", "successfulDistricts", "failedDistricts",
+		"districtErrors", "isClosingPeriodData", "collectionDate", "logicalDate"} {
+		if v, ok := md[k]; ok {
+			pm[k] = v
+		}
+	}
+	tree := Object{
+		"snapshot_id":         orZero(md["snapshotId"], ""),
+		"created_at":          orZero(md["createdAt"], ""),
+		"schema_version":      orZero(md["schemaVersion"], ""),
+		"calculation_version": orZero(md["calculationVersion"], ""),
+		"status":              orZero(md["status"], ""),
+		"errors":              orZero(md["errors"], []any{}),
+		"payload":             Object{"districts": districts, "metadata": pm},
+	}
+	if rankings != nil {
+		tree["rankings"] = rankings
+	}
+	s, err := fromTree(tree)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// districtFiles lists the district files to read, in manifest order.
+func districtFiles(dir string, p *problems) ([]string, error) {
+	mf, err := readObject(filepath.Join(dir, "manifest.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		names, err := filepath.Glob(filepath.Join(dir, "district_*.json"))
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range names {
+			names[i] = filepath.Base(n)
+		}
+		sort.Strings(names)
+		return names, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	entries, ok := mf["districts"].([]any)
+	if !ok {
+		p.add("manifest.json: $.districts", "want an array of entries, got %s", kindOf(mf["districts"]))
+		return nil, nil
+	}
+	var files []string
+	for i, e := range entries {
+		m, _ := e.(map[string]any)
+		id, _ := m["districtId"].(string)
+		if id == "" {
+			p.add(fmt.Sprintf("manifest.json: $.districts[%d].districtId", i), "missing")
+			continue
+		}
+		// The application lists failed districts too; they have no file.
+		if st, _ := m["status"].(string); st == "failed" {
+			continue
+		}
+		name, _ := m["fileName"].(string)
+		if name == "" {
+			name = "district_" + id
+		}
+		if !strings.HasSuffix(name, ".json") {
+			name += ".json"
+		}
+		if name != filepath.Base(name) {
+			p.add(fmt.Sprintf("manifest.json: $.districts[%d].fileName", i), "%q is not a file name in the directory", name)
+			continue
+		}
+		files = append(files, name)
+	}
+	return files, nil
+}
+
+// readObject reads one JSON object file. A missing file keeps
+// fs.ErrNotExist in its chain as well as ErrInvalid.
+func readObject(path string) (Object, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s does not exist: %w", ErrInvalid, path, fs.ErrNotExist)
+		}
+		return nil, inputErr(path, err)
+	}
+	defer f.Close()
+	o, err := DecodeObject(f)
+	if err != nil {
+		var ve *ValidationError
+		if errors.As(err, &ve) {
+			for i := range ve.Problems {
+				ve.Problems[i].Path = filepath.Base(path) + ": " + ve.Problems[i].Path
+			}
+			return nil, ve
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
+	}
+	return o, nil
+}
+
+func orZero(v, zero any) any {
+	if v == nil {
+		return zero
+	}
+	return v
+}

@@ -1,0 +1,365 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Snapshot is the application's Snapshot: one day's statistics for every
+// district, as the scraper produced them. Its JSON form uses the
+// application's snake_case keys; unknown keys are kept in Extra.
+type Snapshot struct {
+	SnapshotID         string   // snapshot_id
+	CreatedAt          string   // created_at
+	SchemaVersion      string   // schema_version
+	CalculationVersion string   // calculation_version
+	Status             string   // status: "success" | "partial" | "failed"
+	Errors             []string // errors
+	Payload            Payload  // payload
+	// Rankings is AllDistrictsRankingsData, verbatim; nil when absent.
+	Rankings Object
+	// Extra holds top-level keys the model does not name.
+	Extra Object
+}
+
+// Payload is the snapshot's payload: the districts and how they were fetched.
+type Payload struct {
+	Districts []DistrictStatistics
+	Metadata  PayloadMetadata
+	// Extra holds payload keys the model does not name.
+	Extra Object
+}
+
+// PayloadMetadata describes a scrape. Optional fields are nil or empty when
+// the input lacks them, and are then left out of the JSON.
+type PayloadMetadata struct {
+	Source               string
+	FetchedAt            string
+	DataAsOfDate         string
+	DistrictCount        int64
+	ProcessingDurationMs int64
+	ConfiguredDistricts  []string
+	SuccessfulDistricts  []string
+	FailedDistricts      []string
+	DistrictErrors       []any
+	IsClosingPeriodData  *bool
+	CollectionDate       string
+	LogicalDate          string
+	// Extra holds metadata keys the model does not name.
+	Extra Object
+}
+
+// DistrictStatistics is one district's statistics. Data is the district's
+// whole JSON object (membership, clubs, education, dashboard rows, and any
+// field the model does not name), stored and returned verbatim; DistrictID
+// and AsOfDate are read from it for convenience and must agree with it.
+type DistrictStatistics struct {
+	DistrictID string
+	AsOfDate   string
+	Data       Object
+}
+
+// Snapshot JSON keys, in the application's spelling.
+var (
+	snapshotKeys = []string{"snapshot_id", "created_at", "schema_version", "calculation_version", "status", "errors", "payload", "rankings"}
+	payloadKeys  = []string{"districts", "metadata"}
+	metadataKeys = []string{"source", "fetchedAt", "dataAsOfDate", "districtCount", "processingDurationMs",
+		"configuredDistricts", "successfulDistricts", "failedDistricts", "districtErrors",
+		"isClosingPeriodData", "collectionDate", "logicalDate"}
+)
+
+// Decode reads a Snapshot in the application's JSON form. Malformed JSON and
+// values of the wrong type are reported as a *ValidationError (ErrInvalid)
+// listing every problem with its path; Validate checks the rest.
+func Decode(r io.Reader) (*Snapshot, error) {
+	o, err := DecodeObject(r)
+	if err != nil {
+		return nil, err
+	}
+	return fromTree(o)
+}
+
+// UnmarshalJSON decodes the application's JSON form.
+func (s *Snapshot) UnmarshalJSON(b []byte) error {
+	d, err := Decode(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	*s = *d
+	return nil
+}
+
+// MarshalJSON encodes the application's JSON form, canonically (see Marshal).
+func (s Snapshot) MarshalJSON() ([]byte, error) { return Marshal(s.tree()) }
+
+// MarshalJSON encodes the metadata with its camelCase keys.
+func (m PayloadMetadata) MarshalJSON() ([]byte, error) { return Marshal(m.tree()) }
+
+// UnmarshalJSON decodes metadata with its camelCase keys.
+func (m *PayloadMetadata) UnmarshalJSON(b []byte) error {
+	o, err := DecodeObject(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	var p problems
+	*m = metadataFromTree(o, "$", &p)
+	return p.err()
+}
+
+// ID is the snapshot's id: the --date flag when given, else the payload's
+// dataAsOfDate.
+func (s *Snapshot) ID(dateFlag string) string {
+	if dateFlag != "" {
+		return dateFlag
+	}
+	return s.Payload.Metadata.DataAsOfDate
+}
+
+// fromTree builds a Snapshot from a canonical tree, which it takes over.
+func fromTree(o Object) (*Snapshot, error) {
+	var p problems
+	s := &Snapshot{
+		SnapshotID:         str(o, "snapshot_id", "$", &p),
+		CreatedAt:          str(o, "created_at", "$", &p),
+		SchemaVersion:      str(o, "schema_version", "$", &p),
+		CalculationVersion: str(o, "calculation_version", "$", &p),
+		Status:             str(o, "status", "$", &p),
+		Errors:             strList(o, "errors", "$", &p),
+		Extra:              extra(o, snapshotKeys),
+	}
+	if r, ok := o["rankings"]; ok && r != nil {
+		if m, ok := r.(map[string]any); ok {
+			s.Rankings = m
+		} else {
+			p.add("$.rankings", "want an object, got %s", kindOf(r))
+		}
+	}
+	payload, ok := o["payload"].(map[string]any)
+	switch {
+	case o["payload"] == nil:
+		p.add("$.payload", "missing: a snapshot needs payload.districts and payload.metadata")
+	case !ok:
+		p.add("$.payload", "want an object, got %s", kindOf(o["payload"]))
+	default:
+		s.Payload.Extra = extra(payload, payloadKeys)
+		if md, ok := payload["metadata"].(map[string]any); ok {
+			s.Payload.Metadata = metadataFromTree(md, "$.payload.metadata", &p)
+		} else if payload["metadata"] != nil {
+			p.add("$.payload.metadata", "want an object, got %s", kindOf(payload["metadata"]))
+		} else {
+			p.add("$.payload.metadata", "missing")
+		}
+		switch list := payload["districts"].(type) {
+		case []any:
+			s.Payload.Districts = make([]DistrictStatistics, 0, len(list))
+			for i, e := range list {
+				path := fmt.Sprintf("$.payload.districts[%d]", i)
+				d, ok := e.(map[string]any)
+				if !ok {
+					p.add(path, "want a district object, got %s", kindOf(e))
+					continue
+				}
+				s.Payload.Districts = append(s.Payload.Districts, DistrictStatistics{
+					DistrictID: str(d, "districtId", path, &p),
+					AsOfDate:   str(d, "asOfDate", path, &p),
+					Data:       d,
+				})
+			}
+		case nil:
+			p.add("$.payload.districts", "missing: want an array of districts")
+		default:
+			p.add("$.payload.districts", "want an array of districts, got %s", kindOf(list))
+		}
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func metadataFromTree(md Object, path string, p *problems) PayloadMetadata {
+	m := PayloadMetadata{
+		Source:               str(md, "source", path, p),
+		FetchedAt:            str(md, "fetchedAt", path, p),
+		DataAsOfDate:         str(md, "dataAsOfDate", path, p),
+		DistrictCount:        integer(md, "districtCount", path, p),
+		ProcessingDurationMs: integer(md, "processingDurationMs", path, p),
+		ConfiguredDistricts:  strList(md, "configuredDistricts", path, p),
+		SuccessfulDistricts:  strList(md, "successfulDistricts", path, p),
+		FailedDistricts:      strList(md, "failedDistricts", path, p),
+		CollectionDate:       str(md, "collectionDate", path, p),
+		LogicalDate:          str(md, "logicalDate", path, p),
+		Extra:                extra(md, metadataKeys),
+	}
+	if v, ok := md["districtErrors"]; ok && v != nil {
+		if l, ok := v.([]any); ok {
+			m.DistrictErrors = l
+		} else {
+			p.add(path+".districtErrors", "want an array, got %s", kindOf(v))
+		}
+	}
+	if v, ok := md["isClosingPeriodData"]; ok && v != nil {
+		if b, ok := v.(bool); ok {
+			m.IsClosingPeriodData = &b
+		} else {
+			p.add(path+".isClosingPeriodData", "want a boolean, got %s", kindOf(v))
+		}
+	}
+	return m
+}
+
+// tree is the snapshot's canonical JSON tree. Required keys of the
+// application's type are always present; optional ones only when set.
+func (s Snapshot) tree() Object {
+	o := Object{}
+	for k, v := range s.Extra {
+		o[k] = v
+	}
+	errs := make([]any, len(s.Errors))
+	for i, e := range s.Errors {
+		errs[i] = e
+	}
+	o["snapshot_id"] = s.SnapshotID
+	o["created_at"] = s.CreatedAt
+	o["schema_version"] = s.SchemaVersion
+	o["calculation_version"] = s.CalculationVersion
+	o["status"] = s.Status
+	o["errors"] = errs
+	payload := Object{}
+	for k, v := range s.Payload.Extra {
+		payload[k] = v
+	}
+	districts := make([]any, len(s.Payload.Districts))
+	for i, d := range s.Payload.Districts {
+		districts[i] = d.tree()
+	}
+	payload["districts"] = districts
+	payload["metadata"] = s.Payload.Metadata.tree()
+	o["payload"] = payload
+	if s.Rankings != nil {
+		o["rankings"] = s.Rankings
+	}
+	return o
+}
+
+// tree is the district's object: Data, or a minimal object when Data is nil.
+func (d DistrictStatistics) tree() Object {
+	if d.Data != nil {
+		return d.Data
+	}
+	o := Object{"districtId": d.DistrictID}
+	if d.AsOfDate != "" {
+		o["asOfDate"] = d.AsOfDate
+	}
+	return o
+}
+
+func (m PayloadMetadata) tree() Object {
+	o := Object{}
+	for k, v := range m.Extra {
+		o[k] = v
+	}
+	o["source"] = m.Source
+	o["fetchedAt"] = m.FetchedAt
+	o["dataAsOfDate"] = m.DataAsOfDate
+	o["districtCount"] = m.DistrictCount
+	o["processingDurationMs"] = m.ProcessingDurationMs
+	setList := func(k string, l []string) {
+		if l != nil {
+			a := make([]any, len(l))
+			for i, e := range l {
+				a[i] = e
+			}
+			o[k] = a
+		}
+	}
+	setList("configuredDistricts", m.ConfiguredDistricts)
+	setList("successfulDistricts", m.SuccessfulDistricts)
+	setList("failedDistricts", m.FailedDistricts)
+	if m.DistrictErrors != nil {
+		o["districtErrors"] = m.DistrictErrors
+	}
+	if m.IsClosingPeriodData != nil {
+		o["isClosingPeriodData"] = *m.IsClosingPeriodData
+	}
+	if m.CollectionDate != "" {
+		o["collectionDate"] = m.CollectionDate
+	}
+	if m.LogicalDate != "" {
+		o["logicalDate"] = m.LogicalDate
+	}
+	return o
+}
+
+// extra returns the keys of o not in known, or nil.
+func extra(o Object, known []string) Object {
+	var out Object
+outer:
+	for k, v := range o {
+		for _, kk := range known {
+			if k == kk {
+				continue outer
+			}
+		}
+		if out == nil {
+			out = Object{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func str(o Object, key, path string, p *problems) string {
+	v, ok := o[key]
+	if !ok || v == nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		p.add(childPath(path, key), "want a string, got %s", kindOf(v))
+	}
+	return s
+}
+
+func integer(o Object, key, path string, p *problems) int64 {
+	v, ok := o[key]
+	if !ok || v == nil {
+		return 0
+	}
+	n, ok := v.(int64)
+	if !ok {
+		p.add(childPath(path, key), "want an integer, got %s", describe(v))
+	}
+	return n
+}
+
+func strList(o Object, key, path string, p *problems) []string {
+	v, ok := o[key]
+	if !ok || v == nil {
+		return nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		p.add(childPath(path, key), "want an array of strings, got %s", kindOf(v))
+		return nil
+	}
+	out := make([]string, len(l))
+	for i, e := range l {
+		s, ok := e.(string)
+		if !ok {
+			p.add(fmt.Sprintf("%s[%d]", childPath(path, key), i), "want a string, got %s", kindOf(e))
+		}
+		out[i] = s
+	}
+	return out
+}
+
+func describe(v any) string {
+	if f, ok := v.(float64); ok {
+		b, _ := json.Marshal(f)
+		return "the number " + string(b)
+	}
+	return kindOf(v)
+}
