@@ -1,0 +1,153 @@
+package batching
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+)
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+func one(int) (int, int) { return 1, 100 }
+
+// Properties 1 and 2: chunks hold at most 50 operations and there are
+// ⌈n/50⌉ of them (the root is written on its own before them).
+func TestPlanCounts(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 1: 1, 49: 1, 50: 1, 51: 2, 100: 2, 101: 3, 132: 3, 5000: 100} {
+		chunks, err := Plan(seq(n), one, DefaultLimits())
+		if err != nil || len(chunks) != want {
+			t.Errorf("n=%d: %d chunks, %v; want %d", n, len(chunks), err, want)
+		}
+		for _, c := range chunks {
+			if len(c) > 50 || len(c) == 0 {
+				t.Errorf("n=%d: chunk of %d", n, len(c))
+			}
+		}
+	}
+}
+
+func TestPlanByBytes(t *testing.T) {
+	mib := func(int) (int, int) { return 1, 1 << 20 }
+	chunks, err := Plan(seq(10), mib, DefaultLimits())
+	if err != nil || len(chunks) != 2 || len(chunks[0]) != 9 || len(chunks[1]) != 1 {
+		t.Fatalf("chunks %v, %v; want 9 + 1", chunks, err)
+	}
+	_, err = Plan(seq(3), func(i int) (int, int) { return 1, 10 << 20 }, DefaultLimits())
+	if err == nil || !strings.Contains(err.Error(), "item 0") {
+		t.Errorf("oversize item: %v", err)
+	}
+	for _, lim := range []Limits{{0, 1}, {1, 0}, {-1, -1}} {
+		if _, err := Plan(seq(3), one, lim); err == nil {
+			t.Errorf("limits %+v accepted", lim)
+		}
+	}
+}
+
+// Every item lands in exactly one chunk, in order; every chunk is within
+// the limits and full (the next item would not have fitted).
+func TestPropertyPlan(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		lim := Limits{MaxOps: rapid.IntRange(1, 60).Draw(rt, "ops"), MaxBytes: rapid.IntRange(1, 5000).Draw(rt, "bytes")}
+		type item struct{ ops, bytes int }
+		items := rapid.SliceOf(rapid.Custom(func(t *rapid.T) item {
+			return item{rapid.IntRange(1, lim.MaxOps).Draw(t, "o"), rapid.IntRange(0, lim.MaxBytes).Draw(t, "b")}
+		})).Draw(rt, "items")
+		size := func(i item) (int, int) { return i.ops, i.bytes }
+		chunks, err := Plan(items, size, lim)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		var flat []item
+		for ci, c := range chunks {
+			o, b := 0, 0
+			for _, it := range c {
+				o, b = o+it.ops, b+it.bytes
+			}
+			if len(c) == 0 || o > lim.MaxOps || b > lim.MaxBytes {
+				rt.Fatalf("chunk %d: %d items, %d ops, %d bytes, limits %+v", ci, len(c), o, b, lim)
+			}
+			if ci+1 < len(chunks) {
+				next := chunks[ci+1][0]
+				if o+next.ops <= lim.MaxOps && b+next.bytes <= lim.MaxBytes {
+					rt.Fatalf("chunk %d could have held the next item", ci)
+				}
+			}
+			flat = append(flat, c...)
+		}
+		if !slices.Equal(flat, items) {
+			rt.Fatalf("items lost or reordered")
+		}
+	})
+}
+
+func TestRunOrderAndConcurrency(t *testing.T) {
+	chunks, _ := Plan(seq(400), one, Limits{MaxOps: 10, MaxBytes: 1 << 20})
+	for _, limit := range []int{1, 3, 16} {
+		var inFlight, peak atomic.Int32
+		res := Run(context.Background(), chunks, limit, func(_ context.Context, i int, c []int) int {
+			n := inFlight.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+			inFlight.Add(-1)
+			return c[0]
+		})
+		for i, r := range res {
+			if r != i*10 {
+				t.Fatalf("result %d = %d: out of order", i, r)
+			}
+		}
+		if p := peak.Load(); p != int32(limit) {
+			t.Errorf("limit %d: peak concurrency %d", limit, p)
+		}
+	}
+}
+
+// A slow chunk holds one slot, not the window: the others start and finish
+// around it.
+func TestRunIsASlidingWindow(t *testing.T) {
+	chunks := [][]int{{0}, {1}, {2}, {3}, {4}, {5}}
+	var mu sync.Mutex
+	var order []int
+	Run(context.Background(), chunks, 2, func(_ context.Context, i int, _ []int) struct{} {
+		if i == 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		mu.Lock()
+		order = append(order, i)
+		mu.Unlock()
+		return struct{}{}
+	})
+	if order[len(order)-1] != 0 {
+		t.Errorf("finish order %v: the slow chunk blocked the others", order)
+	}
+}
+
+func TestRunCallsEveryChunkAfterCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var calls atomic.Int32
+	res := Run(ctx, [][]int{{1}, {2}, {3}}, 0, func(ctx context.Context, i int, _ []int) error {
+		calls.Add(1)
+		return ctx.Err()
+	})
+	if calls.Load() != 3 || len(res) != 3 || res[2] == nil {
+		t.Errorf("%d calls, results %v", calls.Load(), res)
+	}
+}
