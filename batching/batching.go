@@ -22,8 +22,11 @@ func DefaultLimits() Limits { return Limits{MaxOps: 50, MaxBytes: 9 << 20} }
 
 // Plan splits items, in order, into consecutive chunks of at most MaxOps
 // operations and MaxBytes bytes, where size gives an item's cost. Each chunk
-// is filled as far as the limits allow. An item that alone exceeds a limit
-// is an error, since no chunk could hold it.
+// is filled as far as the limits allow (greedy), and none is empty; no items
+// gives no chunks. Chunks share items' backing array but are capped, so
+// appending to one never overwrites the next. Invalid limits, a negative
+// size, and an item that alone exceeds a limit (no chunk could hold it) are
+// errors naming the item.
 func Plan[T any](items []T, size func(T) (ops, bytes int), lim Limits) ([][]T, error) {
 	if lim.MaxOps < 1 || lim.MaxBytes < 1 {
 		return nil, fmt.Errorf("batching: limits %+v must be positive", lim)
@@ -32,11 +35,16 @@ func Plan[T any](items []T, size func(T) (ops, bytes int), lim Limits) ([][]T, e
 	start, ops, bytes := 0, 0, 0
 	for i, it := range items {
 		o, b := size(it)
+		if o < 0 || b < 0 {
+			return nil, fmt.Errorf("batching: item %d has a negative size (%d operations, %d bytes)", i, o, b)
+		}
 		if o > lim.MaxOps || b > lim.MaxBytes {
 			return nil, fmt.Errorf("batching: item %d needs %d operations and %d bytes, over the chunk limit of %d and %d",
 				i, o, b, lim.MaxOps, lim.MaxBytes)
 		}
-		if i > start && (ops+o > lim.MaxOps || bytes+b > lim.MaxBytes) {
+		// Compared as remaining room, not as sums, so limits near
+		// math.MaxInt cannot overflow.
+		if i > start && (o > lim.MaxOps-ops || b > lim.MaxBytes-bytes) {
 			chunks = append(chunks, items[start:i:i])
 			start, ops, bytes = i, 0, 0
 		}
@@ -49,11 +57,12 @@ func Plan[T any](items []T, size func(T) (ops, bytes int), lim Limits) ([][]T, e
 	return chunks, nil
 }
 
-// Run calls fn for every chunk, at most concurrency at a time, starting the
-// next chunk as soon as any running one ends, and returns the results in
-// chunk order. fn runs for every chunk even when ctx has ended, so it can
-// record the chunk as not attempted; a chunk's failure is its result, and
-// never stops the others.
+// Run calls fn(ctx, i, chunks[i]) for every chunk, at most concurrency at a
+// time (less than 1 means 1), starting the next chunk as soon as any running
+// one ends, and returns the results in chunk order. fn runs for every chunk
+// even when ctx has ended, so it can record the chunk as not attempted; a
+// chunk's failure is its result, and never stops the others. fn must be
+// safe to call from several goroutines.
 func Run[T, R any](ctx context.Context, chunks [][]T, concurrency int, fn func(ctx context.Context, i int, chunk []T) R) []R {
 	results := make([]R, len(chunks))
 	// A plain errgroup.Group, not WithContext: no chunk cancels another.

@@ -2,6 +2,7 @@ package batching
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -149,5 +150,55 @@ func TestRunCallsEveryChunkAfterCancel(t *testing.T) {
 	})
 	if calls.Load() != 3 || len(res) != 3 || res[2] == nil {
 		t.Errorf("%d calls, results %v", calls.Load(), res)
+	}
+}
+
+func TestPlanRejectsNegativeSizes(t *testing.T) {
+	_, err := Plan(seq(3), func(i int) (int, int) {
+		if i == 2 {
+			return 1, -1
+		}
+		return 1, 1
+	}, DefaultLimits())
+	if err == nil || !strings.Contains(err.Error(), "item 2") {
+		t.Errorf("negative size: %v", err)
+	}
+}
+
+func TestPlanHugeLimits(t *testing.T) {
+	big := func(int) (int, int) { return 1, math.MaxInt / 2 }
+	chunks, err := Plan(seq(5), big, Limits{MaxOps: 50, MaxBytes: math.MaxInt})
+	if err != nil || len(chunks) != 3 {
+		t.Errorf("chunks %v, %v; want 2+2+1", chunks, err)
+	}
+}
+
+// Appending to a chunk must not write into the next one.
+func TestPlanChunksAreCapped(t *testing.T) {
+	items := seq(4)
+	chunks, _ := Plan(items, one, Limits{MaxOps: 2, MaxBytes: 1 << 20})
+	_ = append(chunks[0], 99)
+	if chunks[1][0] != 2 || items[2] != 2 {
+		t.Errorf("append to chunk 0 overwrote chunk 1: %v", chunks)
+	}
+}
+
+// Chunk i's fn gets index i; every index is seen exactly once.
+func TestRunIndexes(t *testing.T) {
+	chunks := make([][]int, 20)
+	for i := range chunks {
+		chunks[i] = []int{i}
+	}
+	res := Run(context.Background(), chunks, 4, func(_ context.Context, i int, c []int) int {
+		if c[0] != i {
+			t.Errorf("fn(%d) got chunk %v", i, c)
+		}
+		return i
+	})
+	if !slices.Equal(res, seq(20)) {
+		t.Errorf("results %v", res)
+	}
+	if res := Run(context.Background(), nil, 3, func(context.Context, int, []int) int { return 1 }); len(res) != 0 {
+		t.Errorf("no chunks gave %v", res)
 	}
 }

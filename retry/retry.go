@@ -48,11 +48,17 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Validate reports a policy that cannot work.
+// Validate reports a policy that cannot work, naming the first bad field.
+// Do validates its policy too, so a bad one never reaches the loop.
 func (p Policy) Validate() error {
 	switch {
-	case p.Initial <= 0:
-		return fmt.Errorf("retry: initial backoff %s must be positive", p.Initial)
+	case p.Initial < 0, p.Max < 0, p.AttemptTimeout < 0, p.TotalTimeout < 0:
+		return fmt.Errorf("retry: durations must not be negative (initial %s, max %s, attempt timeout %s, total timeout %s)",
+			p.Initial, p.Max, p.AttemptTimeout, p.TotalTimeout)
+	case p.Initial == 0:
+		// A zero first wait turns the retries into a hot loop against a
+		// server that is already failing.
+		return fmt.Errorf("retry: initial backoff must be positive")
 	case p.Max < p.Initial:
 		return fmt.Errorf("retry: max backoff %s is below the initial %s", p.Max, p.Initial)
 	case p.Multiplier < 1 || math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0):
@@ -61,38 +67,65 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("retry: jitter %v must be in [0, 1)", p.Jitter)
 	case p.MaxRetries < 0:
 		return fmt.Errorf("retry: max retries %d is negative", p.MaxRetries)
-	case p.AttemptTimeout < 0:
-		return fmt.Errorf("retry: attempt timeout %s is negative", p.AttemptTimeout)
-	case p.TotalTimeout < 0:
-		return fmt.Errorf("retry: total timeout %s is negative", p.TotalTimeout)
 	}
 	return nil
 }
 
-// Delay is the wait before retry number n (0 is the first retry) after a
-// failure with code, for a uniform u in [0, 1): min(Max, Initial·M^n) scaled
-// by 1 + Jitter·(2u−1). RESOURCE_EXHAUSTED means the server is shedding
-// load, so its base (and cap) is doubled.
+// Delay is the wait before retry number n (0 is the wait after the first
+// failed attempt) after a failure with code, for a uniform u in [0, 1):
+// min(Max, Initial·Multiplier^n) scaled by 1 + Jitter·(2u−1).
+// RESOURCE_EXHAUSTED means the server is shedding load, so its wait is
+// exactly twice the other codes' at the same n and u (its cap is 2·Max).
+// Delay is pure; a negative n counts as 0 and u is clamped to [0, 1].
 func (p Policy) Delay(n int, code codes.Code, u float64) time.Duration {
-	base := float64(p.Initial) * math.Pow(p.Multiplier, float64(max(n, 0)))
-	limit := float64(p.Max)
-	if code == codes.ResourceExhausted {
-		base, limit = 2*base, 2*limit
+	// Computed in float64 so a large n or Max saturates instead of
+	// overflowing: Initial·M^n becomes +Inf and the cap takes over.
+	base := math.Min(float64(p.Initial)*math.Pow(p.Multiplier, float64(max(n, 0))), float64(p.Max))
+	if math.IsNaN(u) || u < 0 {
+		u = 0
 	}
-	base = math.Min(base, limit)
-	return time.Duration(base * (1 + p.Jitter*(2*u-1)))
+	d := toDuration(base * (1 + p.Jitter*(2*math.Min(u, 1)-1)))
+	if code == codes.ResourceExhausted {
+		// Doubled as a Duration, not as a float, so "at least twice the
+		// other delay" holds to the nanosecond.
+		if d > math.MaxInt64/2 {
+			return math.MaxInt64
+		}
+		d *= 2
+	}
+	return d
+}
+
+// toDuration converts f nanoseconds to the nearest Duration, saturating
+// instead of overflowing (converting an out-of-range float to an integer is
+// implementation-defined in Go). Rounding, not truncating, keeps a doubled
+// delay within a nanosecond of twice the exact value.
+func toDuration(f float64) time.Duration {
+	switch {
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= 0 || math.IsNaN(f):
+		return 0
+	}
+	return time.Duration(math.Round(f))
 }
 
 // Classify reports whether err is worth retrying, and its gRPC code.
-// DEADLINE_EXCEEDED, UNAVAILABLE, INTERNAL, ABORTED and RESOURCE_EXHAUSTED
-// are, as is context.DeadlineExceeded (an attempt that hit its own
-// timeout); everything else is permanent, as is any error marked Permanent.
+//
+// The code is that of a gRPC status anywhere in err's chain, else
+// DeadlineExceeded or Canceled for a context error in the chain, else
+// Unknown; nil is (false, OK). DEADLINE_EXCEEDED, UNAVAILABLE, INTERNAL,
+// ABORTED and RESOURCE_EXHAUSTED are retryable, and so is a bare
+// context.DeadlineExceeded, since that is what an attempt that hit its own
+// AttemptTimeout returns (Do tells it apart from the caller's deadline by
+// checking its own context). Everything else is permanent, context.Canceled
+// included, as is any error marked Permanent, whatever its code.
 func Classify(err error) (retryable bool, code codes.Code) {
 	if err == nil {
 		return false, codes.OK
 	}
 	code = codeOf(err)
-	var p *permanentError
+	var p *backoff.PermanentError
 	if errors.As(err, &p) {
 		return false, code
 	}
@@ -104,39 +137,39 @@ func Classify(err error) (retryable bool, code codes.Code) {
 }
 
 func codeOf(err error) codes.Code {
+	// status.FromError looks through wrapping (errors.As on GRPCStatus).
 	if s, ok := status.FromError(err); ok {
 		return s.Code()
 	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		return codes.Canceled
-	}
-	return codes.Unknown
+	return status.FromContextError(err).Code()
 }
 
-// permanentError marks an error as not worth retrying.
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
 // Permanent marks err as not worth retrying, whatever its code; errors.Is
-// and errors.As still see err. Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
+// and errors.As (and so status.Code) still see err. Do returns err itself,
+// without the marker. Permanent(nil) is nil.
+//
+// The marker is cenkalti/backoff's, so an op that returns backoff.Permanent
+// is treated the same way.
+func Permanent(err error) error { return backoff.Permanent(err) }
+
+// unmark drops Permanent markers from the top of err, so callers get back
+// the error their op returned.
+func unmark(err error) error {
+	for {
+		p, ok := err.(*backoff.PermanentError)
+		if !ok {
+			return err
+		}
+		err = p.Err
 	}
-	return &permanentError{err: err}
 }
 
 // Stats describes a Do call.
 type Stats struct {
-	Attempts int           // attempts made
-	Retries  int           // attempts after the first
+	Attempts int           // calls of op
+	Retries  int           // calls of op after the first
 	LastCode codes.Code    // code of the last attempt's error, OK on success
-	Elapsed  time.Duration // from the first attempt to the end
+	Elapsed  time.Duration // wall time of the whole call, waits included
 }
 
 // Option configures Do.
@@ -148,26 +181,38 @@ type doConfig struct {
 	timer  backoff.Timer
 }
 
-// WithNotify calls fn before each wait with the error that caused it.
+// WithNotify calls fn before each wait with the error that caused it and
+// the wait; it runs on Do's goroutine.
 func WithNotify(fn func(err error, wait time.Duration)) Option {
 	return func(c *doConfig) { c.notify = fn }
 }
 
-// WithRand sets the source of jitter (uniform in [0, 1)); for tests.
+// WithRand sets the source of jitter, uniform in [0, 1) (default
+// math/rand/v2's Float64); for tests.
 func WithRand(fn func() float64) Option { return func(c *doConfig) { c.rand = fn } }
 
-// WithTimer sets the timer that waits between attempts; for tests.
+// WithTimer sets the timer that waits between attempts; for tests that
+// fake time. A timer must not be shared by concurrent Do calls.
 func WithTimer(t backoff.Timer) Option { return func(c *doConfig) { c.timer = t } }
 
-// Do runs op until it succeeds, fails permanently, uses up the retries or
-// the total timeout, or ctx ends. Each attempt gets its own AttemptTimeout.
-// The error returned wraps the last attempt's error (errors.Is, errors.As
-// and status.Code see through it) and, when ctx or the total timeout ended
-// the run, the context's error too.
+// Do runs op until it succeeds, fails permanently (see Classify), uses up
+// p.MaxRetries, runs out of p.TotalTimeout, or ctx ends. Each attempt gets
+// a ctx bounded by p.AttemptTimeout; between attempts Do waits
+// p.Delay(retry, code of the failure, jitter), and stops waiting as soon as
+// ctx ends. op is not called once ctx has ended.
+//
+// On failure the error says how many attempts were made and wraps op's last
+// error, without the Permanent marker: errors.Is, errors.As and status.Code
+// see through it. When ctx or the total timeout ended the run, the error
+// also wraps context.Cause of that context. An invalid policy is returned
+// as an error without calling op.
 func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts ...Option) (Stats, error) {
 	cfg := doConfig{rand: rand.Float64}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.rand == nil {
+		cfg.rand = rand.Float64
 	}
 	start := time.Now()
 	var st Stats
@@ -180,58 +225,70 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 			fmt.Errorf("retry: total timeout %s passed: %w", p.TotalTimeout, context.DeadlineExceeded))
 	}
 	defer cancel()
+	attemptCause := fmt.Errorf("retry: attempt timeout %s passed: %w", p.AttemptTimeout, context.DeadlineExceeded)
 
 	var last error
-	b := &policyBackOff{p: p, rand: cfg.rand, code: func() codes.Code { return st.LastCode }}
+	succeeded := false
 	attempt := func() error {
+		if runCtx.Err() != nil {
+			// The timer and ctx can fire together; never start an
+			// attempt on a context that has already ended.
+			return backoff.Permanent(context.Cause(runCtx))
+		}
 		st.Attempts++
 		actx, acancel := runCtx, context.CancelFunc(func() {})
 		if p.AttemptTimeout > 0 {
-			actx, acancel = context.WithTimeout(runCtx, p.AttemptTimeout)
+			actx, acancel = context.WithTimeoutCause(runCtx, p.AttemptTimeout, attemptCause)
 		}
 		err := op(actx)
 		acancel()
 		last = err
 		retryable, code := Classify(err)
 		st.LastCode = code
-		if err == nil || retryable {
-			return err
+		switch {
+		case err == nil:
+			succeeded = true
+			return nil
+		case !retryable || runCtx.Err() != nil:
+			// A deadline the attempt shares with runCtx is not the
+			// attempt's own timeout: the run is over, not retryable.
+			return backoff.Permanent(err)
 		}
-		return backoff.Permanent(err)
+		return err
 	}
-	notify := func(err error, wait time.Duration) {
-		st.Retries++
-		if cfg.notify != nil {
-			cfg.notify(err, wait)
-		}
-	}
-	err := backoff.RetryNotifyWithTimer(attempt, backoff.WithContext(b, runCtx), notify, cfg.timer)
+	// MaxRetries is counted by the library; the policy only picks waits.
+	b := backoff.WithContext(backoff.WithMaxRetries(
+		&policyBackOff{p: p, rand: cfg.rand, code: func() codes.Code { return st.LastCode }},
+		uint64(p.MaxRetries)), runCtx)
+	err := backoff.RetryNotifyWithTimer(attempt, b, cfg.notify, cfg.timer)
+	st.Retries = max(st.Attempts-1, 0)
 	st.Elapsed = time.Since(start)
-	if err == nil {
+	if err == nil && succeeded {
 		return st, nil
 	}
-	last = unmark(last)
-	if runCtx.Err() != nil && (last == nil || !errors.Is(last, runCtx.Err())) {
+	if runCtx.Err() != nil {
 		cause := context.Cause(runCtx)
-		if last == nil {
-			return st, cause
+		switch {
+		case last == nil:
+			return st, fmt.Errorf("not attempted: %w", cause)
+		case errors.Is(last, cause):
+			return st, fmt.Errorf("after %s: %w", attempts(st.Attempts), unmark(last))
 		}
-		return st, fmt.Errorf("after %d attempts: %w (last error: %w)", st.Attempts, cause, last)
+		return st, fmt.Errorf("after %s: %w (stopped: %w)", attempts(st.Attempts), unmark(last), cause)
 	}
-	return st, fmt.Errorf("after %d attempts: %w", st.Attempts, last)
+	return st, fmt.Errorf("after %s: %w", attempts(st.Attempts), unmark(last))
 }
 
-// unmark drops the Permanent marker so callers get the error they returned.
-func unmark(err error) error {
-	var p *permanentError
-	if errors.As(err, &p) && err == error(p) {
-		return p.err
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
 	}
-	return err
+	return fmt.Sprintf("%d attempts", n)
 }
 
-// policyBackOff adapts a Policy to backoff.BackOff: the wait depends on the
-// retry count and on the code of the failure being retried.
+// policyBackOff adapts a Policy to backoff.BackOff. The library has no
+// notion of a per-error wait, so the code of the failure being retried is
+// read through code (Do's loop is single-goroutine, so no locking).
 type policyBackOff struct {
 	p       Policy
 	rand    func() float64
@@ -242,9 +299,6 @@ type policyBackOff struct {
 func (b *policyBackOff) Reset() { b.retries = 0 }
 
 func (b *policyBackOff) NextBackOff() time.Duration {
-	if b.retries >= b.p.MaxRetries {
-		return backoff.Stop
-	}
 	d := b.p.Delay(b.retries, b.code(), b.rand())
 	b.retries++
 	return d

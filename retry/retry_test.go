@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"pgregory.net/rapid"
@@ -57,11 +61,13 @@ func TestDelayTable(t *testing.T) {
 func TestPropertyDelayWithinJitterBounds(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		p := DefaultPolicy()
+		p.Initial = time.Duration(rapid.Int64Range(int64(time.Millisecond), int64(10*time.Second)).Draw(rt, "initial"))
+		p.Max = p.Initial * time.Duration(rapid.Int64Range(1, 100).Draw(rt, "max/initial"))
 		p.Jitter = rapid.Float64Range(0, 0.99).Draw(rt, "jitter")
 		n := rapid.IntRange(0, 20).Draw(rt, "retry")
 		u := rapid.Float64Range(0, 1).Filter(func(f float64) bool { return f < 1 }).Draw(rt, "u")
 		code := codes.Code(rapid.Uint32Range(0, 16).Draw(rt, "code"))
-		base := float64(min(p.Initial<<min(n, 30), p.Max))
+		base := float64(min(p.Initial<<n, p.Max))
 		if code == codes.ResourceExhausted {
 			base *= 2
 		}
@@ -156,7 +162,7 @@ func TestDoPermanentIsNotRetried(t *testing.T) {
 		if calls != 1 || st.Retries != 0 {
 			t.Errorf("%v: %d calls", e, calls)
 		}
-		var pe *permanentError
+		var pe *backoff.PermanentError
 		if errors.As(err, &pe) {
 			t.Errorf("%v: the Permanent marker leaked", err)
 		}
@@ -225,6 +231,12 @@ func TestValidate(t *testing.T) {
 		"attempt":         func(p *Policy) { p.AttemptTimeout = -1 },
 		"total":           func(p *Policy) { p.TotalTimeout = -1 },
 		"negative jitter": func(p *Policy) { p.Jitter = -0.1 },
+		"NaN jitter":      func(p *Policy) { p.Jitter = math.NaN() },
+		"NaN multiplier":  func(p *Policy) { p.Multiplier = math.NaN() },
+		"inf multiplier":  func(p *Policy) { p.Multiplier = math.Inf(1) },
+		"negative max":    func(p *Policy) { p.Max = -time.Second },
+		"negative init":   func(p *Policy) { p.Initial = -time.Second },
+		"zero policy":     func(p *Policy) { *p = Policy{} },
 	} {
 		p := DefaultPolicy()
 		edit(&p)
@@ -234,5 +246,185 @@ func TestValidate(t *testing.T) {
 		if _, err := Do(context.Background(), p, func(context.Context) error { return nil }); err == nil {
 			t.Errorf("%s: Do ran with an invalid policy", name)
 		}
+	}
+}
+
+// The spec's table: at u = 0, 0.5 and 0.999 every wait is within ±20% of
+// min(30s, 1s·2^n).
+func TestDelayWithinJitterOfBase(t *testing.T) {
+	p := DefaultPolicy()
+	for n := 0; n <= 6; n++ {
+		base := min(time.Second<<n, 30*time.Second)
+		lo, hi := base*8/10, base*12/10
+		for _, u := range []float64{0, 0.5, 0.999} {
+			if d := p.Delay(n, codes.Unavailable, u); d < lo || d > hi {
+				t.Errorf("Delay(%d, u=%v) = %s, want within [%s, %s]", n, u, d, lo, hi)
+			}
+			if d, re := p.Delay(n, codes.Unavailable, u), p.Delay(n, codes.ResourceExhausted, u); re != 2*d {
+				t.Errorf("Delay(%d, RESOURCE_EXHAUSTED, u=%v) = %s, want twice %s", n, u, re, d)
+			}
+		}
+	}
+}
+
+func TestDelaySaturates(t *testing.T) {
+	p := DefaultPolicy()
+	p.Max = math.MaxInt64
+	for _, n := range []int{-1, 0, 62, 1000, math.MaxInt} {
+		for _, code := range []codes.Code{codes.Unavailable, codes.ResourceExhausted} {
+			if d := p.Delay(n, code, 0.999); d < p.Initial*8/10 {
+				t.Errorf("Delay(%d, %v) = %s: overflowed", n, code, d)
+			}
+		}
+	}
+	q := DefaultPolicy()
+	if lo, hi := q.Delay(0, codes.Aborted, -3), q.Delay(0, codes.Aborted, math.NaN()); lo != 800*time.Millisecond || hi != lo {
+		t.Errorf("u below 0 or NaN: %s, %s; want 800ms", lo, hi)
+	}
+	if d := q.Delay(0, codes.Aborted, 7); d != 1200*time.Millisecond {
+		t.Errorf("u above 1: %s; want 1.2s", d)
+	}
+}
+
+func TestClassifyBackoffPermanent(t *testing.T) {
+	if r, code := Classify(fmt.Errorf("tx: %w", backoff.Permanent(status.Error(codes.Unavailable, "x")))); r || code != codes.Unavailable {
+		t.Errorf("Classify(backoff.Permanent(UNAVAILABLE)) = %v, %v", r, code)
+	}
+}
+
+// fakeTimer fires at once and records the waits it was asked for.
+type fakeTimer struct {
+	waits []time.Duration
+	c     chan time.Time
+}
+
+func (f *fakeTimer) Start(d time.Duration) {
+	f.waits = append(f.waits, d)
+	f.c = make(chan time.Time, 1)
+	f.c <- time.Time{}
+}
+func (f *fakeTimer) Stop()               {}
+func (f *fakeTimer) C() <-chan time.Time { return f.c }
+
+// The waits follow the code of the failure they follow: RESOURCE_EXHAUSTED
+// doubles, the others do not. Real-size policy, fake time.
+func TestDoWaitsPerCode(t *testing.T) {
+	fails := []codes.Code{codes.Unavailable, codes.ResourceExhausted, codes.Internal}
+	calls := 0
+	timer := &fakeTimer{}
+	var notified []time.Duration
+	st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error {
+		calls++
+		if calls <= len(fails) {
+			return status.Error(fails[calls-1], "busy")
+		}
+		return nil
+	}, WithTimer(timer), WithRand(func() float64 { return 0.5 }),
+		WithNotify(func(err error, d time.Duration) { notified = append(notified, d) }))
+	if err != nil || st.Attempts != 4 || st.Retries != 3 || st.LastCode != codes.OK {
+		t.Fatalf("Do = %+v, %v", st, err)
+	}
+	want := []time.Duration{time.Second, 4 * time.Second, 4 * time.Second}
+	if !slices.Equal(timer.waits, want) || !slices.Equal(notified, want) {
+		t.Errorf("waits %v, notified %v; want %v", timer.waits, notified, want)
+	}
+	if st.Elapsed > time.Second {
+		t.Errorf("Elapsed %s: the fake timer was not used", st.Elapsed)
+	}
+}
+
+// The returned error names the attempts and keeps the last error's status.
+func TestDoErrorKeepsStatus(t *testing.T) {
+	p := fast()
+	st, err := Do(context.Background(), p, func(context.Context) error {
+		return fmt.Errorf("commit: %w", status.Error(codes.Aborted, "contention"))
+	}, WithTimer(&fakeTimer{}))
+	if st.Attempts != 4 || st.LastCode != codes.Aborted {
+		t.Errorf("Stats %+v", st)
+	}
+	if !strings.HasPrefix(err.Error(), "after 4 attempts: commit: rpc error: code = Aborted") {
+		t.Errorf("message %q", err)
+	}
+	var gs interface{ GRPCStatus() *status.Status }
+	if status.Code(err) != codes.Aborted || !errors.As(err, &gs) || gs.GRPCStatus().Message() != "contention" {
+		t.Errorf("status lost: %v", err)
+	}
+	_, err = Do(context.Background(), p, func(context.Context) error { return status.Error(codes.NotFound, "gone") })
+	if err.Error() != "after 1 attempt: rpc error: code = NotFound desc = gone" {
+		t.Errorf("message %q", err)
+	}
+}
+
+// A cancel during a wait ends the wait at once; the error wraps the cause
+// and the last op error, and the wait that never ended is not a retry.
+func TestDoCancelWrapsCauseAndLastError(t *testing.T) {
+	p := fast()
+	p.Initial, p.Max = time.Hour, time.Hour
+	lost := errors.New("lease lost")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	st, err := Do(ctx, p, func(context.Context) error {
+		return status.Error(codes.Unavailable, "down")
+	}, WithNotify(func(error, time.Duration) { go cancel(lost) }))
+	if !errors.Is(err, lost) || status.Code(err) != codes.Unavailable {
+		t.Errorf("err = %v; want the cause and the last error", err)
+	}
+	if st.Attempts != 1 || st.Retries != 0 || st.Elapsed > time.Second {
+		t.Errorf("Stats %+v", st)
+	}
+}
+
+func TestDoCancelDuringAttempt(t *testing.T) {
+	lost := errors.New("lease lost")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	st, err := Do(ctx, fast(), func(ctx context.Context) error {
+		cancel(lost)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if !errors.Is(err, lost) || !errors.Is(err, context.Canceled) || st.Attempts != 1 || st.LastCode != codes.Canceled {
+		t.Errorf("Do = %+v, %v", st, err)
+	}
+}
+
+func TestDoNotAttemptedOnEndedContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	st, err := Do(ctx, fast(), func(context.Context) error {
+		t.Error("op ran on an ended context")
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || st.Attempts != 0 || st.Retries != 0 {
+		t.Errorf("Do = %+v, %v", st, err)
+	}
+}
+
+// An attempt cut off by the total timeout is not retried, and the error
+// says which timeout it was.
+func TestDoTotalTimeoutDuringAttempt(t *testing.T) {
+	p := fast()
+	p.AttemptTimeout, p.TotalTimeout = time.Hour, 30*time.Millisecond
+	st, err := Do(context.Background(), p, func(ctx context.Context) error {
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if st.Attempts != 1 || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "total timeout 30ms") {
+		t.Errorf("Do = %+v, %v", st, err)
+	}
+}
+
+// The attempt's own timeout is retryable, with code DEADLINE_EXCEEDED.
+func TestDoAttemptTimeoutCode(t *testing.T) {
+	p := fast()
+	p.AttemptTimeout, p.MaxRetries = 5*time.Millisecond, 1
+	var notified []error
+	st, err := Do(context.Background(), p, func(ctx context.Context) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}, WithNotify(func(err error, _ time.Duration) { notified = append(notified, err) }))
+	if st.Attempts != 2 || st.LastCode != codes.DeadlineExceeded || len(notified) != 1 {
+		t.Errorf("Do = %+v, %v, notified %v", st, err, notified)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempt timeout 5ms") {
+		t.Errorf("err = %v", err)
 	}
 }
