@@ -1,0 +1,20 @@
+// Package locking is the backend-neutral fenced-lock contract: the Backend
+// interface every storage implements, its result and error types, key
+// normalisation and storage-key derivation, lock ids, fence tokens, the one
+// liveness predicate, and a Lease that keeps a lock alive and says when it
+// is lost.
+//
+// A fence is a 15-digit decimal string that strictly increases per key
+// across acquisitions; writers stamp it on what they write so storage can
+// refuse a writer whose lock has since passed to someone else. Compare
+// fences as strings (a > b), never as numbers.
+//
+// Typical use:
+//
+//	lease, err := locking.Acquire(ctx, backend, "snapshot:2026-11-20")
+//	if err != nil { ... }
+//	defer lease.Release(context.WithoutCancel(ctx))
+//	ctx, cancel := lease.Context(ctx) // cancelled if the lock is lost
+//	defer cancel()
+//	... write, stamping lease.Fence() ...
+package locking
