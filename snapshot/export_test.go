@@ -1,0 +1,5 @@
+package snapshot
+
+// withBeforeChunks runs fn between the root commit and the first chunk, so
+// tests can stall a writer there (a GC pause, a partition).
+func withBeforeChunks(fn func()) Option { return func(c *config) { c.beforeChunks = fn } }

@@ -1,0 +1,106 @@
+package snapshot
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/grpc"
+)
+
+// commitCall is one Commit RPC as the fault injector saw it.
+type commitCall struct {
+	seq       int
+	root      bool     // writes the snapshot's root document
+	districts []string // district ids it sets or deletes
+	start     time.Time
+	end       time.Time
+	err       error
+}
+
+// faults is a gRPC interceptor that records every Commit and fails the ones
+// its rule picks, before they reach the emulator.
+type faults struct {
+	mu    sync.Mutex
+	calls []*commitCall
+	rule  func(c *commitCall) error
+}
+
+func (f *faults) setRule(rule func(c *commitCall) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rule = rule
+}
+
+func (f *faults) interceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		cr, ok := req.(*firestorepb.CommitRequest)
+		if !ok || !strings.HasSuffix(method, "/Commit") {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		c := &commitCall{start: time.Now()}
+		for _, w := range cr.GetWrites() {
+			name := w.GetDelete()
+			if u := w.GetUpdate(); u != nil {
+				name = u.GetName()
+			}
+			if i := strings.LastIndex(name, "/districts/district_"); i >= 0 {
+				c.districts = append(c.districts, name[i+len("/districts/district_"):])
+			} else if name != "" && !strings.Contains(name, "/districts/") {
+				c.root = true
+			}
+		}
+		f.mu.Lock()
+		c.seq = len(f.calls)
+		f.calls = append(f.calls, c)
+		rule := f.rule
+		f.mu.Unlock()
+		var err error
+		if rule != nil {
+			err = rule(c)
+		}
+		if err == nil {
+			err = invoker(ctx, method, req, reply, cc, opts...)
+		}
+		f.mu.Lock()
+		c.end, c.err = time.Now(), err
+		f.mu.Unlock()
+		return err
+	}
+}
+
+// snapshot of the calls so far.
+func (f *faults) commits() []commitCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]commitCall, len(f.calls))
+	for i, c := range f.calls {
+		out[i] = *c
+	}
+	return out
+}
+
+// commitsFor counts Commit calls that wrote district id.
+func (f *faults) commitsFor(id string) int {
+	n := 0
+	for _, c := range f.commits() {
+		for _, d := range c.districts {
+			if d == id {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func (c *commitCall) has(id string) bool {
+	for _, d := range c.districts {
+		if d == id {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,546 @@
+// Package snapshot writes and reads district-statistics snapshots in
+// Firestore: a fenced root document first, then the district documents in
+// chunked transactions, then the manifest that says what was written.
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/batching"
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// Errors a write can end with, beside model.ErrInvalid for bad input. The CLI
+// maps each to its exit code.
+var (
+	// ErrLockHeld: another writer holds the snapshot's lock and did not let
+	// go within the lock wait. Nothing was written.
+	ErrLockHeld = errors.New("snapshot lock is held by another writer")
+	// ErrFencedOut: a writer with a newer fence wrote this snapshot, or this
+	// writer lost its lock mid-write. Whatever this writer had not committed
+	// was refused; the newer writer's data is intact.
+	ErrFencedOut = errors.New("fenced out by a newer writer")
+	// ErrLockBackendSwitch: the snapshot was written under a different lock
+	// backend, whose fences are not comparable with ours.
+	ErrLockBackendSwitch = errors.New("snapshot was written under a different lock backend")
+	// ErrRootFailed: the root document could not be written, so no district
+	// was attempted.
+	ErrRootFailed = errors.New("root document write failed")
+)
+
+// Defaults from the chunked-write spec.
+const (
+	DefaultCollection  = "snapshots"
+	DefaultBatchSize   = 50
+	DefaultConcurrency = 3
+	DefaultLockTTL     = 30 * time.Second
+	DefaultLockWait    = 30 * time.Second
+	// maxCommitBytes keeps one commit under Firestore's 10 MiB request limit.
+	maxCommitBytes = 9 << 20
+)
+
+// Writer writes snapshots. It is safe for concurrent use.
+type Writer struct {
+	client   *firestore.Client
+	locker   locking.Backend
+	cfg      config
+	lockName string
+}
+
+type config struct {
+	collection   string
+	batchSize    int
+	concurrency  int
+	retry        retry.Policy
+	lockTTL      time.Duration
+	lockWait     time.Duration
+	log          *zap.Logger
+	allowSwitch  bool
+	now          func() time.Time
+	beforeChunks func() // test hook: runs between the root commit and the chunks
+}
+
+// Option configures a Writer.
+type Option func(*config)
+
+// WithCollection sets the root collection (default "snapshots").
+func WithCollection(name string) Option { return func(c *config) { c.collection = name } }
+
+// WithBatchSize sets the operations per chunk (default 50, at most 500).
+func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// WithConcurrency sets how many chunks are in flight at once (default 3).
+func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
+
+// WithRetryPolicy sets the per-chunk retry policy (default retry.DefaultPolicy).
+func WithRetryPolicy(p retry.Policy) Option { return func(c *config) { c.retry = p } }
+
+// WithLockTTL sets the lock's time to live; the lease renews it every TTL/3.
+func WithLockTTL(d time.Duration) Option { return func(c *config) { c.lockTTL = d } }
+
+// WithLockWait bounds how long Write waits for a held lock (0: try once).
+func WithLockWait(d time.Duration) Option { return func(c *config) { c.lockWait = d } }
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithAllowLockBackendSwitch lets a write replace a snapshot whose writer
+// used another lock backend — the one-time step of migrating backends after
+// every writer of the old one has stopped.
+func WithAllowLockBackendSwitch(allow bool) Option {
+	return func(c *config) { c.allowSwitch = allow }
+}
+
+// NewWriter returns a Writer that guards each snapshot with locker.
+func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option) (*Writer, error) {
+	cfg := config{
+		collection:  DefaultCollection,
+		batchSize:   DefaultBatchSize,
+		concurrency: DefaultConcurrency,
+		retry:       retry.DefaultPolicy(),
+		lockTTL:     DefaultLockTTL,
+		lockWait:    DefaultLockWait,
+		log:         zap.NewNop(),
+		now:         time.Now,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	switch {
+	case client == nil || locker == nil:
+		return nil, errors.New("snapshot: a Firestore client and a lock backend are required")
+	case cfg.collection == "" || strings.Contains(cfg.collection, "/"):
+		return nil, fmt.Errorf("snapshot: invalid collection name %q", cfg.collection)
+	case cfg.batchSize < 1 || cfg.batchSize > 500:
+		return nil, fmt.Errorf("snapshot: batch size %d is outside 1..500", cfg.batchSize)
+	case cfg.concurrency < 1:
+		return nil, fmt.Errorf("snapshot: concurrency %d must be at least 1", cfg.concurrency)
+	case cfg.lockTTL < 3*time.Millisecond:
+		return nil, fmt.Errorf("snapshot: lock TTL %s is too short", cfg.lockTTL)
+	case cfg.lockWait < 0:
+		return nil, fmt.Errorf("snapshot: lock wait %s is negative", cfg.lockWait)
+	}
+	if err := cfg.retry.Validate(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return &Writer{client: client, locker: locker, cfg: cfg, lockName: locker.Capabilities().Backend}, nil
+}
+
+// BatchResult is one chunk's outcome (the spec's BatchWriteResult). Batch 0
+// is the root document.
+type BatchResult struct {
+	BatchIndex     int      `json:"batchIndex"`
+	OperationCount int      `json:"operationCount"`
+	Success        bool     `json:"success"`
+	RetryAttempts  int      `json:"retryAttempts"`
+	DurationMs     int64    `json:"durationMs"`
+	Error          string   `json:"error,omitempty"`
+	DistrictIDs    []string `json:"districtIds"`
+	deletes        int
+}
+
+// Result is a write's outcome (the spec's SnapshotWriteResult plus the fence).
+type Result struct {
+	SnapshotID        string        `json:"snapshotId"`
+	Complete          bool          `json:"complete"`
+	TotalBatches      int           `json:"totalBatches"`
+	SuccessfulBatches int           `json:"successfulBatches"`
+	FailedBatches     int           `json:"failedBatches"`
+	DistrictsWritten  int           `json:"districtsWritten"`
+	FailedDistricts   []string      `json:"failedDistricts"`
+	StaleDeleted      int           `json:"staleDistrictsDeleted"`
+	TotalDurationMs   int64         `json:"totalDurationMs"`
+	Fence             string        `json:"fence"`
+	BatchResults      []BatchResult `json:"batchResults"`
+}
+
+// op is one write of a chunk: a district set or a stale district delete.
+type op struct {
+	districtID string
+	doc        map[string]any // nil: delete
+	bytes      int
+}
+
+// Write stores snap under id: lock, root, chunks, finish, unlock. It returns
+// a Result whenever the root was attempted. A partial write returns a Result
+// with Complete false and a nil error; the manifest records what failed.
+func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
+	if err := model.Validate(snap, id); err != nil {
+		return nil, err
+	}
+	start := w.cfg.now()
+	log := w.cfg.log.With(zap.String("snapshotId", id))
+
+	lease, err := locking.Acquire(ctx, w.locker, "snapshot:"+id,
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+	if err != nil {
+		if errors.Is(err, locking.ErrAcquisitionTimeout) {
+			return nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+		}
+		return nil, fmt.Errorf("snapshot %s: acquiring lock: %w", id, err)
+	}
+	defer func() {
+		// Detached from ctx: a cancelled write must still hand the lock back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil {
+			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
+		}
+	}()
+	wctx, cancel := lease.Context(ctx)
+	defer cancel()
+
+	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
+		docSizes: make(map[string]int, len(snap.Payload.Districts))}
+	res := &Result{SnapshotID: id, Fence: in.fence, FailedDistricts: []string{}}
+	log = log.With(zap.String("fence", in.fence))
+
+	ops := make([]op, 0, len(snap.Payload.Districts))
+	for _, d := range snap.Payload.Districts {
+		doc := districtDoc(snap, d)
+		in.docSizes[d.DistrictID] = model.FirestoreSize(doc)
+		ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
+	}
+
+	rootRes, err := w.writeRoot(wctx, in)
+	res.BatchResults = append(res.BatchResults, rootRes)
+	logBatch(log, rootRes)
+	if err != nil {
+		w.summarize(log, res, start)
+		return res, w.leaseErr(lease, err)
+	}
+	if w.cfg.beforeChunks != nil {
+		w.cfg.beforeChunks()
+	}
+
+	stale, err := w.staleDistricts(wctx, id, snap)
+	if err != nil {
+		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
+	}
+	for _, sid := range stale {
+		ops = append(ops, op{districtID: sid, bytes: 256})
+	}
+	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
+		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
+	if err != nil {
+		return res, fmt.Errorf("snapshot %s: planning chunks: %w", id, err)
+	}
+	results := batching.Run(wctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+		r := w.writeChunk(ctx, in, i+1, chunk)
+		logBatch(log, r)
+		return r
+	})
+	res.BatchResults = append(res.BatchResults, results...)
+
+	status, msgs := map[string]string{}, map[string]string{}
+	fenced := false
+	for _, r := range results {
+		st := entrySuccess
+		if !r.Success {
+			st = entryFailed
+			fenced = fenced || strings.Contains(r.Error, ErrFencedOut.Error())
+		}
+		for _, d := range r.DistrictIDs {
+			status[d], msgs[d] = st, r.Error
+		}
+		if r.Success {
+			res.StaleDeleted += r.deletes
+		}
+	}
+	w.tally(res)
+
+	// The finish runs even when ctx was cancelled or the lease lost: the
+	// manifest must say what happened, and its fence check keeps it from
+	// touching a newer writer's snapshot.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
+	defer fcancel()
+	finishErr := w.finish(fctx, in, res, status, msgs)
+	w.summarize(log, res, start)
+
+	switch {
+	case errors.Is(finishErr, ErrFencedOut) || fenced:
+		return res, fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
+	case lease.Err() != nil:
+		return res, fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
+	case finishErr != nil:
+		return res, fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("snapshot %s: %w", id, context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// lockRetry waits up to the lock wait for a held lock, polling with the
+// spec's exponential equal-jitter backoff.
+func (w *Writer) lockRetry() locking.RetryPolicy {
+	p := locking.DefaultRetryPolicy()
+	p.Timeout = w.cfg.lockWait
+	p.MaxRetries = 1 << 20 // bounded by the wait, not a count
+	if w.cfg.lockWait == 0 {
+		p.MaxRetries = 0
+	}
+	return p
+}
+
+func (w *Writer) finishTimeout() time.Duration {
+	if t := w.cfg.retry.TotalTimeout; t > 0 && t < time.Minute {
+		return t
+	}
+	return time.Minute
+}
+
+// leaseErr reports a failure as fenced out when the lease was lost, since
+// that, not the symptom, is why the write stopped.
+func (w *Writer) leaseErr(lease *locking.Lease, err error) error {
+	if lease.Err() != nil && !errors.Is(err, ErrFencedOut) {
+		return fmt.Errorf("%w: %w", ErrFencedOut, lease.Err())
+	}
+	return err
+}
+
+func (w *Writer) root(id string) *firestore.DocumentRef {
+	return w.client.Collection(w.cfg.collection).Doc(id)
+}
+
+// writeRoot commits the root document in a transaction that refuses to
+// replace a root written under a newer fence.
+func (w *Writer) writeRoot(ctx context.Context, in rootInput) (BatchResult, error) {
+	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
+	doc, err := in.rootDoc()
+	if err != nil {
+		return r, err
+	}
+	ref := w.root(in.id)
+	t0 := time.Now()
+	st, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			snap, err := tx.Get(ref)
+			if err != nil && status.Code(err) != codes.NotFound {
+				return err
+			}
+			if snap.Exists() {
+				if err := w.checkPrior(snap.Data(), in); err != nil {
+					return retry.Permanent(err)
+				}
+			}
+			return tx.Set(ref, doc)
+		}, firestore.MaxAttempts(1))
+	})
+	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
+	if err != nil {
+		r.Error = err.Error()
+		if errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) {
+			return r, fmt.Errorf("snapshot %s: %w", in.id, err)
+		}
+		return r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
+	}
+	r.Success = true
+	return r, nil
+}
+
+// checkPrior decides whether a stored root may be replaced by this writer.
+func (w *Writer) checkPrior(data map[string]any, in rootInput) error {
+	md := asMap(data["metadata"])
+	storedBackend, _ := md["writerLockBackend"].(string)
+	storedFence, _ := md["writerFence"].(string)
+	if storedBackend != "" && storedBackend != in.backend {
+		if w.cfg.allowSwitch {
+			return nil
+		}
+		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q; stop every %s writer, then rerun once with --allow-lock-backend-switch",
+			ErrLockBackendSwitch, storedBackend, in.backend, storedBackend)
+	}
+	if fenceNewer(storedFence, in.fence) {
+		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, storedFence, in.fence)
+	}
+	return nil
+}
+
+// requireFence is the check every chunk and the finish make inside their
+// transaction: the root must still carry this writer's fence.
+func requireFence(ctx context.Context, tx *firestore.Transaction, ref *firestore.DocumentRef, in rootInput) error {
+	snap, err := tx.Get(ref)
+	if status.Code(err) == codes.NotFound {
+		return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
+	}
+	if err != nil {
+		return err
+	}
+	md := asMap(snap.Data()["metadata"])
+	if f, _ := md["writerFence"].(string); f != in.fence {
+		return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
+	}
+	if b, _ := md["writerLockBackend"].(string); b != in.backend {
+		return retry.Permanent(fmt.Errorf("%w: root was taken over by a %q-locked writer", ErrFencedOut, b))
+	}
+	return nil
+}
+
+// writeChunk commits one chunk as a transaction that first verifies the fence.
+func (w *Writer) writeChunk(ctx context.Context, in rootInput, index int, chunk []op) BatchResult {
+	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}}
+	for _, o := range chunk {
+		if o.doc != nil {
+			r.DistrictIDs = append(r.DistrictIDs, o.districtID)
+		} else {
+			r.deletes++
+		}
+	}
+	t0 := time.Now()
+	if err := ctx.Err(); err != nil {
+		// Never started: the lease was lost or the write was cancelled.
+		r.Error = "not attempted: " + context.Cause(ctx).Error()
+		return r
+	}
+	rootRef := w.root(in.id)
+	districts := rootRef.Collection("districts")
+	st, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			if err := requireFence(ctx, tx, rootRef, in); err != nil {
+				return err
+			}
+			for _, o := range chunk {
+				ref := districts.Doc(districtDocID(o.districtID))
+				var err error
+				if o.doc != nil {
+					err = tx.Set(ref, o.doc)
+				} else {
+					err = tx.Delete(ref)
+				}
+				if err != nil {
+					return retry.Permanent(err)
+				}
+			}
+			return nil
+		}, firestore.MaxAttempts(1))
+	})
+	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		r.Error = err.Error()
+		return r
+	}
+	r.Success = true
+	return r
+}
+
+// staleDistricts lists district documents of an earlier write of this
+// snapshot that the new snapshot no longer has.
+func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
+	keep := make(map[string]bool, len(snap.Payload.Districts))
+	for _, d := range snap.Payload.Districts {
+		keep[districtDocID(d.DistrictID)] = true
+	}
+	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, d := range refs {
+		if !keep[d.Ref.ID] {
+			stale = append(stale, strings.TrimPrefix(d.Ref.ID, "district_"))
+		}
+	}
+	sort.Strings(stale)
+	return stale, nil
+}
+
+// finish records the outcome in the root: manifest entries, counts, status.
+func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, entry, msgs map[string]string) error {
+	now := w.cfg.now()
+	st := in.snap.Status
+	if !res.Complete {
+		st = "partial"
+	}
+	md, err := in.metadata(st, res.Complete, res.FailedDistricts, now)
+	if err != nil {
+		return err
+	}
+	mf := in.manifest(entry, msgs, now)
+	ref := w.root(in.id)
+	_, err = retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			if err := requireFence(ctx, tx, ref, in); err != nil {
+				return err
+			}
+			return tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}})
+		}, firestore.MaxAttempts(1))
+	})
+	return err
+}
+
+// tally fills the aggregate counts from the batch results (property 7).
+func (w *Writer) tally(res *Result) {
+	res.TotalBatches = len(res.BatchResults)
+	res.SuccessfulBatches, res.FailedBatches, res.DistrictsWritten = 0, 0, 0
+	res.FailedDistricts = []string{}
+	for _, r := range res.BatchResults {
+		if r.Success {
+			res.SuccessfulBatches++
+			res.DistrictsWritten += len(r.DistrictIDs)
+		} else {
+			res.FailedBatches++
+			res.FailedDistricts = append(res.FailedDistricts, r.DistrictIDs...)
+		}
+	}
+	res.Complete = res.FailedBatches == 0
+}
+
+func (w *Writer) summarize(log *zap.Logger, res *Result, start time.Time) {
+	if res.TotalBatches == 0 {
+		w.tally(res)
+	}
+	res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
+	lvl := zap.InfoLevel
+	if !res.Complete {
+		lvl = zap.WarnLevel
+	}
+	log.Log(lvl, "snapshot write finished",
+		zap.Bool("complete", res.Complete),
+		zap.Int("totalBatches", res.TotalBatches),
+		zap.Int("successfulBatches", res.SuccessfulBatches),
+		zap.Int("failedBatches", res.FailedBatches),
+		zap.Int("districtsWritten", res.DistrictsWritten),
+		zap.Strings("failedDistricts", res.FailedDistricts),
+		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
+		zap.Int64("totalDurationMs", res.TotalDurationMs))
+}
+
+func logBatch(log *zap.Logger, r BatchResult) {
+	fields := []zap.Field{
+		zap.Int("batchIndex", r.BatchIndex),
+		zap.Int("operationCount", r.OperationCount),
+		zap.Bool("success", r.Success),
+		zap.Int("retryAttempts", r.RetryAttempts),
+		zap.Int64("durationMs", r.DurationMs),
+		zap.Int("districts", len(r.DistrictIDs)),
+	}
+	if r.Error != "" {
+		log.Warn("batch failed", append(fields, zap.String("error", r.Error))...)
+		return
+	}
+	log.Info("batch committed", fields...)
+}
+
+// fenceNewer reports whether fence a is newer than b. Fences compare as
+// equal-width decimal strings; a longer one is larger.
+func fenceNewer(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) > len(b)
+	}
+	return a > b
+}
