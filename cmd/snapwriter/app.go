@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// Exit codes: part of the CLI contract (DESIGN.md §5).
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitPartial  = 3
+	exitLockHeld = 4
+	exitFenced   = 5
+)
+
+// usageError marks a bad command line: exit 2, nothing written.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// errPartial is returned when a write finished with failed chunks; the
+// result has been printed and the manifest records them.
+var errPartial = errors.New("snapshot written partially; the manifest records the failed districts (run `snapwriter repair`)")
+
+// app is the CLI with its surroundings injected, so tests run it in process
+// (with a Firestore client that injects faults) as well as a binary.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	lookupEnv      func(string) (string, bool)
+	// newClient opens Firestore; tests replace it.
+	newClient func(ctx context.Context, project, database string) (*firestore.Client, error)
+	// writerOptions are appended to every Writer's options (tests).
+	writerOptions []snapshot.Option
+
+	global globalFlags
+	log    *zap.Logger
+	ran    bool // a command's RunE started: errors after it are not usage errors
+}
+
+type globalFlags struct {
+	project    string
+	database   string
+	collection string
+	logFormat  string
+	logLevel   string
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv, log: zap.NewNop()}
+	a.newClient = a.openFirestore
+	return a
+}
+
+// run executes one command line and returns the process exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(a.stdin)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	// Everything cobra rejects before a command runs (unknown flags or
+	// commands, bad values, missing required flags, bad SNAPWRITER_ env
+	// values) is a usage error: exit 2, nothing done.
+	for _, c := range root.Commands() {
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error {
+				a.ran = true
+				return run(cmd, args)
+			}
+		}
+	}
+	err := root.ExecuteContext(ctx)
+	if err != nil && !a.ran && !errors.As(err, new(usageError)) {
+		err = flagError{usageError{err}}
+	}
+	defer func() { _ = a.log.Sync() }()
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	fmt.Fprintf(a.stderr, "snapwriter: %v\n", err)
+	if code == exitUsage && isFlagError(err) {
+		fmt.Fprintln(a.stderr, "Run 'snapwriter --help' for usage.")
+	}
+	return code
+}
+
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &u), errors.Is(err, model.ErrInvalid):
+		return exitUsage
+	case errors.Is(err, snapshot.ErrFencedOut):
+		return exitFenced
+	case errors.Is(err, snapshot.ErrLockHeld):
+		return exitLockHeld
+	case errors.Is(err, errPartial):
+		return exitPartial
+	default:
+		return exitError
+	}
+}
+
+// flagError is a usage error in the command line itself; it earns a hint
+// to read --help.
+type flagError struct{ usageError }
+
+// Unwrap makes errors.As find the usageError.
+func (f flagError) Unwrap() error { return f.usageError }
+
+func isFlagError(err error) bool {
+	var f flagError
+	return errors.As(err, &f)
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "snapwriter",
+		Short: "Write district-statistics snapshots into Cloud Firestore, safely",
+		Long: `snapwriter writes daily district-statistics snapshots into Cloud Firestore.
+
+It takes a fenced lock on the snapshot, writes the root document first, commits
+the district documents in chunked transactions that each verify the fence, retries
+transient failures with jittered exponential backoff, and records any partial
+failure in the snapshot's manifest.
+
+The emulator is used when FIRESTORE_EMULATOR_HOST is set. Every flag can also be
+set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
+
+Exit codes: 0 complete, 1 runtime failure, 2 usage or invalid input (nothing
+written), 3 partial, 4 lock held by another writer, 5 fenced out.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := a.applyEnv(cmd); err != nil {
+				return err
+			}
+			return a.setupLogger()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return flagError{usageError{err}}
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.global.project, "project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
+	pf.StringVar(&a.global.database, "database", firestore.DefaultDatabaseID, "Firestore database id")
+	pf.StringVar(&a.global.collection, "collection", snapshot.DefaultCollection, "root collection of the snapshots")
+	pf.StringVar(&a.global.logFormat, "log-format", "json", "log format: json (Cloud Logging) or console")
+	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+
+	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand())
+	return root
+}
+
+// applyEnv fills every flag the command line left unset from
+// SNAPWRITER_<FLAG>, and --project from GOOGLE_CLOUD_PROJECT after that.
+func (a *app) applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		name := "SNAPWRITER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := a.lookupEnv(name)
+		if !ok {
+			return
+		}
+		if e := cmd.Flags().Set(f.Name, v); e != nil {
+			err = usagef("%s=%q: %v", name, v, e)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if a.global.project == "" {
+		if v, ok := a.lookupEnv("GOOGLE_CLOUD_PROJECT"); ok {
+			a.global.project = v
+		}
+	}
+	return nil
+}
+
+// setupLogger writes structured logs to stderr; the JSON form uses the keys
+// Cloud Logging reads (severity, message, time in RFC 3339).
+func (a *app) setupLogger() error {
+	var lvl zapcore.Level
+	if err := lvl.UnmarshalText([]byte(a.global.logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", a.global.logLevel)
+	}
+	var enc zapcore.Encoder
+	switch a.global.logFormat {
+	case "json":
+		enc = zapcore.NewJSONEncoder(zapcore.EncoderConfig{
+			TimeKey:        "time",
+			LevelKey:       "severity",
+			MessageKey:     "message",
+			NameKey:        "logger",
+			CallerKey:      zapcore.OmitKey,
+			StacktraceKey:  zapcore.OmitKey,
+			LineEnding:     zapcore.DefaultLineEnding,
+			EncodeLevel:    cloudSeverity,
+			EncodeTime:     zapcore.RFC3339NanoTimeEncoder,
+			EncodeDuration: zapcore.MillisDurationEncoder,
+		})
+	case "console":
+		cfg := zap.NewDevelopmentEncoderConfig()
+		cfg.EncodeTime = zapcore.RFC3339TimeEncoder
+		cfg.CallerKey = zapcore.OmitKey
+		enc = zapcore.NewConsoleEncoder(cfg)
+	default:
+		return usagef("--log-format %q: want json or console", a.global.logFormat)
+	}
+	a.log = zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(a.stderr)), lvl))
+	return nil
+}
+
+// cloudSeverity names levels as Cloud Logging's LogSeverity does.
+func cloudSeverity(l zapcore.Level, enc zapcore.PrimitiveArrayEncoder) {
+	switch l {
+	case zapcore.DebugLevel:
+		enc.AppendString("DEBUG")
+	case zapcore.InfoLevel:
+		enc.AppendString("INFO")
+	case zapcore.WarnLevel:
+		enc.AppendString("WARNING")
+	case zapcore.ErrorLevel:
+		enc.AppendString("ERROR")
+	case zapcore.DPanicLevel, zapcore.PanicLevel:
+		enc.AppendString("CRITICAL")
+	default:
+		enc.AppendString("ALERT")
+	}
+}
+
+func (a *app) openFirestore(ctx context.Context, project, database string) (*firestore.Client, error) {
+	if project == "" {
+		if _, emu := a.lookupEnv("FIRESTORE_EMULATOR_HOST"); !emu {
+			project = firestore.DetectProjectID
+		} else {
+			return nil, usagef("--project (or GOOGLE_CLOUD_PROJECT) is required")
+		}
+	}
+	if database == "" || database == firestore.DefaultDatabaseID {
+		return firestore.NewClient(ctx, project)
+	}
+	return firestore.NewClientWithDatabase(ctx, project, database)
+}
+
+// client opens Firestore for a command, with a bounded connect time.
+func (a *app) client(ctx context.Context) (*firestore.Client, error) {
+	if a.global.collection == "" || strings.Contains(a.global.collection, "/") {
+		return nil, usagef("--collection %q: want a top-level collection name", a.global.collection)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := a.newClient(cctx, a.global.project, a.global.database)
+	if err != nil {
+		var u usageError
+		if errors.As(err, &u) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("connecting to Firestore: %w", err)
+	}
+	return c, nil
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+func (a *app) generateCommand() *cobra.Command {
+	var date string
+	var districts int
+	var seed int64
+	cmd := &cobra.Command{
+		Use:   "generate --date D --districts N [--seed S]",
+		Short: "Print a realistic synthetic snapshot (input format)",
+		Example: `  snapwriter generate --date 2026-11-20 --districts 132 > snap.json
+  snapwriter generate --date 2026-11-20 --districts 5000 --seed 7 | snapwriter write --input -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !model.ValidDate(date) {
+				return usagef("--date %q: want a real YYYY-MM-DD date", date)
+			}
+			if districts < 1 || districts > 100000 {
+				return usagef("--districts %d: want 1..100000", districts)
+			}
+			return json.NewEncoder(a.stdout).Encode(model.Generate(date, districts, seed))
+		},
+	}
+	cmd.Flags().StringVar(&date, "date", "", "snapshot date, YYYY-MM-DD (required)")
+	cmd.Flags().IntVar(&districts, "districts", 132, "number of districts")
+	cmd.Flags().Int64Var(&seed, "seed", 1, "random seed (same seed, same snapshot)")
+	_ = cmd.MarkFlagRequired("date")
+	return cmd
+}
+
+type writeFlags struct {
+	input       string
+	date        string
+	batchSize   int
+	concurrency int
+	maxRetries  int
+	lockTTL     time.Duration
+	lockWait    time.Duration
+	json        bool
+	allowSwitch bool
+}
+
+func (a *app) writeCommand() *cobra.Command {
+	var f writeFlags
+	cmd := &cobra.Command{
+		Use:   "write --input F|- [--date D]",
+		Short: "Write one snapshot and print the result",
+		Long: `Write one snapshot: take the snapshot's fenced lock, write the root document,
+commit the districts in chunks of --batch-size with --concurrency chunks in flight,
+retry transient failures, record the outcome in the manifest, release the lock.
+
+The input is a Snapshot JSON file, "-" for stdin, or a per-district snapshot
+directory (metadata.json, manifest.json, district_{id}.json). The snapshot id is
+--date, else payload.metadata.dataAsOfDate. Input is validated before anything
+is written.`,
+		Example: `  snapwriter write --input snap.json
+  snapwriter generate --date 2026-11-20 | snapwriter write --input - --json
+  SNAPWRITER_CONCURRENCY=16 snapwriter write --input ./snapshots/2026-11-20/`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.write(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
+	fl.StringVar(&f.date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate")
+	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, "district operations per chunk (1..500)")
+	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once")
+	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
+	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
+	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
+	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
+	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
+	_ = cmd.MarkFlagRequired("input")
+	return cmd
+}
+
+func (a *app) write(cmd *cobra.Command, f writeFlags) error {
+	switch {
+	case f.batchSize < 1 || f.batchSize > 500:
+		return usagef("--batch-size %d: want 1..500", f.batchSize)
+	case f.concurrency < 1 || f.concurrency > 256:
+		return usagef("--concurrency %d: want 1..256", f.concurrency)
+	case f.maxRetries < 0 || f.maxRetries > 100:
+		return usagef("--max-retries %d: want 0..100", f.maxRetries)
+	case f.lockTTL < time.Second:
+		return usagef("--lock-ttl %s: want at least 1s", f.lockTTL)
+	case f.lockWait < 0:
+		return usagef("--lock-wait %s: must not be negative", f.lockWait)
+	case f.date != "" && !model.ValidDate(f.date):
+		return usagef("--date %q: want a real YYYY-MM-DD date", f.date)
+	}
+	snap, err := model.Load(f.input, a.stdin)
+	if err != nil {
+		return err
+	}
+	id := snap.ID(f.date)
+	if err := model.Validate(snap, id); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	client, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	locker, err := firestorelock.New(client)
+	if err != nil {
+		return err
+	}
+	policy := retry.DefaultPolicy()
+	policy.MaxRetries = f.maxRetries
+	opts := append([]snapshot.Option{
+		snapshot.WithCollection(a.global.collection),
+		snapshot.WithBatchSize(f.batchSize),
+		snapshot.WithConcurrency(f.concurrency),
+		snapshot.WithRetryPolicy(policy),
+		snapshot.WithLockTTL(f.lockTTL),
+		snapshot.WithLockWait(f.lockWait),
+		snapshot.WithLogger(a.log),
+		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
+	}, a.writerOptions...)
+	w, err := snapshot.NewWriter(client, locker, opts...)
+	if err != nil {
+		return usageError{err}
+	}
+	res, werr := w.Write(ctx, id, snap)
+	if res != nil {
+		if err := a.printResult(res, f.json); err != nil {
+			return err
+		}
+	}
+	if werr != nil {
+		return werr
+	}
+	if !res.Complete {
+		return errPartial
+	}
+	return nil
+}
+
+func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	state := "complete"
+	if !res.Complete {
+		state = "PARTIAL"
+	}
+	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d batches (%d failed), fence %s, %d ms\n",
+		res.SnapshotID, state, res.DistrictsWritten, res.TotalBatches, res.FailedBatches, res.Fence, res.TotalDurationMs)
+	if len(res.FailedDistricts) > 0 {
+		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
+	}
+	if res.StaleDeleted > 0 {
+		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)
+	}
+	return nil
+}
+
+func (a *app) getCommand() *cobra.Command {
+	var date string
+	var compact bool
+	cmd := &cobra.Command{
+		Use:   "get --date D [--json]",
+		Short: "Read a snapshot back, in the input format",
+		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. Districts whose
+write failed are absent; 'list' shows which. --json prints it on one line.`,
+		Example: `  snapwriter get --date 2026-11-20 > back.json
+  snapwriter get --date latest`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if date != "latest" && !model.ValidDate(date) {
+				return usagef("--date %q: want a real YYYY-MM-DD date or \"latest\"", date)
+			}
+			ctx := cmd.Context()
+			client, err := a.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			r := snapshot.NewReader(client, a.global.collection)
+			if date == "latest" {
+				if date, err = r.Latest(ctx); err != nil {
+					return err
+				}
+			}
+			s, err := r.Get(ctx, date)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(a.stdout)
+			if !compact {
+				enc.SetIndent("", "  ")
+			}
+			return enc.Encode(s)
+		},
+	}
+	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)
+	cmd.Flags().BoolVar(&compact, "json", false, "print compact JSON on one line")
+	_ = cmd.MarkFlagRequired("date")
+	return cmd
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List snapshots with their write state",
+		Example: `  snapwriter list
+  snapwriter list --json | jq '.[] | select(.state != "complete")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			client, err := a.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			list, err := snapshot.NewReader(client, a.global.collection).List(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if list == nil {
+					list = []snapshot.Summary{}
+				}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(list)
+			}
+			return printList(a.stdout, list)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printList(w io.Writer, list []snapshot.Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATE\tSTATE\tSTATUS\tDISTRICTS\tFAILED\tFENCE")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.SnapshotID, s.State, s.Status, s.Districts, len(s.FailedDistricts), s.WriterFence)
+	}
+	return tw.Flush()
+}
