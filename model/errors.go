@@ -90,7 +90,6 @@ const (
 
 var (
 	identifier   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	reservedName = regexp.MustCompile(`^__.*__$`)
 	districtIDRe = regexp.MustCompile(`^[A-Za-z0-9]+$`)
 	dateRe       = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 )

@@ -51,7 +51,7 @@ func decodeValue(r io.Reader) (any, error) {
 		line, col := position(data, off)
 		return nil, invalid("$", "invalid JSON: unexpected data after the top-level value at line %d, column %d", line, col)
 	}
-	return canonical(v, "$")
+	return canonical(v, &pathElem{root: "$"})
 }
 
 func jsonError(data []byte, err error) error {
@@ -78,13 +78,17 @@ func position(data []byte, off int64) (line, col int) {
 }
 
 // canonical converts a decoded (UseNumber) tree into canonical values.
-func canonical(v any, path string) (any, error) {
+func canonical(v any, path *pathElem) (any, error) {
 	switch x := v.(type) {
 	case json.Number:
-		return parseNumber(string(x), path)
+		n, err := parseNumber(string(x), "")
+		if err != nil {
+			return nil, invalid(path.String(), "%s", err.(*ValidationError).Problems[0].Message)
+		}
+		return n, nil
 	case []any:
 		for i, e := range x {
-			c, err := canonical(e, fmt.Sprintf("%s[%d]", path, i))
+			c, err := canonical(e, &pathElem{parent: path, index: i})
 			if err != nil {
 				return nil, err
 			}
@@ -93,7 +97,7 @@ func canonical(v any, path string) (any, error) {
 		return x, nil
 	case map[string]any:
 		for k, e := range x {
-			c, err := canonical(e, childPath(path, k))
+			c, err := canonical(e, &pathElem{parent: path, key: k, isKey: true})
 			if err != nil {
 				return nil, err
 			}
@@ -356,45 +360,69 @@ func FirestoreSize(v any) int {
 // have no JSON form either), invalid UTF-8, arrays directly inside arrays,
 // reserved or oversize field names, and nesting deeper than Firestore allows.
 func checkValue(v any, path string, depth int, inArray bool, add func(path, format string, args ...any)) {
+	checkAt(v, &pathElem{root: path}, depth, inArray, add)
+}
+
+// pathElem is a JSON path built only when a problem needs it: formatting
+// every path of a large snapshot up front would dominate validation.
+type pathElem struct {
+	parent *pathElem
+	root   string
+	key    string
+	index  int
+	isKey  bool
+}
+
+func (p *pathElem) String() string {
+	if p.parent == nil {
+		return p.root
+	}
+	if p.isKey {
+		return childPath(p.parent.String(), p.key)
+	}
+	return fmt.Sprintf("%s[%d]", p.parent.String(), p.index)
+}
+
+func checkAt(v any, p *pathElem, depth int, inArray bool, add func(path, format string, args ...any)) {
 	if depth > maxDepth {
-		add(path, "nested more than %d levels deep, Firestore's limit", maxDepth)
+		add(p.String(), "nested more than %d levels deep, Firestore's limit", maxDepth)
 		return
 	}
 	switch x := v.(type) {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			add(path, "%v is not a finite number", x)
+			add(p.String(), "%v is not a finite number", x)
 		}
 	case string:
 		if !utf8.ValidString(x) {
-			add(path, "string is not valid UTF-8")
+			add(p.String(), "string is not valid UTF-8")
 		}
 	case []any:
 		if inArray {
-			add(path, "an array directly inside an array cannot be stored in Firestore")
+			add(p.String(), "an array directly inside an array cannot be stored in Firestore")
 			return
 		}
 		for i, e := range x {
-			checkValue(e, fmt.Sprintf("%s[%d]", path, i), depth+1, true, add)
+			checkAt(e, &pathElem{parent: p, index: i}, depth+1, true, add)
 		}
 	case map[string]any:
 		for k, e := range x {
-			p := childPath(path, k)
+			c := &pathElem{parent: p, key: k, isKey: true}
 			switch {
 			case k == "":
-				add(p, "empty field name cannot be stored in Firestore")
+				add(c.String(), "empty field name cannot be stored in Firestore")
 			case len(k) > maxFieldNameBytes:
-				add(p, "field name is %d bytes, over Firestore's %d", len(k), maxFieldNameBytes)
-			case reservedName.MatchString(k):
-				add(p, "field name %q is reserved by Firestore (__name__ form)", k)
+				add(c.String(), "field name is %d bytes, over Firestore's %d", len(k), maxFieldNameBytes)
+			case len(k) >= 4 && strings.HasPrefix(k, "__") && strings.HasSuffix(k, "__"):
+				add(c.String(), "field name %q is reserved by Firestore (__name__ form)", k)
 			case !utf8.ValidString(k):
-				add(p, "field name is not valid UTF-8")
+				add(c.String(), "field name is not valid UTF-8")
 			}
-			checkValue(e, p, depth+1, false, add)
+			checkAt(e, c, depth+1, false, add)
 		}
 	case nil, bool, int64:
 	default:
-		add(path, "a %T is not a JSON value", v)
+		add(p.String(), "a %T is not a JSON value", v)
 	}
 }
 
