@@ -383,3 +383,13 @@ func value(depth int) *rapid.Generator[any] {
 		}
 	})
 }
+
+// The one-walk size Validate uses is FirestoreSize.
+func TestCheckValueSizeIsFirestoreSize(t *testing.T) {
+	for _, d := range Generate("2026-11-20", 20, 5).Payload.Districts {
+		got := checkValue(map[string]any(d.Data), "$", 1, false, func(string, string, ...any) {})
+		if want := FirestoreSize(map[string]any(d.Data)); got != want {
+			t.Errorf("district %s: walk size %d, FirestoreSize %d", d.DistrictID, got, want)
+		}
+	}
+}

@@ -90,8 +90,8 @@ func Validate(s *Snapshot, id string) error {
 		if d.AsOfDate != "" && !ValidDate(d.AsOfDate) {
 			p.add(path+".asOfDate", "%q is not a real YYYY-MM-DD date", d.AsOfDate)
 		}
-		checkValue(map[string]any(d.Data), path, 1, false, p.add)
-		if n := districtDocSize(d); n > MaxDocumentBytes {
+		size := checkValue(map[string]any(d.Data), path, 1, false, p.add)
+		if n := size + len("data") + 1 + DistrictEnvelopeBudget; n > MaxDocumentBytes {
 			p.add(path, "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
 		}
 	}
@@ -107,11 +107,6 @@ func Validate(s *Snapshot, id string) error {
 			len(s.Payload.Districts), n, MaxDocumentBytes)
 	}
 	return p.err()
-}
-
-// districtDocSize is the district document's size: data plus the envelope.
-func districtDocSize(d DistrictStatistics) int {
-	return FirestoreSize(map[string]any(d.Data)) + len("data") + 1 + DistrictEnvelopeBudget
 }
 
 // rootDocEstimate bounds the root document from above: the payload metadata

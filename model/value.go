@@ -359,12 +359,13 @@ func FirestoreSize(v any) int {
 // checkValue reports what Firestore cannot store: NaN and infinities (they
 // have no JSON form either), invalid UTF-8, arrays directly inside arrays,
 // reserved or oversize field names, and nesting deeper than Firestore allows.
-func checkValue(v any, path string, depth int, inArray bool, add func(path, format string, args ...any)) {
-	checkAt(v, &pathElem{root: path}, depth, inArray, add)
+// It returns v's FirestoreSize, so one walk serves both checks.
+func checkValue(v any, path string, depth int, inArray bool, add func(path, format string, args ...any)) int {
+	w := walker{root: path, add: add}
+	return w.check(v, depth, inArray)
 }
 
-// pathElem is a JSON path built only when a problem needs it: formatting
-// every path of a large snapshot up front would dominate validation.
+// pathElem is one step of a JSON path: a key or an array index.
 type pathElem struct {
 	parent *pathElem
 	root   string
@@ -373,6 +374,8 @@ type pathElem struct {
 	isKey  bool
 }
 
+// String formats the path from the root; only problems need it, so paths
+// are never formatted up front.
 func (p *pathElem) String() string {
 	if p.parent == nil {
 		return p.root
@@ -383,46 +386,77 @@ func (p *pathElem) String() string {
 	return fmt.Sprintf("%s[%d]", p.parent.String(), p.index)
 }
 
-func checkAt(v any, p *pathElem, depth int, inArray bool, add func(path, format string, args ...any)) {
+// walker checks a value tree, keeping the current path as a stack of steps
+// so that walking a large snapshot allocates nothing per value.
+type walker struct {
+	root  string
+	steps []pathElem
+	add   func(path, format string, args ...any)
+}
+
+func (w *walker) path() string {
+	p := w.root
+	for _, s := range w.steps {
+		if s.isKey {
+			p = childPath(p, s.key)
+		} else {
+			p = fmt.Sprintf("%s[%d]", p, s.index)
+		}
+	}
+	return p
+}
+
+func (w *walker) check(v any, depth int, inArray bool) (size int) {
 	if depth > maxDepth {
-		add(p.String(), "nested more than %d levels deep, Firestore's limit", maxDepth)
-		return
+		w.add(w.path(), "nested more than %d levels deep, Firestore's limit", maxDepth)
+		return FirestoreSize(v)
 	}
 	switch x := v.(type) {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			add(p.String(), "%v is not a finite number", x)
+			w.add(w.path(), "%v is not a finite number", x)
 		}
+		return 8
 	case string:
 		if !utf8.ValidString(x) {
-			add(p.String(), "string is not valid UTF-8")
+			w.add(w.path(), "string is not valid UTF-8")
 		}
+		return len(x) + 1
 	case []any:
 		if inArray {
-			add(p.String(), "an array directly inside an array cannot be stored in Firestore")
-			return
+			w.add(w.path(), "an array directly inside an array cannot be stored in Firestore")
+			return FirestoreSize(v)
 		}
 		for i, e := range x {
-			checkAt(e, &pathElem{parent: p, index: i}, depth+1, true, add)
+			w.steps = append(w.steps, pathElem{index: i})
+			size += w.check(e, depth+1, true)
+			w.steps = w.steps[:len(w.steps)-1]
 		}
+		return size
 	case map[string]any:
 		for k, e := range x {
-			c := &pathElem{parent: p, key: k, isKey: true}
+			w.steps = append(w.steps, pathElem{key: k, isKey: true})
 			switch {
 			case k == "":
-				add(c.String(), "empty field name cannot be stored in Firestore")
+				w.add(w.path(), "empty field name cannot be stored in Firestore")
 			case len(k) > maxFieldNameBytes:
-				add(c.String(), "field name is %d bytes, over Firestore's %d", len(k), maxFieldNameBytes)
+				w.add(w.path(), "field name is %d bytes, over Firestore's %d", len(k), maxFieldNameBytes)
 			case len(k) >= 4 && strings.HasPrefix(k, "__") && strings.HasSuffix(k, "__"):
-				add(c.String(), "field name %q is reserved by Firestore (__name__ form)", k)
+				w.add(w.path(), "field name %q is reserved by Firestore (__name__ form)", k)
 			case !utf8.ValidString(k):
-				add(c.String(), "field name is not valid UTF-8")
+				w.add(w.path(), "field name is not valid UTF-8")
 			}
-			checkAt(e, c, depth+1, false, add)
+			size += len(k) + 1 + w.check(e, depth+1, false)
+			w.steps = w.steps[:len(w.steps)-1]
 		}
-	case nil, bool, int64:
+		return size
+	case int64:
+		return 8
+	case nil, bool:
+		return 1
 	default:
-		add(p.String(), "a %T is not a JSON value", v)
+		w.add(w.path(), "a %T is not a JSON value", v)
+		return 8
 	}
 }
 
