@@ -369,16 +369,21 @@ func (w *Writer) checkPrior(data map[string]any, in rootInput) error {
 }
 
 // requireFence is the check every chunk and the finish make inside their
-// transaction: the root must still carry this writer's fence.
+// transaction: the root must still carry this writer's fence. It reads the
+// two fields it needs through a projection, not the whole root: with
+// thousands of districts the manifest makes the root hundreds of KB, and
+// every chunk would fetch it. The read is part of the transaction, so a
+// newer writer's root commit conflicts with it like a full read would.
 func requireFence(ctx context.Context, tx *firestore.Transaction, ref *firestore.DocumentRef, in rootInput) error {
-	snap, err := tx.Get(ref)
-	if status.Code(err) == codes.NotFound {
-		return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
-	}
+	docs, err := tx.Documents(ref.Parent.Where(firestore.DocumentID, "==", ref).
+		Select("metadata.writerFence", "metadata.writerLockBackend")).GetAll()
 	if err != nil {
 		return err
 	}
-	md := asMap(snap.Data()["metadata"])
+	if len(docs) == 0 {
+		return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
+	}
+	md := asMap(docs[0].Data()["metadata"])
 	if f, _ := md["writerFence"].(string); f != in.fence {
 		return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
 	}
