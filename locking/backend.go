@@ -2,28 +2,40 @@ package locking
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
-// Backend is a lock storage. Implementations validate keys, lockIds and
-// TTLs before any I/O, use IsLive for every liveness decision, verify
-// ownership explicitly on release and extend, and never retry contention
-// themselves (Acquire does). A lock held by someone else is a result
-// (OK false), not an error.
+// Backend is a lock storage: single-attempt operations on one lock each.
+// Implementations validate keys (NormalizeAndValidateKey), lockIds
+// (ValidateLockID) and TTLs (ValidateTTL) before any I/O, decide liveness
+// only with IsLive, verify ownership explicitly on release and extend, and
+// never retry contention themselves (Acquire, the helper, does). A lock
+// held by someone else is a result (OK false), not an error; failures are
+// *Error values.
+//
+// Release and Extend are idempotent and safe to call with a lockId that is
+// not (or no longer) held: they report false and change nothing.
 type Backend interface {
-	// Acquire takes key for ttl if no live lock holds it.
+	// Acquire takes key for ttl if no live lock holds it, returning a new
+	// lockId and, on fencing backends, a fence larger than any before for
+	// key. OK false means the lock is held.
 	Acquire(ctx context.Context, key string, ttl time.Duration) (AcquireResult, error)
-	// Release frees the lock lockID names; false if it is not live or
-	// not found.
+	// Release frees the lock lockID names. It returns false, changing
+	// nothing, when that lock is not found, expired, or not lockID's.
 	Release(ctx context.Context, lockID string) (bool, error)
-	// Extend sets a live lock's expiry to now+ttl; OK false if the lock is
-	// not live or not found. An expired lock is never revived.
+	// Extend sets the live lock lockID names to expire at now+ttl (it
+	// replaces the remaining time, it does not add to it). OK is false when
+	// the lock is not found or not live: an expired lock is never revived.
 	Extend(ctx context.Context, lockID string, ttl time.Duration) (ExtendResult, error)
-	// IsLocked reports whether a live lock holds key.
+	// IsLocked reports whether a live lock holds key. It only reads.
 	IsLocked(ctx context.Context, key string) (bool, error)
-	// LookupKey describes the live lock on key, or returns nil.
+	// LookupKey describes the live lock on key, sanitized, or returns nil,
+	// nil when there is none. It only reads.
 	LookupKey(ctx context.Context, key string) (*LockInfo, error)
-	// LookupLockID describes the live lock lockID names, or returns nil.
+	// LookupLockID describes the live lock lockID names, sanitized, or
+	// returns nil, nil. It only reads, and is for diagnostics: never gate a
+	// mutation on it.
 	LookupLockID(ctx context.Context, lockID string) (*LockInfo, error)
 	// Capabilities describes the backend.
 	Capabilities() Capabilities
@@ -32,42 +44,40 @@ type Backend interface {
 // Capabilities describes what a backend offers.
 type Capabilities struct {
 	Backend         string // "firestore", "postgres", …
-	SupportsFencing bool   // AcquireResult.Fence is set
+	SupportsFencing bool   // AcquireResult.Fence and LockInfo.Fence are set
 	TimeAuthority   string // "client" or "server": whose clock decides expiry
 }
 
 // AcquireResult is the outcome of Backend.Acquire.
 type AcquireResult struct {
-	OK        bool
-	LockID    string    // set when OK
-	ExpiresAt time.Time // set when OK
-	Fence     string    // set when OK and the backend supports fencing
+	OK        bool      // false: another live lock holds the key
+	LockID    string    // set when OK; the handle for Release and Extend
+	ExpiresAt time.Time // set when OK, by the backend's time authority
+	Fence     string    // set when OK on a fencing backend: 15 digits
 }
 
 // ExtendResult is the outcome of Backend.Extend.
 type ExtendResult struct {
-	OK        bool
+	OK        bool      // false: the lock was not found or not live
 	ExpiresAt time.Time // the new expiry, when OK
 }
 
-// LockInfo describes a lock without revealing its key or lockId.
+// LockInfo describes a live lock without revealing its key or lockId, so it
+// can be logged.
 type LockInfo struct {
-	KeyHash    string
-	LockIDHash string
+	KeyHash    string // HashKey of the key
+	LockIDHash string // HashKey of the lockId
 	ExpiresAt  time.Time
 	AcquiredAt time.Time
-	Fence      string
+	Fence      string // set on fencing backends
 }
 
-// ValidateTTL reports an InvalidArgument error unless ttl is a positive
-// whole number of milliseconds.
+// ValidateTTL fails with InvalidArgument unless ttl is a positive whole
+// number of milliseconds, the unit every backend stores.
 func ValidateTTL(ttl time.Duration) error {
 	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
-		return &Error{Code: InvalidArgument, Op: "ttl", Err: errorString("ttl " + ttl.String() + " is not a positive whole number of milliseconds")}
+		return &Error{Code: InvalidArgument, Op: "ttl",
+			Err: fmt.Errorf("ttl %s is not a positive whole number of milliseconds", ttl)}
 	}
 	return nil
 }
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }

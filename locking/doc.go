@@ -1,20 +1,27 @@
-// Package locking is the backend-neutral fenced-lock contract: the Backend
-// interface every storage implements, its result and error types, key
-// normalisation and storage-key derivation, lock ids, fence tokens, the one
-// liveness predicate, and a Lease that keeps a lock alive and says when it
-// is lost.
+// Package locking is the backend-neutral fenced-lock contract (the lock
+// interface spec, as DESIGN §4 amends it): the Backend interface every
+// storage implements, its result and error types, key normalisation and
+// storage-key derivation, lockIds, fence tokens, the one liveness
+// predicate, the retry formulas of the spec's lock() helper, and a Lease
+// that keeps a lock alive and says when it is lost.
 //
 // A fence is a 15-digit decimal string that strictly increases per key
 // across acquisitions; writers stamp it on what they write so storage can
 // refuse a writer whose lock has since passed to someone else. Compare
 // fences as strings (a > b), never as numbers.
 //
+// Nothing here imports a database driver; backends live in subpackages
+// (firestorelock).
+//
 // Typical use:
 //
 //	lease, err := locking.Acquire(ctx, backend, "snapshot:2026-11-20")
-//	if err != nil { ... }
+//	if err != nil { ... }                      // errors.Is(err, locking.ErrAcquisitionTimeout): held
 //	defer lease.Release(context.WithoutCancel(ctx))
-//	ctx, cancel := lease.Context(ctx) // cancelled if the lock is lost
+//	ctx, cancel := lease.Context(ctx)          // cancelled if the lock is lost
 //	defer cancel()
 //	... write, stamping lease.Fence() ...
+//	if err := lease.Err(); err != nil { ... } // lost: the write may not have been exclusive
+//
+// or, for a function, locking.Do(ctx, backend, key, fn).
 package locking

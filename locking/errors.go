@@ -2,7 +2,7 @@ package locking
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 )
 
 // Code classifies a lock error, as the lock interface spec names them.
@@ -10,36 +10,51 @@ type Code int
 
 // The error codes of the lock contract.
 const (
-	ServiceUnavailable Code = iota + 1 // storage unreachable or overloaded; retry later
+	ServiceUnavailable Code = iota + 1 // storage unreachable, overloaded or contended; retry later
 	AuthFailed                         // credentials refused
-	InvalidArgument                    // bad key, lockId, TTL or configuration
+	InvalidArgument                    // bad key, lockId, TTL, option or configuration
 	RateLimited                        // storage quota exhausted
 	NetworkTimeout                     // a call to storage timed out
-	AcquisitionTimeout                 // the lock stayed held for the whole wait
-	Aborted                            // the caller's context ended
-	Internal                           // anything else, including fence overflow
+	AcquisitionTimeout                 // the lock stayed held for the whole wait (Acquire only)
+	Aborted                            // the caller's context was cancelled
+	Internal                           // anything else, including fence overflow and duplicate lockIds
 )
 
-var codeNames = [...]string{"", "ServiceUnavailable", "AuthFailed", "InvalidArgument", "RateLimited",
-	"NetworkTimeout", "AcquisitionTimeout", "Aborted", "Internal"}
-
+// String returns the code's name as the spec spells it.
 func (c Code) String() string {
-	if c > 0 && int(c) < len(codeNames) {
-		return codeNames[c]
+	switch c {
+	case ServiceUnavailable:
+		return "ServiceUnavailable"
+	case AuthFailed:
+		return "AuthFailed"
+	case InvalidArgument:
+		return "InvalidArgument"
+	case RateLimited:
+		return "RateLimited"
+	case NetworkTimeout:
+		return "NetworkTimeout"
+	case AcquisitionTimeout:
+		return "AcquisitionTimeout"
+	case Aborted:
+		return "Aborted"
+	case Internal:
+		return "Internal"
 	}
-	return fmt.Sprintf("Code(%d)", int(c))
+	return "Code(" + strconv.Itoa(int(c)) + ")"
 }
 
-// Error is the error every lock operation returns. Its message names the
-// key and lockId only by hash, so it can be logged.
+// Error is the error lock operations return. It names the key and lockId
+// only by HashKey, never raw, so it can be logged: a key may carry user
+// data, and a lockId is a capability to release someone's lock.
 type Error struct {
 	Code       Code
-	Op         string // "acquire", "release", …
+	Op         string // "acquire", "release", "extend", …
 	KeyHash    string // HashKey of the key, when known
 	LockIDHash string // HashKey of the lockId, when known
 	Err        error  // the cause, if any
 }
 
+// Error renders as "locking: <op>: <Code> (key <hash>): <cause>".
 func (e *Error) Error() string {
 	s := "locking: "
 	if e.Op != "" {
@@ -61,11 +76,12 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Is matches the sentinel of the same code, so errors.Is(err,
-// ErrAcquisitionTimeout) works on any acquisition timeout.
+// Is reports whether target is a sentinel (an *Error without a cause) of
+// the same code, so errors.Is(err, ErrAcquisitionTimeout) matches any
+// acquisition timeout whatever its Op or hashes.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
-	return ok && t.Op == "" && t.Err == nil && t.KeyHash == "" && t.LockIDHash == "" && t.Code == e.Code
+	return ok && t.Err == nil && t.Code == e.Code
 }
 
 // Sentinels for errors.Is, one per code. They are never modified.
@@ -80,12 +96,12 @@ var (
 	ErrInternal           = &Error{Code: Internal}
 )
 
-// ErrLeaseLost means a held lock was lost: it expired or was taken over
-// before the lease could extend it. Work done under it is no longer
-// exclusive.
+// ErrLeaseLost means a held lock was lost: it expired or passed to someone
+// else before the lease could extend it. Work done under it may not have
+// been exclusive; only fences can tell.
 var ErrLeaseLost = errors.New("locking: lease lost")
 
-// Errorf builds an *Error; for backends.
-func Errorf(code Code, op string, format string, args ...any) *Error {
-	return &Error{Code: code, Op: op, Err: fmt.Errorf(format, args...)}
-}
+// ErrReleased is the cause (context.Cause) of a Lease.Context context that
+// ended because the lease was released. Lease.Err stays nil after a clean
+// release: it reports only losses.
+var ErrReleased = errors.New("locking: lease released")

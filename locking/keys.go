@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"regexp"
+	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -14,34 +16,57 @@ import (
 // MaxKeyBytes is the longest key, in UTF-8 bytes after NFC normalisation.
 const MaxKeyBytes = 512
 
-var lockIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)
+// lockIDLen is the length of a lockId: 16 random bytes in unpadded base64url.
+const lockIDLen = 22
 
 // NormalizeAndValidateKey returns key in Unicode NFC, so canonically
-// equivalent spellings name one lock, or an InvalidArgument error when it is
-// empty or longer than MaxKeyBytes.
+// equivalent spellings name one lock. It fails with InvalidArgument, before
+// any I/O, when the key is empty, not UTF-8, longer than MaxKeyBytes after
+// normalisation, or unusable as a Firestore document id (it contains "/",
+// is "." or "..", or matches __.*__). The last rule holds for every backend
+// so that a key valid on one is valid on all.
 func NormalizeAndValidateKey(key string) (string, error) {
+	if !utf8.ValidString(key) {
+		// Not hashed: HashKey's NFC step would silently repair the bytes.
+		return "", &Error{Code: InvalidArgument, Op: "key", Err: errors.New("key is not valid UTF-8")}
+	}
 	n := norm.NFC.String(key)
+	var why string
 	switch {
 	case n == "":
-		return "", &Error{Code: InvalidArgument, Op: "key", Err: fmt.Errorf("key is empty")}
+		return "", &Error{Code: InvalidArgument, Op: "key", Err: errors.New("key is empty")}
 	case len(n) > MaxKeyBytes:
-		return "", &Error{Code: InvalidArgument, Op: "key", KeyHash: HashKey(n),
-			Err: fmt.Errorf("key is %d bytes after NFC normalisation, over %d", len(n), MaxKeyBytes)}
+		why = fmt.Sprintf("key is %d bytes after NFC normalisation, over %d", len(n), MaxKeyBytes)
+	case strings.Contains(n, "/"):
+		why = `key contains "/", which Firestore reads as a path separator`
+	case n == "." || n == "..":
+		why = `key is "." or "..", which Firestore reserves`
+	case len(n) >= 4 && strings.HasPrefix(n, "__") && strings.HasSuffix(n, "__"):
+		why = "key matches __.*__, which Firestore reserves"
+	default:
+		return n, nil
 	}
-	return n, nil
+	return "", &Error{Code: InvalidArgument, Op: "key", KeyHash: HashKey(n), Err: errors.New(why)}
 }
 
-// ValidateLockID reports an InvalidArgument error unless id has the lockId
-// form: 22 base64url characters.
+// ValidateLockID fails with InvalidArgument unless id has the lockId form:
+// 22 base64url characters (^[A-Za-z0-9_-]{22}$).
 func ValidateLockID(id string) error {
-	if !lockIDRe.MatchString(id) {
-		return &Error{Code: InvalidArgument, Op: "lockId", Err: fmt.Errorf("malformed lockId: want 22 base64url characters, got %d bytes", len(id))}
+	ok := len(id) == lockIDLen
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+	}
+	if !ok {
+		// The id itself stays out of the message: it may be a real one, mangled.
+		return &Error{Code: InvalidArgument, Op: "lockId",
+			Err: fmt.Errorf("malformed lockId: want %d base64url characters, got %d bytes", lockIDLen, len(id))}
 	}
 	return nil
 }
 
-// NewLockID returns a fresh lockId: 16 bytes from crypto/rand, base64url
-// without padding.
+// NewLockID returns a fresh lockId: 16 bytes (128 bits) from crypto/rand,
+// unpadded base64url, so it can be neither guessed nor reused.
 func NewLockID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -50,16 +75,19 @@ func NewLockID() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// MakeStorageKey derives a storage id from a key: prefix:key (or the key
-// when prefix is empty), NFC-normalised. When that plus reserve bytes is
-// over limit (UTF-8 bytes), the key part is replaced by base64url of the
-// first 16 bytes of SHA-256 of the prefixed key, so long keys still map to
-// one id deterministically. It is an error only when even that is too long.
+// MakeStorageKey derives a storage id from a key as SyncGuard does: the
+// NFC-normalised "prefix:key" (just the key when prefix is empty). When that
+// plus reserve bytes is over limit (all in UTF-8 bytes), the id becomes
+// "prefix:" + base64url of the first 16 bytes of SHA-256 of the prefixed
+// key (no "prefix:" when prefix is empty), so a long key still maps to one
+// id deterministically. It fails with InvalidArgument only when even that
+// does not fit.
 func MakeStorageKey(prefix, key string, limit, reserve int) (string, error) {
-	key = norm.NFC.String(key)
-	full := key
+	// Only the key is normalised, as in the spec: a prefix is the caller's
+	// constant, not user input.
+	full := norm.NFC.String(key)
 	if prefix != "" {
-		full = prefix + ":" + key
+		full = prefix + ":" + full
 	}
 	if len(full)+reserve <= limit {
 		return full, nil
@@ -71,13 +99,14 @@ func MakeStorageKey(prefix, key string, limit, reserve int) (string, error) {
 	}
 	if len(id)+reserve > limit {
 		return "", &Error{Code: InvalidArgument, Op: "key", KeyHash: HashKey(key),
-			Err: fmt.Errorf("storage key exceeds %d bytes even after hashing", limit)}
+			Err: fmt.Errorf("storage key needs %d bytes even after hashing, over the limit of %d", len(id)+reserve, limit)}
 	}
 	return id, nil
 }
 
-// HashKey is a key's (or lockId's) sanitized form for logs and diagnostics:
-// the first 24 hex characters of SHA-256 of its NFC UTF-8.
+// HashKey is the sanitized form of a key or lockId for logs, errors and
+// LockInfo: the first 24 hex characters (96 bits) of SHA-256 of its NFC
+// UTF-8.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(norm.NFC.String(key)))
 	return hex.EncodeToString(sum[:])[:24]

@@ -9,8 +9,13 @@ import (
 	"time"
 )
 
-// DefaultTTL is a lock's time to live unless WithTTL says otherwise.
+// DefaultTTL is a lock's time to live unless WithTTL says otherwise (the
+// spec's BACKEND_DEFAULTS.ttlMs).
 const DefaultTTL = 30 * time.Second
+
+// releaseTimeout bounds Do's release, which runs detached from the caller's
+// context so that a cancelled caller still hands the lock back.
+const releaseTimeout = 10 * time.Second
 
 // AcquireOption configures Acquire and Do.
 type AcquireOption func(*acquireConfig)
@@ -18,76 +23,113 @@ type AcquireOption func(*acquireConfig)
 type acquireConfig struct {
 	ttl   time.Duration
 	retry RetryPolicy
-	rand  func() float64
 }
 
-// WithTTL sets the lock's time to live (default 30 s). The lease extends it
-// every TTL/3.
+// WithTTL sets the lock's time to live (default DefaultTTL). The lease
+// extends it every ttl/3, so a holder that dies frees the lock within ttl.
 func WithTTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl = d } }
 
-// WithRetry sets how long and how often to wait for a held lock (default
+// WithRetry sets how Acquire waits for a held lock (default
 // DefaultRetryPolicy). MaxRetries 0 makes a single attempt.
 func WithRetry(p RetryPolicy) AcquireOption { return func(c *acquireConfig) { c.retry = p } }
 
-// Acquire takes the lock on key, waiting for a holder per the retry policy,
-// and returns a Lease that keeps it alive until Release. It fails with
-// ErrAcquisitionTimeout if the lock stayed held, ErrAborted if ctx ended,
-// ErrInvalidArgument for a bad key or option, or the backend's error.
+// Acquire takes the lock on key, waiting while someone else holds it as the
+// retry policy says, and returns a Lease that keeps it alive until Release.
+//
+// The key is validated before any I/O (ErrInvalidArgument, as are a bad TTL
+// or policy). If the lock is still held after the last attempt, or the next
+// wait would pass the policy's Timeout, Acquire fails with
+// ErrAcquisitionTimeout; if ctx ends first, with ErrAborted wrapping
+// context.Cause(ctx). Backend errors are returned as they are: Acquire
+// retries contention, not failures.
+//
+// The lease outlives ctx: ctx bounds only the acquisition.
 func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) (*Lease, error) {
-	cfg := acquireConfig{ttl: DefaultTTL, retry: DefaultRetryPolicy(), rand: rand.Float64}
+	const op = "acquire"
+	cfg := acquireConfig{ttl: DefaultTTL, retry: DefaultRetryPolicy()}
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	nkey, err := NormalizeAndValidateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, withOp(err, op)
 	}
 	if err := ValidateTTL(cfg.ttl); err != nil {
-		return nil, err
+		return nil, withOp(err, op)
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, err
 	}
 	keyHash := HashKey(nkey)
+	aborted := func() error { return &Error{Code: Aborted, Op: op, KeyHash: keyHash, Err: context.Cause(ctx)} }
 	start := time.Now()
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, &Error{Code: Aborted, Op: "acquire", KeyHash: keyHash, Err: context.Cause(ctx)}
+	for attempt := 1; ; attempt++ {
+		if ctx.Err() != nil {
+			return nil, aborted()
 		}
 		r, err := b.Acquire(ctx, nkey, cfg.ttl)
 		if err != nil {
-			if ctx.Err() != nil && !errors.Is(err, ErrAborted) {
-				return nil, &Error{Code: Aborted, Op: "acquire", KeyHash: keyHash, Err: err}
+			if ctx.Err() != nil {
+				// However the backend saw the cancellation (a transport
+				// error, a timeout), it is the caller's doing.
+				return nil, aborted()
 			}
 			return nil, err
 		}
 		if r.OK {
 			return newLease(b, nkey, r, cfg.ttl), nil
 		}
-		timeout := &Error{Code: AcquisitionTimeout, Op: "acquire", KeyHash: keyHash,
-			Err: fmt.Errorf("lock still held after %d attempts in %s", attempt+1, time.Since(start).Round(time.Millisecond))}
-		if attempt >= cfg.retry.MaxRetries {
-			return nil, timeout
+		timeout := func() error {
+			return &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,
+				Err: fmt.Errorf("lock still held after %d attempts in %s", attempt, time.Since(start).Round(time.Millisecond))}
 		}
-		wait := min(cfg.retry.Delay(attempt+1, cfg.rand()), cfg.retry.Timeout-time.Since(start))
+		if attempt > cfg.retry.MaxRetries {
+			return nil, timeout()
+		}
+		// The spec's clamp: never sleep past the timeout; nothing left to
+		// sleep means the time is up.
+		wait := min(cfg.retry.Delay(attempt, rand.Float64()), cfg.retry.Timeout-time.Since(start))
 		if wait <= 0 {
-			return nil, timeout
+			return nil, timeout()
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, &Error{Code: Aborted, Op: "acquire", KeyHash: keyHash, Err: context.Cause(ctx)}
+			return nil, aborted()
 		case <-t.C:
 		}
 	}
 }
 
-// Lease is a held lock kept alive by a heartbeat that extends it every
-// TTL/3. When an extension finds the lock gone or expired, or extensions
-// keep failing until the lock's expiry passes, the lease is lost: Done is
-// closed, Err says why, and contexts from Context are cancelled. Call
-// Release when done.
+// withOp returns err with Op set to op when it is an *Error, so a validation
+// error names the operation the caller made.
+func withOp(err error, op string) error {
+	var le *Error
+	if errors.As(err, &le) {
+		c := *le
+		c.Op = op
+		return &c
+	}
+	return err
+}
+
+// Lease is a held lock kept alive by a heartbeat goroutine that extends it
+// to ttl every ttl/3.
+//
+// The lease is lost when an extension finds the lock gone or expired, or
+// when extensions keep failing (errors) until the lock's last known expiry
+// passes. Then Done is closed, Err returns an error wrapping ErrLeaseLost
+// (and the last extension error, if any), and every context from Context is
+// cancelled with that error as its cause. Because the lease gives up at the
+// expiry by its own clock, and other clients take the lock only
+// TimeTolerance after it, the holder learns of the loss before anyone else
+// can acquire, as long as clocks agree within that tolerance.
+//
+// Call Release when done; until then the heartbeat runs. A Lease is safe for
+// concurrent use.
 type Lease struct {
 	b      Backend
 	key    string
@@ -95,34 +137,47 @@ type Lease struct {
 	fence  string
 	ttl    time.Duration
 
+	// life ends when the lease is lost or released; its cause says which.
+	life    context.Context
+	endLife context.CancelCauseFunc
+
 	mu        sync.Mutex
 	expiresAt time.Time
-	err       error // set once, when lost
+	lost      error // set once, on loss
 
-	done     chan struct{} // closed when lost or released
-	doneOnce sync.Once
-	stop     chan struct{} // closed by Release to end the heartbeat
-	stopped  chan struct{} // closed when the heartbeat has ended
+	stopHeartbeat context.CancelFunc // also cancels an extension in flight
+	heartbeatDone chan struct{}
 
 	releaseOnce sync.Once
 	releaseErr  error
 }
 
 func newLease(b Backend, key string, r AcquireResult, ttl time.Duration) *Lease {
+	if r.ExpiresAt.IsZero() {
+		// A backend that does not report its expiry: assume the soonest.
+		r.ExpiresAt = time.Now().Add(ttl)
+	}
 	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl, expiresAt: r.ExpiresAt,
-		done: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{})}
-	go l.heartbeat()
+		heartbeatDone: make(chan struct{})}
+	// Detached from Acquire's context: the lease lives until Release or loss.
+	l.life, l.endLife = context.WithCancelCause(context.Background())
+	hb, stop := context.WithCancel(context.Background())
+	l.stopHeartbeat = stop
+	go l.heartbeat(hb)
 	return l
 }
 
-// Fence is the lock's fence token.
+// Key is the NFC-normalised key the lock holds.
+func (l *Lease) Key() string { return l.key }
+
+// Fence is the lock's fence token (empty on a backend without fencing).
+// Stamp it on what you write so storage can refuse a writer whose lock has
+// passed to someone else.
 func (l *Lease) Fence() string { return l.fence }
 
-// LockID is the lock's id, for Release by an operator. Do not log it.
+// LockID is the lock's id, the capability to release it. Do not log it; log
+// HashKey(LockID()) instead.
 func (l *Lease) LockID() string { return l.lockID }
-
-// Key is the normalised key the lock holds.
-func (l *Lease) Key() string { return l.key }
 
 // ExpiresAt is the lock's expiry as of the last successful extension.
 func (l *Lease) ExpiresAt() time.Time {
@@ -132,118 +187,159 @@ func (l *Lease) ExpiresAt() time.Time {
 }
 
 // Done is closed when the lease is lost or released.
-func (l *Lease) Done() <-chan struct{} { return l.done }
+func (l *Lease) Done() <-chan struct{} { return l.life.Done() }
 
-// Err is nil while the lock is held (and after a clean Release); once the
-// lease is lost it is an error wrapping ErrLeaseLost.
+// Err is nil while the lock is held and after a clean Release; once the
+// lease is lost it is an error wrapping ErrLeaseLost. It reports only
+// losses, so "Err() != nil" means the work done under the lease may not
+// have been exclusive.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.err
+	return l.lost
 }
 
-// errReleased is the cause of a lease context that ended with Release.
-var errReleased = errors.New("locking: lease released")
-
-// Context returns a context derived from parent that is cancelled when the
-// lease ends; its cause (context.Cause) wraps ErrLeaseLost if the lock was
-// lost.
+// Context returns a context derived from parent that is also cancelled
+// when the lease ends: with a cause (context.Cause) wrapping ErrLeaseLost
+// if the lock was lost, or ErrReleased after Release. Call the CancelFunc
+// when done with the context.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
-	go func() {
-		select {
-		case <-l.done:
-			if err := l.Err(); err != nil {
-				cancel(err)
-			} else {
-				cancel(errReleased)
-			}
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { cancel(context.Canceled) }
+	stop := context.AfterFunc(l.life, func() { cancel(context.Cause(l.life)) })
+	if l.life.Err() != nil {
+		// Already over: cancel now rather than when AfterFunc's goroutine runs.
+		cancel(context.Cause(l.life))
+	}
+	return ctx, func() { stop(); cancel(context.Canceled) }
 }
 
-func (l *Lease) heartbeat() {
-	defer close(l.stopped)
+func (l *Lease) heartbeat(ctx context.Context) {
+	defer close(l.heartbeatDone)
 	interval := max(l.ttl/3, time.Millisecond)
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	// Armed at the current expiry and pushed back by every successful
+	// extension: when it fires the lock has expired under us, whether or
+	// not the next tick has come.
+	expiry := time.NewTimer(time.Until(l.ExpiresAt()))
+	defer expiry.Stop()
+	var lastErr error
 	for {
 		select {
-		case <-l.stop:
+		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-expiry.C:
+			l.lose(expiredErr(lastErr))
+			return
+		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), interval)
-		r, err := l.b.Extend(ctx, l.lockID, l.ttl)
+		expiresAt := l.ExpiresAt()
+		// No attempt may outlast the interval (the next one is due) nor the
+		// expiry (after which it is too late to matter).
+		deadline := time.Now().Add(interval)
+		if expiresAt.Before(deadline) {
+			deadline = expiresAt
+		}
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		r, err := l.b.Extend(actx, l.lockID, l.ttl)
 		cancel()
+		if ctx.Err() != nil {
+			return // released meanwhile; the outcome no longer matters
+		}
 		switch {
 		case err == nil && r.OK:
+			if r.ExpiresAt.IsZero() {
+				r.ExpiresAt = time.Now().Add(l.ttl)
+			}
 			l.mu.Lock()
 			l.expiresAt = r.ExpiresAt
 			l.mu.Unlock()
+			expiry.Reset(time.Until(r.ExpiresAt))
+			lastErr = nil
 		case err == nil:
-			l.lose(fmt.Errorf("%w: the lock expired or was taken over", ErrLeaseLost))
+			l.lose(fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost))
 			return
-		case !time.Now().Before(l.ExpiresAt()):
-			l.lose(fmt.Errorf("%w: could not extend the lock before it expired: %w", ErrLeaseLost, err))
+		case !time.Now().Before(expiresAt):
+			l.lose(expiredErr(err))
 			return
+		default:
+			// Before the expiry an error is worth another try at the next
+			// tick: the lock is still ours until then.
+			lastErr = err
 		}
-		// An extension error before expiry: try again at the next tick.
 	}
 }
 
-func (l *Lease) lose(err error) {
-	l.mu.Lock()
-	l.err = err
-	l.mu.Unlock()
-	l.doneOnce.Do(func() { close(l.done) })
+func expiredErr(cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: the lock expired before it could be extended", ErrLeaseLost)
+	}
+	return fmt.Errorf("%w: the lock expired before it could be extended: %w", ErrLeaseLost, cause)
 }
 
-// Release stops the heartbeat and frees the lock. It is safe to call more
-// than once; later calls return the first call's result. Releasing a lease
-// that was already lost is not an error; finding the lock gone while the
-// lease believed it held returns an error wrapping ErrLeaseLost.
+// lose records the first loss and ends the lease with it as the cause.
+func (l *Lease) lose(err error) {
+	l.mu.Lock()
+	if l.lost == nil {
+		l.lost = err
+	}
+	err = l.lost
+	l.mu.Unlock()
+	l.endLife(err)
+}
+
+// Release stops the heartbeat (waiting for it to exit, cancelling an
+// extension in flight), then frees the lock on the backend and ends the
+// lease. It is idempotent: later calls return the first call's result.
+//
+// It returns the backend's error, if any (the lock then expires with its
+// TTL). If the backend reports the lock was no longer held, the lease was
+// lost without having noticed; Release then marks it lost (Err) and
+// returns that error, wrapping ErrLeaseLost. Releasing a lease already
+// reported lost returns nil: the loss was reported by Err and Done.
 func (l *Lease) Release(ctx context.Context) error {
 	l.releaseOnce.Do(func() {
-		close(l.stop)
-		<-l.stopped
-		lost := l.Err() != nil
+		l.stopHeartbeat()
+		<-l.heartbeatDone
+		wasLost := l.Err() != nil
+		// Even a lost lease releases: if it was declared lost because
+		// extensions failed, its document may still be there.
 		ok, err := l.b.Release(ctx, l.lockID)
 		switch {
 		case err != nil:
 			l.releaseErr = err
-		case !ok && !lost:
-			l.releaseErr = &Error{Code: Internal, Op: "release", KeyHash: HashKey(l.key),
-				Err: fmt.Errorf("%w: the lock was gone at release", ErrLeaseLost)}
+		case !ok && !wasLost:
+			l.lose(fmt.Errorf("%w: the lock was no longer held at release (it expired or passed to another holder)", ErrLeaseLost))
+			l.releaseErr = l.Err()
 		}
-		l.doneOnce.Do(func() { close(l.done) })
+		l.endLife(ErrReleased) // no effect if already lost
 	})
 	return l.releaseErr
 }
 
-// Do runs fn while holding the lock on key: it acquires (see Acquire),
-// runs fn with a context cancelled if the lease is lost, and always
-// releases. fn's error wins over a release error; if fn succeeded but the
-// lease was lost meanwhile, Do reports the loss, since fn's work may not
-// have been exclusive.
-func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+// Do runs fn while holding the lock on key: it acquires (see Acquire), runs
+// fn with a context that is cancelled if the lease is lost, and always
+// releases, even if fn panics, with a context detached from ctx so that a
+// cancelled caller still frees the lock. fn's error wins over a release
+// error; if fn succeeded but the lease was lost meanwhile, Do returns the
+// loss (wrapping ErrLeaseLost), since fn's work may not have been
+// exclusive.
+func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
 	lease, err := Acquire(ctx, b, key, opts...)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if relErr := lease.Release(rctx); err == nil {
+			err = relErr
+		}
+	}()
 	lctx, cancel := lease.Context(ctx)
-	fnErr := fn(lctx)
-	cancel()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer rcancel()
-	relErr := lease.Release(rctx)
-	switch {
-	case fnErr != nil:
-		return fnErr
-	case lease.Err() != nil:
-		return lease.Err()
+	defer cancel()
+	if err := fn(lctx); err != nil {
+		return err
 	}
-	return relErr
+	return lease.Err()
 }

@@ -1,8 +1,18 @@
-// Package firestorelock is the Cloud Firestore lock backend, laid out as
-// SyncGuard's so Go and TypeScript services can share locks: lock documents
-// in "locks" keyed by the NFC key, persistent fence counters in
-// "fence_counters", client time with the shared liveness predicate, and
-// every acquire, release and extend one transaction.
+// Package firestorelock is the Cloud Firestore lock backend (spec
+// lock-firestore-backend.md, as DESIGN §4 amends it), laid out as
+// SyncGuard's so Go and TypeScript services can share locks:
+//
+//   - lock documents in "locks", id = the NFC-normalised key, fields lockId
+//     (string), expiresAtMs and acquiredAtMs (integer Unix ms), key (the
+//     caller's key) and fence (15-digit string);
+//   - fence counters in "fence_counters", id = "fence:" + the lock
+//     document id, fields fence and keyDebug, never deleted, so fences keep
+//     increasing across releases;
+//   - client time (the Backend's clock) with locking.IsLive for every
+//     liveness decision;
+//   - acquire, release and extend each one transaction; release and extend
+//     find the lock by a query on lockId (Firestore's automatic single-field
+//     index serves it).
 package firestorelock
 
 import (
@@ -10,9 +20,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
@@ -27,12 +39,25 @@ const (
 	DefaultFenceCollection = "fence_counters"
 )
 
-// Firestore's document id limit, in bytes; MakeStorageKey hashes beyond it.
+// Document fields, as SyncGuard's.
+const (
+	fieldLockID     = "lockId"
+	fieldExpiresAt  = "expiresAtMs"
+	fieldAcquiredAt = "acquiredAtMs"
+	fieldKey        = "key"
+	fieldFence      = "fence"
+	fieldKeyDebug   = "keyDebug"
+)
+
+// maxDocIDBytes is Firestore's document id limit; MakeStorageKey hashes
+// beyond it (never, with 512-byte keys, but the derivation is the spec's).
 const maxDocIDBytes = 1500
 
-// acquireAttempts bounds the client's own retries of a contended acquire
-// transaction (ABORTED); contention beyond that is reported, not hidden.
-const acquireAttempts = 10
+// txAttempts bounds the client's own retries of a transaction that
+// Firestore aborted for contention. Contention on one lock document is
+// normal (every contender reads it), so a few retries are cheap insurance;
+// beyond them the error is reported, not hidden.
+const txAttempts = 10
 
 // Backend is the Firestore lock backend. It is safe for concurrent use.
 type Backend struct {
@@ -53,63 +78,72 @@ type config struct {
 }
 
 // WithCollections sets the lock and fence counter collections (defaults
-// "locks" and "fence_counters"). They must differ, so nothing that cleans
-// up locks can ever touch a fence counter.
+// DefaultLockCollection and DefaultFenceCollection). They must differ and
+// be valid collection ids, so nothing that cleans up locks can ever touch a
+// fence counter.
 func WithCollections(locks, fences string) Option {
 	return func(c *config) { c.locks, c.fences = locks, fences }
 }
 
-// WithClock sets the clock that decides expiry (default time.Now); for tests.
+// WithClock sets the clock that decides expiry (default time.Now). Firestore
+// has no server clock a transaction can read, so the client's is the time
+// authority; tests move it to expire locks without waiting.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// New returns a backend on client. It fails with InvalidArgument for a bad
-// configuration.
+// New returns a backend using client. It fails with InvalidArgument for a
+// nil client or clock, or collections that are invalid or the same.
 func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 	cfg := config{locks: DefaultLockCollection, fences: DefaultFenceCollection, now: time.Now}
 	for _, o := range opts {
-		o(&cfg)
-	}
-	for _, c := range []string{cfg.locks, cfg.fences} {
-		if c == "" || len(c) > maxDocIDBytes || strings.Contains(c, "/") || c == "." || c == ".." || reservedID.MatchString(c) {
-			return nil, locking.Errorf(locking.InvalidArgument, "config", "invalid collection name %q", c)
+		if o != nil {
+			o(&cfg)
 		}
 	}
-	if cfg.locks == cfg.fences {
-		return nil, locking.Errorf(locking.InvalidArgument, "config", "the fence counter collection must differ from the lock collection (%q)", cfg.locks)
+	invalid := func(format string, args ...any) error {
+		return &locking.Error{Code: locking.InvalidArgument, Op: "config", Err: fmt.Errorf(format, args...)}
 	}
-	if client == nil {
-		return nil, locking.Errorf(locking.InvalidArgument, "config", "nil Firestore client")
+	switch {
+	case client == nil:
+		return nil, invalid("nil Firestore client")
+	case cfg.now == nil:
+		return nil, invalid("nil clock")
+	case !validCollectionID(cfg.locks):
+		return nil, invalid("invalid lock collection id %q", cfg.locks)
+	case !validCollectionID(cfg.fences):
+		return nil, invalid("invalid fence counter collection id %q", cfg.fences)
+	case cfg.locks == cfg.fences:
+		return nil, invalid("the fence counter collection must differ from the lock collection (both %q)", cfg.locks)
 	}
 	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now}, nil
 }
 
-// Capabilities: fencing, client time.
+// validCollectionID reports whether id can name a top-level collection.
+func validCollectionID(id string) bool {
+	return id != "" && len(id) <= maxDocIDBytes && utf8.ValidString(id) && !strings.Contains(id, "/") &&
+		id != "." && id != ".." && !(len(id) >= 4 && strings.HasPrefix(id, "__") && strings.HasSuffix(id, "__"))
+}
+
+// Capabilities reports fencing and client time.
 func (b *Backend) Capabilities() locking.Capabilities {
 	return locking.Capabilities{Backend: "firestore", SupportsFencing: true, TimeAuthority: "client"}
 }
 
-var reservedID = regexp.MustCompile(`^__.*__$`)
-
-// docIDs validates key and derives the lock and fence document ids.
-func docIDs(op, key string) (nkey, lockID, fenceID string, err error) {
-	nkey, err = locking.NormalizeAndValidateKey(key)
-	if err != nil {
+// docIDs validates key and derives its lock and fence document ids, with
+// the spec's two-step derivation so both hash alike should either need it.
+func docIDs(op, key string) (nkey, lockDocID, fenceDocID string, err error) {
+	if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
 		return "", "", "", withOp(err, op)
 	}
-	// Firestore would read these as paths or reserved ids.
-	if strings.Contains(nkey, "/") || nkey == "." || nkey == ".." || reservedID.MatchString(nkey) {
-		return "", "", "", &locking.Error{Code: locking.InvalidArgument, Op: op, KeyHash: locking.HashKey(nkey),
-			Err: errors.New(`key cannot be a Firestore document id: it contains "/", is "." or "..", or matches __.*__`)}
-	}
-	if lockID, err = locking.MakeStorageKey("", nkey, maxDocIDBytes, 0); err != nil {
+	if lockDocID, err = locking.MakeStorageKey("", nkey, maxDocIDBytes, 0); err != nil {
 		return "", "", "", withOp(err, op)
 	}
-	if fenceID, err = locking.MakeStorageKey("", "fence:"+lockID, maxDocIDBytes, 0); err != nil {
+	if fenceDocID, err = locking.MakeStorageKey("", "fence:"+lockDocID, maxDocIDBytes, 0); err != nil {
 		return "", "", "", withOp(err, op)
 	}
-	return nkey, lockID, fenceID, nil
+	return nkey, lockDocID, fenceDocID, nil
 }
 
+// withOp returns err with Op set when it is a *locking.Error.
 func withOp(err error, op string) error {
 	var le *locking.Error
 	if errors.As(err, &le) {
@@ -134,32 +168,41 @@ func readLock(snap *firestore.DocumentSnapshot) (lockDoc, bool) {
 		return lockDoc{}, false
 	}
 	d := snap.Data()
-	l := lockDoc{}
-	l.lockID, _ = d["lockId"].(string)
-	l.key, _ = d["key"].(string)
-	l.fence, _ = d["fence"].(string)
-	l.expiresAtMs = millis(d["expiresAtMs"])
-	l.acquiredAtMs = millis(d["acquiredAtMs"])
+	l := lockDoc{expiresAtMs: millis(d[fieldExpiresAt]), acquiredAtMs: millis(d[fieldAcquiredAt])}
+	l.lockID, _ = d[fieldLockID].(string)
+	l.key, _ = d[fieldKey].(string)
+	l.fence, _ = d[fieldFence].(string)
 	return l, true
 }
 
-// millis reads a time in ms stored as an integer or, by other clients, a
-// double.
+// millis reads a Unix-ms time that we store as an integer but other
+// clients (JavaScript numbers) may store as a double. A fractional value
+// rounds up: for an integer threshold t, x > t exactly when ceil(x) > t,
+// so IsLive decides as SyncGuard's float comparison does. A missing or
+// unreadable value is 0, i.e. long expired.
 func millis(v any) int64 {
 	switch x := v.(type) {
 	case int64:
 		return x
 	case float64:
-		if math.IsNaN(x) {
+		switch {
+		case math.IsNaN(x):
 			return 0
+		case x >= math.MaxInt64:
+			return math.MaxInt64
+		case x <= math.MinInt64:
+			return math.MinInt64
 		}
-		return int64(math.Floor(x))
+		return int64(math.Ceil(x))
+	case time.Time:
+		return x.UnixMilli()
 	}
 	return 0
 }
 
-// Acquire takes key for ttl in one transaction that reads the lock and its
-// fence counter and, if no live lock holds key, writes both.
+// Acquire takes key for ttl. One transaction reads the lock document and
+// its fence counter; if no live lock holds key it writes a new lock with
+// the next fence and advances the counter.
 func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
 	const op = "acquire"
 	nkey, lockDocID, fenceDocID, err := docIDs(op, key)
@@ -169,18 +212,21 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	if err := locking.ValidateTTL(ttl); err != nil {
 		return locking.AcquireResult{}, withOp(err, op)
 	}
-	keyHash := locking.HashKey(nkey)
-	if err := ctx.Err(); err != nil {
-		return locking.AcquireResult{}, mapErr(op, keyHash, err)
+	e := errCtx{op: op, keyHash: locking.HashKey(nkey), secrets: []string{key, nkey, lockDocID, fenceDocID}}
+	if ctx.Err() != nil {
+		return locking.AcquireResult{}, e.ctxErr(ctx)
 	}
 	lockID, err := locking.NewLockID()
 	if err != nil {
-		return locking.AcquireResult{}, err
+		return locking.AcquireResult{}, withOp(err, op)
 	}
+	e.secrets = append(e.secrets, lockID)
 	lockRef, fenceRef := b.locks.Doc(lockDocID), b.fences.Doc(fenceDocID)
 	var res locking.AcquireResult
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = locking.AcquireResult{}
+		// Both documents in one read (a missing one is a snapshot that does
+		// not exist, not an error).
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{lockRef, fenceRef})
 		if err != nil {
 			return err
@@ -188,130 +234,146 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Client time, read inside the transaction (the spec's ADR-010).
-		now := b.now()
-		if cur, ok := readLock(snaps[0]); ok && locking.IsLive(cur.expiresAtMs, now.UnixMilli()) {
+		// Client time, taken inside the transaction after the reads (the
+		// spec's ADR-010), decides liveness and the new expiry alike.
+		nowMs := b.now().UnixMilli()
+		cur, held := readLock(snaps[0])
+		if held && locking.IsLive(cur.expiresAtMs, nowMs) {
 			return nil
 		}
-		next := uint64(1)
+		var last uint64
 		if snaps[1].Exists() {
-			s, _ := snaps[1].Data()["fence"].(string)
-			n, err := locking.ParseFence(s)
-			if err != nil {
+			s, _ := snaps[1].Data()[fieldFence].(string)
+			// A counter we cannot read is refused, not restarted at 1:
+			// restarting would hand out fences already used.
+			if last, err = locking.ParseFence(s); err != nil {
 				return err
 			}
-			next = n + 1
 		}
-		fence, err := locking.FormatFence(next)
+		// Defence in depth: a lock document stamped above the counter (the
+		// counter deleted, which the spec forbids) must not see its fence
+		// reissued.
+		if n, err := locking.ParseFence(cur.fence); held && err == nil && n > last {
+			last = n
+		}
+		fence, err := locking.FormatFence(last + 1)
 		if err != nil {
 			return err
 		}
-		expires := now.Add(ttl)
+		expiresMs := nowMs + ttl.Milliseconds()
 		if err := tx.Set(lockRef, map[string]any{
-			"lockId":       lockID,
-			"expiresAtMs":  expires.UnixMilli(),
-			"acquiredAtMs": now.UnixMilli(),
-			"key":          key,
-			"fence":        fence,
+			fieldLockID:     lockID,
+			fieldExpiresAt:  expiresMs,
+			fieldAcquiredAt: nowMs,
+			fieldKey:        key,
+			fieldFence:      fence,
 		}); err != nil {
 			return err
 		}
-		if err := tx.Set(fenceRef, map[string]any{"fence": fence, "keyDebug": key}); err != nil {
+		if err := tx.Set(fenceRef, map[string]any{fieldFence: fence, fieldKeyDebug: key}); err != nil {
 			return err
 		}
-		res = locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(expires.UnixMilli()), Fence: fence}
+		res = locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(expiresMs), Fence: fence}
 		return nil
-	}, firestore.MaxAttempts(acquireAttempts))
+	}, firestore.MaxAttempts(txAttempts))
 	if err != nil {
-		return locking.AcquireResult{}, mapErr(op, keyHash, err)
+		return locking.AcquireResult{}, e.mapErr(ctx, err)
 	}
 	return res, nil
 }
 
-// byLockID reads, inside tx, the lock document lockID names. Duplicates
-// (which only a bug or a foreign client could create) are refused rather
-// than guessed at, so the query has no Limit(1).
-func (b *Backend) byLockID(tx *firestore.Transaction, lockID string) (*firestore.DocumentSnapshot, lockDoc, bool, error) {
-	snaps, err := tx.Documents(b.locks.Where("lockId", "==", lockID)).GetAll()
-	if err != nil {
-		return nil, lockDoc{}, false, err
-	}
-	switch len(snaps) {
-	case 0:
-		return nil, lockDoc{}, false, nil
-	case 1:
-		d, ok := readLock(snaps[0])
-		return snaps[0], d, ok, nil
-	}
-	return nil, lockDoc{}, false, locking.Errorf(locking.Internal, "", "%d lock documents carry one lockId", len(snaps))
-}
-
-// Release deletes the lock lockID names if it is live and still lockID's.
+// Release deletes the lock lockID names if it is live and still lockID's;
+// false otherwise. Safe to call with any lockId: it never touches another
+// holder's lock, and a second release returns false.
 func (b *Backend) Release(ctx context.Context, lockID string) (bool, error) {
-	const op = "release"
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, withOp(err, op)
-	}
-	if err := ctx.Err(); err != nil {
-		return false, mapIDErr(op, lockID, err)
-	}
-	var ok bool
-	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		ok = false
-		snap, d, found, err := b.byLockID(tx, lockID)
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Explicit ownership check after the index lookup (ADR-003).
-		if !found || d.lockID != lockID || !locking.IsLive(d.expiresAtMs, b.now().UnixMilli()) {
-			return nil
-		}
-		ok = true
-		return tx.Delete(snap.Ref)
-	}, firestore.MaxAttempts(acquireAttempts))
-	if err != nil {
-		return false, mapIDErr(op, lockID, err)
-	}
-	return ok, nil
+	return b.mutate(ctx, "release", lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, _ int64) error {
+		return tx.Delete(ref)
+	})
 }
 
-// Extend sets the live lock lockID names to expire at now+ttl.
+// Extend sets the live lock lockID names to expire at now+ttl; OK false if
+// it is not found or not live. An expired lock is never revived, even if
+// its document is still there.
 func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, error) {
 	const op = "extend"
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return locking.ExtendResult{}, withOp(err, op)
-	}
 	if err := locking.ValidateTTL(ttl); err != nil {
 		return locking.ExtendResult{}, withOp(err, op)
 	}
-	if err := ctx.Err(); err != nil {
-		return locking.ExtendResult{}, mapIDErr(op, lockID, err)
+	var expiresMs int64
+	ok, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
+		expiresMs = nowMs + ttl.Milliseconds()
+		return tx.Update(ref, []firestore.Update{{Path: fieldExpiresAt, Value: expiresMs}})
+	})
+	if err != nil || !ok {
+		return locking.ExtendResult{}, err
 	}
-	var res locking.ExtendResult
+	return locking.ExtendResult{OK: true, ExpiresAt: time.UnixMilli(expiresMs)}, nil
+}
+
+// mutate is release and extend: in one transaction it finds the lock
+// lockID names by query, verifies it is live and lockID's, and applies
+// change. It reports whether change was applied.
+func (b *Backend) mutate(ctx context.Context, op, lockID string,
+	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, error) {
+	if err := locking.ValidateLockID(lockID); err != nil {
+		return false, withOp(err, op)
+	}
+	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	if ctx.Err() != nil {
+		return false, e.ctxErr(ctx)
+	}
+	var applied bool
 	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		res = locking.ExtendResult{}
-		snap, d, found, err := b.byLockID(tx, lockID)
-		if err != nil {
+		applied = false
+		snap, d, err := findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
+		if err != nil || snap == nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		now := b.now()
-		if !found || d.lockID != lockID || !locking.IsLive(d.expiresAtMs, now.UnixMilli()) {
-			return nil // never revive an expired lock
+		nowMs := b.now().UnixMilli()
+		// Explicit ownership check after the index lookup (ADR-003), then
+		// the one liveness predicate.
+		if d.lockID != lockID || !locking.IsLive(d.expiresAtMs, nowMs) {
+			return nil
 		}
-		expires := now.Add(ttl).UnixMilli()
-		res = locking.ExtendResult{OK: true, ExpiresAt: time.UnixMilli(expires)}
-		return tx.Update(snap.Ref, []firestore.Update{{Path: "expiresAtMs", Value: expires}})
-	}, firestore.MaxAttempts(acquireAttempts))
+		applied = true
+		return change(tx, snap.Ref, nowMs)
+	}, firestore.MaxAttempts(txAttempts))
 	if err != nil {
-		return locking.ExtendResult{}, mapIDErr(op, lockID, err)
+		return false, e.mapErr(ctx, err)
 	}
-	return res, nil
+	return applied, nil
+}
+
+// findByLockID reads the lock documents a lockId query returns: nil if
+// none, the one if one. More than one is refused with Internal rather than
+// guessed at (the spec's duplicate detection, hence no Limit(1)): only a
+// bug or a foreign client can create duplicates, and acting on the wrong
+// one could release someone else's lock. It adds what it finds to e's
+// secrets, since an error about the document would quote its path.
+func findByLockID(it *firestore.DocumentIterator, e *errCtx) (*firestore.DocumentSnapshot, lockDoc, error) {
+	snaps, err := it.GetAll()
+	if err != nil {
+		return nil, lockDoc{}, err
+	}
+	for _, s := range snaps {
+		d, _ := readLock(s)
+		e.secrets = append(e.secrets, s.Ref.ID, d.key)
+	}
+	switch len(snaps) {
+	case 0:
+		return nil, lockDoc{}, nil
+	case 1:
+		d, _ := readLock(snaps[0])
+		if e.keyHash == "" && d.key != "" {
+			e.keyHash = locking.HashKey(d.key)
+		}
+		return snaps[0], d, nil
+	}
+	return nil, lockDoc{}, &locking.Error{Code: locking.Internal,
+		Err: fmt.Errorf("%d lock documents carry this lockId; refusing to pick one", len(snaps))}
 }
 
 // IsLocked reports whether a live lock holds key. It only reads.
@@ -320,7 +382,8 @@ func (b *Backend) IsLocked(ctx context.Context, key string) (bool, error) {
 	return info != nil, err
 }
 
-// LookupKey describes the live lock on key, sanitized; nil if none.
+// LookupKey describes the live lock on key, sanitized; nil if there is
+// none. It only reads.
 func (b *Backend) LookupKey(ctx context.Context, key string) (*locking.LockInfo, error) {
 	return b.lookupKey(ctx, "lookup", key)
 }
@@ -330,46 +393,54 @@ func (b *Backend) lookupKey(ctx context.Context, op, key string) (*locking.LockI
 	if err != nil {
 		return nil, err
 	}
+	e := errCtx{op: op, keyHash: locking.HashKey(nkey), secrets: []string{key, nkey, lockDocID}}
+	if ctx.Err() != nil {
+		return nil, e.ctxErr(ctx)
+	}
 	snap, err := b.locks.Doc(lockDocID).Get(ctx)
-	if status.Code(err) == codes.NotFound {
+	switch {
+	case status.Code(err) == codes.NotFound:
 		return nil, nil
+	case err != nil:
+		return nil, e.mapErr(ctx, err)
 	}
-	if err != nil {
-		return nil, mapErr(op, locking.HashKey(nkey), err)
-	}
-	return b.info(snap), nil
+	d, _ := readLock(snap)
+	return b.info(d, e.keyHash), nil
 }
 
-// LookupLockID describes the live lock lockID names, sanitized; nil if none.
+// LookupLockID describes the live lock lockID names, sanitized; nil if
+// there is none. It only reads, with a plain query: it is diagnostic, and
+// release and extend re-check everything in their transactions.
 func (b *Backend) LookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, error) {
 	const op = "lookup"
 	if err := locking.ValidateLockID(lockID); err != nil {
 		return nil, withOp(err, op)
 	}
-	snaps, err := b.locks.Where("lockId", "==", lockID).Documents(ctx).GetAll()
+	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	if ctx.Err() != nil {
+		return nil, e.ctxErr(ctx)
+	}
+	snap, d, err := findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
 	if err != nil {
-		return nil, mapIDErr(op, lockID, err)
+		return nil, e.mapErr(ctx, err)
 	}
-	if len(snaps) > 1 {
-		return nil, &locking.Error{Code: locking.Internal, Op: op, LockIDHash: locking.HashKey(lockID),
-			Err: fmt.Errorf("%d lock documents carry one lockId", len(snaps))}
-	}
-	if len(snaps) == 0 {
+	if snap == nil || d.lockID != lockID {
 		return nil, nil
 	}
-	if d, _ := readLock(snaps[0]); d.lockID != lockID {
-		return nil, nil
+	keyHash := locking.HashKey(d.key)
+	if d.key == "" {
+		keyHash = locking.HashKey(snap.Ref.ID)
 	}
-	return b.info(snaps[0]), nil
+	return b.info(d, keyHash), nil
 }
 
-func (b *Backend) info(snap *firestore.DocumentSnapshot) *locking.LockInfo {
-	d, ok := readLock(snap)
-	if !ok || !locking.IsLive(d.expiresAtMs, b.now().UnixMilli()) {
+// info is the sanitized view of a live lock; nil if it is not live.
+func (b *Backend) info(d lockDoc, keyHash string) *locking.LockInfo {
+	if d.lockID == "" || !locking.IsLive(d.expiresAtMs, b.now().UnixMilli()) {
 		return nil
 	}
 	return &locking.LockInfo{
-		KeyHash:    locking.HashKey(d.key),
+		KeyHash:    keyHash,
 		LockIDHash: locking.HashKey(d.lockID),
 		ExpiresAt:  time.UnixMilli(d.expiresAtMs),
 		AcquiredAt: time.UnixMilli(d.acquiredAtMs),
@@ -377,50 +448,117 @@ func (b *Backend) info(snap *firestore.DocumentSnapshot) *locking.LockInfo {
 	}
 }
 
-func mapIDErr(op, lockID string, err error) error {
-	e := mapErr(op, "", err)
-	var le *locking.Error
-	if errors.As(e, &le) && le.LockIDHash == "" {
-		le.LockIDHash = locking.HashKey(lockID)
-	}
-	return e
+// errCtx is what an operation knows for its errors: the hashes to name the
+// lock by, and the raw strings that must not appear in messages.
+type errCtx struct {
+	op, keyHash, lockIDHash string
+	secrets                 []string
 }
 
-// mapErr maps a Firestore error to the lock contract's codes, per the
-// backend spec's table; a cancelled context is Aborted.
-func mapErr(op, keyHash string, err error) error {
+// ctxErr reports a context that ended before any I/O.
+func (e *errCtx) ctxErr(ctx context.Context) error {
+	code := locking.Aborted
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		code = locking.NetworkTimeout
+	}
+	return &locking.Error{Code: code, Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: context.Cause(ctx)}
+}
+
+// mapErr maps an error to the lock contract's codes, per the backend
+// spec's table, keeping the original reachable by errors.Is/As and
+// status.Code but with its text scrubbed of the key and lockId.
+func (e *errCtx) mapErr(ctx context.Context, err error) error {
 	var le *locking.Error
 	if errors.As(err, &le) {
+		// Ours, from inside a transaction: already classified and clean.
 		c := *le
-		if c.Op == "" {
-			c.Op = op
-		}
+		c.Op = e.op
 		if c.KeyHash == "" {
-			c.KeyHash = keyHash
+			c.KeyHash = e.keyHash
+		}
+		if c.LockIDHash == "" {
+			c.LockIDHash = e.lockIDHash
 		}
 		return &c
 	}
-	code := locking.Internal
+	return &locking.Error{Code: classify(ctx, err), Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: scrub(err, e.secrets)}
+}
+
+// classify is the spec's table: UNAVAILABLE, INTERNAL and ABORTED (contention
+// the client's retries did not resolve) are ServiceUnavailable;
+// DEADLINE_EXCEEDED NetworkTimeout; PERMISSION_DENIED and UNAUTHENTICATED
+// AuthFailed; INVALID_ARGUMENT and FAILED_PRECONDITION InvalidArgument;
+// RESOURCE_EXHAUSTED RateLimited; a cancelled context Aborted; the rest
+// Internal.
+func classify(ctx context.Context, err error) locking.Code {
 	switch {
 	case errors.Is(err, context.Canceled):
-		code = locking.Aborted
+		return locking.Aborted
 	case errors.Is(err, context.DeadlineExceeded):
-		code = locking.NetworkTimeout
-	default:
-		switch status.Code(err) {
-		case codes.Canceled:
-			code = locking.Aborted
-		case codes.Unavailable, codes.Internal, codes.Aborted:
-			code = locking.ServiceUnavailable
-		case codes.DeadlineExceeded:
-			code = locking.NetworkTimeout
-		case codes.PermissionDenied, codes.Unauthenticated:
-			code = locking.AuthFailed
-		case codes.InvalidArgument, codes.FailedPrecondition:
-			code = locking.InvalidArgument
-		case codes.ResourceExhausted:
-			code = locking.RateLimited
+		return locking.NetworkTimeout
+	}
+	switch status.Code(err) {
+	case codes.Canceled:
+		return locking.Aborted
+	case codes.DeadlineExceeded:
+		return locking.NetworkTimeout
+	case codes.Unavailable, codes.Internal, codes.Aborted:
+		return locking.ServiceUnavailable
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return locking.AuthFailed
+	case codes.InvalidArgument, codes.FailedPrecondition:
+		return locking.InvalidArgument
+	case codes.ResourceExhausted:
+		return locking.RateLimited
+	}
+	if ctx.Err() != nil {
+		// The client surfaced the cancellation some other way.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return locking.NetworkTimeout
+		}
+		return locking.Aborted
+	}
+	return locking.Internal
+}
+
+// scrubbed is an error whose text has secrets replaced by their hashes
+// while Unwrap still reaches the original, for errors.Is/As and
+// status.Code. Firestore's messages quote document paths, and a lock
+// document's path holds its key.
+type scrubbed struct {
+	err error
+	msg string
+}
+
+func (s *scrubbed) Error() string { return s.msg }
+func (s *scrubbed) Unwrap() error { return s.err }
+
+func scrub(err error, secrets []string) error {
+	type pair struct{ old, new string }
+	var ps []pair
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		label := "<" + locking.HashKey(s) + ">"
+		ps = append(ps, pair{s, label})
+		// Also the escaped forms a %q or %+q in a message would show.
+		for _, q := range []string{strconv.Quote(s), strconv.QuoteToASCII(s)} {
+			if q = q[1 : len(q)-1]; q != s {
+				ps = append(ps, pair{q, label})
+			}
 		}
 	}
-	return &locking.Error{Code: code, Op: op, KeyHash: keyHash, Err: err}
+	// Longest first, so a key is replaced whole before any part of it is;
+	// one pass, so a label is never rescanned.
+	slices.SortStableFunc(ps, func(a, b pair) int { return len(b.old) - len(a.old) })
+	args := make([]string, 0, 2*len(ps))
+	for _, p := range ps {
+		args = append(args, p.old, p.new)
+	}
+	msg := err.Error()
+	if clean := strings.NewReplacer(args...).Replace(msg); clean != msg {
+		return &scrubbed{err: err, msg: clean}
+	}
+	return err
 }
