@@ -5,7 +5,6 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/snapwriter ./cmd/snapwriter
 
 FROM gcr.io/distroless/static-debian12:nonroot
