@@ -278,6 +278,14 @@ func (m PayloadMetadata) tree() Object {
 	setList("configuredDistricts", m.ConfiguredDistricts)
 	setList("successfulDistricts", m.SuccessfulDistricts)
 	setList("failedDistricts", m.FailedDistricts)
+	m.PutOptional(o)
+	return o
+}
+
+// PutOptional sets in o the optional fields of m that are present
+// (districtErrors, isClosingPeriodData, collectionDate, logicalDate), as
+// both the input format and the stored root metadata carry them.
+func (m PayloadMetadata) PutOptional(o map[string]any) {
 	if m.DistrictErrors != nil {
 		o["districtErrors"] = m.DistrictErrors
 	}
@@ -290,7 +298,6 @@ func (m PayloadMetadata) tree() Object {
 	if m.LogicalDate != "" {
 		o["logicalDate"] = m.LogicalDate
 	}
-	return o
 }
 
 // extra returns the keys of o not in known, or nil.

@@ -103,18 +103,7 @@ func (in rootInput) metadata(status string, complete bool, failed []string, fini
 	if v, ok := rankingVersion(s.Rankings); ok {
 		m["rankingVersion"] = v
 	}
-	if pm.DistrictErrors != nil {
-		m["districtErrors"] = pm.DistrictErrors
-	}
-	if pm.IsClosingPeriodData != nil {
-		m["isClosingPeriodData"] = *pm.IsClosingPeriodData
-	}
-	if pm.CollectionDate != "" {
-		m["collectionDate"] = pm.CollectionDate
-	}
-	if pm.LogicalDate != "" {
-		m["logicalDate"] = pm.LogicalDate
-	}
+	pm.PutOptional(m)
 	return m, nil
 }
 
