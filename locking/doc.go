@@ -23,5 +23,12 @@
 //	... write, stamping lease.Fence() ...
 //	if err := lease.Err(); err != nil { ... } // lost: the write may not have been exclusive
 //
-// or, for a function, locking.Do(ctx, backend, key, fn).
+// or, for a function, locking.Do(ctx, backend, key, fn), with
+// OnReleaseError to hear of releases that failed.
+//
+// Diagnostics: Owns, GetByKey and GetByID read a lock's sanitized
+// LockInfo (hashes only, safe to log); GetByKeyRaw, GetByIDRaw and
+// LookupDebug add the raw key and lockId on backends that implement
+// DebugLookuper, for debugging only. WithTelemetry decorates a backend to
+// report every operation as an Event, off the caller's path.
 package locking

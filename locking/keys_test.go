@@ -375,3 +375,31 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// The spec's formulas, exactly, for each backoff and jitter.
+func TestRetryDelayFormulas(t *testing.T) {
+	const d = 100 * time.Millisecond
+	for _, c := range []struct {
+		b       BackoffKind
+		j       JitterKind
+		attempt int
+		u       float64
+		want    time.Duration
+	}{
+		{Exponential, NoJitter, 1, 0.3, d},
+		{Exponential, NoJitter, 2, 0.3, 2 * d},
+		{Exponential, NoJitter, 4, 0.3, 8 * d},
+		{Exponential, EqualJitter, 3, 0, 2 * d},                        // base/2
+		{Exponential, EqualJitter, 3, 0.5, 3 * d},                      // base/2 + base/4
+		{Exponential, FullJitter, 3, 0.25, d},                          // base/4
+		{Fixed, NoJitter, 5, 0.9, d},                                   // no growth
+		{Fixed, EqualJitter, 5, 0.5, 75 * time.Millisecond},            // d/2 + d/4
+		{Fixed, FullJitter, 7, 0.5, 50 * time.Millisecond},             // d/2
+		{Exponential, EqualJitter, 1, 0.999, 99950 * time.Microsecond}, // just under base
+	} {
+		p := RetryPolicy{RetryDelay: d, Backoff: c.b, Jitter: c.j}
+		if got := p.Delay(c.attempt, c.u); got != c.want {
+			t.Errorf("%+v: Delay(%d, %v) = %s, want %s", p, c.attempt, c.u, got, c.want)
+		}
+	}
+}

@@ -21,8 +21,9 @@ const releaseTimeout = 10 * time.Second
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	ttl   time.Duration
-	retry RetryPolicy
+	ttl            time.Duration
+	retry          RetryPolicy
+	onReleaseError func(err error, keyHash string)
 }
 
 // WithTTL sets the lock's time to live (default DefaultTTL). The lease
@@ -32,6 +33,16 @@ func WithTTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.
 // WithRetry sets how Acquire waits for a held lock (default
 // DefaultRetryPolicy). MaxRetries 0 makes a single attempt.
 func WithRetry(p RetryPolicy) AcquireOption { return func(c *acquireConfig) { c.retry = p } }
+
+// OnReleaseError sets the function Do calls when releasing the lock fails
+// (the spec's onReleaseError): with the backend's error and the HashKey of
+// the key, never the raw key or lockId. Without it such errors are
+// ignored: the lock then expires with its TTL. Either way they never
+// replace Do's result. fn runs synchronously before Do returns. Acquire
+// ignores this option.
+func OnReleaseError(fn func(err error, keyHash string)) AcquireOption {
+	return func(c *acquireConfig) { c.onReleaseError = fn }
+}
 
 // Acquire takes the lock on key, waiting while someone else holds it as the
 // retry policy says, and returns a Lease that keeps it alive until Release.
@@ -88,12 +99,14 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		if attempt > cfg.retry.MaxRetries {
 			return nil, timeout()
 		}
-		// The spec's clamp: never sleep past the timeout; nothing left to
-		// sleep means the time is up.
-		wait := min(cfg.retry.Delay(attempt, rand.Float64()), cfg.retry.Timeout-time.Since(start))
-		if wait <= 0 {
+		// The spec's clamp: never sleep past the timeout. It is the time
+		// left, not the wait, that decides: a zero wait (RetryDelay 0, or a
+		// full-jitter draw of 0) is an immediate retry, not a timeout.
+		left := cfg.retry.Timeout - time.Since(start)
+		if left <= 0 {
 			return nil, timeout()
 		}
+		wait := min(cfg.retry.Delay(attempt, rand.Float64()), left)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -317,14 +330,25 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.releaseErr
 }
 
-// Do runs fn while holding the lock on key: it acquires (see Acquire), runs
-// fn with a context that is cancelled if the lease is lost, and always
-// releases, even if fn panics, with a context detached from ctx so that a
-// cancelled caller still frees the lock. fn's error wins over a release
-// error; if fn succeeded but the lease was lost meanwhile, Do returns the
-// loss (wrapping ErrLeaseLost), since fn's work may not have been
-// exclusive.
+// Do runs fn while holding the lock on key (the spec's lock() helper): it
+// acquires (see Acquire, with its retry policy), runs fn with a context
+// that is cancelled if the lease is lost, and always releases, even if fn
+// panics, with a context detached from ctx so that a cancelled caller
+// still frees the lock.
+//
+// Do returns fn's error if fn failed. Otherwise, if the lease was lost
+// while fn ran or turned out lost at release, it returns that loss
+// (wrapping ErrLeaseLost), since fn's work may not have been exclusive.
+// A failure of the release itself (a backend error) never becomes Do's
+// result: it goes to the OnReleaseError function if one was given, and is
+// otherwise ignored, as the lock expires with its TTL anyway.
 func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+	cfg := acquireConfig{}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
 	lease, err := Acquire(ctx, b, key, opts...)
 	if err != nil {
 		return err
@@ -332,8 +356,16 @@ func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context)
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 		defer cancel()
-		if relErr := lease.Release(rctx); err == nil {
-			err = relErr
+		relErr := lease.Release(rctx)
+		switch {
+		case relErr == nil:
+		case errors.Is(relErr, ErrLeaseLost):
+			// Not a failed release but a loss it revealed.
+			if err == nil {
+				err = relErr
+			}
+		case cfg.onReleaseError != nil:
+			cfg.onReleaseError(relErr, HashKey(lease.Key()))
 		}
 	}()
 	lctx, cancel := lease.Context(ctx)

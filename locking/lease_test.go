@@ -222,6 +222,16 @@ func TestAcquireAttemptCounts(t *testing.T) {
 	if n := f.count("acquire") - before; n != 1 {
 		t.Errorf("Timeout 0: %d attempts", n)
 	}
+	// A zero wait (RetryDelay 0) is an immediate retry while time is left,
+	// not a timeout after the first attempt.
+	before = f.count("acquire")
+	p := RetryPolicy{MaxRetries: 4, RetryDelay: 0, Backoff: Fixed, Jitter: NoJitter, Timeout: time.Hour}
+	if _, err := Acquire(context.Background(), f, "k", WithRetry(p)); !errors.Is(err, ErrAcquisitionTimeout) {
+		t.Fatal(err)
+	}
+	if n := f.count("acquire") - before; n != 5 {
+		t.Errorf("RetryDelay 0: %d attempts, want 5", n)
+	}
 }
 
 func TestAcquireSucceedsOnceReleased(t *testing.T) {
@@ -540,11 +550,79 @@ func TestDo(t *testing.T) {
 	if err := Do(context.Background(), f, "k2", func(context.Context) error { return boom }); !errors.Is(err, boom) || errors.Is(err, ErrServiceUnavailable) {
 		t.Errorf("fn error vs release error: %v", err)
 	}
-	// With fn fine, the release error is reported.
-	if err := Do(context.Background(), f, "k3", func(context.Context) error { return nil }); !errors.Is(err, ErrServiceUnavailable) {
-		t.Errorf("release error: %v", err)
+	// With fn fine, a release error is not Do's result (the spec: ignored
+	// without onReleaseError; DESIGN: never masks the write result).
+	if err := Do(context.Background(), f, "k3", func(context.Context) error { return nil }); err != nil {
+		t.Errorf("release error became Do's result: %v", err)
 	}
 	f.set(func(f *fake) { f.releaseErr = nil; f.locks = map[string]fakeLock{} })
+}
+
+func TestDoOnReleaseError(t *testing.T) {
+	f := newFake()
+	boom := errors.New("boom")
+	relErr := &Error{Code: ServiceUnavailable, Op: "release"}
+	type call struct {
+		err     error
+		keyHash string
+	}
+	var calls []call
+	onErr := OnReleaseError(func(err error, keyHash string) { calls = append(calls, call{err, keyHash}) })
+
+	// A clean release does not call it.
+	if err := Do(context.Background(), f, "k", func(context.Context) error { return nil }, onErr); err != nil || len(calls) != 0 {
+		t.Fatalf("clean Do = %v; %d calls", err, len(calls))
+	}
+
+	f.set(func(f *fake) { f.releaseErr = relErr })
+	// fn fine: the callback gets the error and the key's hash; Do succeeds.
+	if err := Do(context.Background(), f, "caf\u00e9", func(context.Context) error { return nil }, onErr); err != nil {
+		t.Errorf("Do = %v", err)
+	}
+	// fn failed: fn's error wins, and the callback still hears of the release.
+	if err := Do(context.Background(), f, "k2", func(context.Context) error { return boom }, onErr); !errors.Is(err, boom) || errors.Is(err, ErrServiceUnavailable) {
+		t.Errorf("Do = %v", err)
+	}
+	if len(calls) != 2 || !errors.Is(calls[0].err, ErrServiceUnavailable) || calls[0].keyHash != HashKey("caf\u00e9") ||
+		!errors.Is(calls[1].err, ErrServiceUnavailable) || calls[1].keyHash != HashKey("k2") {
+		t.Errorf("calls %+v", calls)
+	}
+	// The raw key never reaches the callback.
+	for _, c := range calls {
+		if strings.Contains(c.keyHash, "k2") || strings.Contains(c.err.Error(), "k2") {
+			t.Errorf("raw key in %+v", c)
+		}
+	}
+	f.set(func(f *fake) { f.releaseErr = nil })
+
+	// A lock found gone at release is a loss, returned, not a release error.
+	calls = nil
+	err := Do(context.Background(), f, "k4", func(context.Context) error {
+		f.set(func(f *fake) { delete(f.locks, "k4") })
+		return nil
+	}, onErr, WithTTL(time.Minute))
+	if !errors.Is(err, ErrLeaseLost) || len(calls) != 0 {
+		t.Errorf("loss at release: Do = %v; %d callback calls", err, len(calls))
+	}
+}
+
+// The first wait follows failed attempt 1 (RetryDelay·2^0), the next
+// attempt 2 (RetryDelay·2^1), and MaxRetries caps the attempts.
+func TestDoBackoffNumbering(t *testing.T) {
+	f := newFake()
+	mustAcquire(t, f, "k", WithTTL(time.Minute))
+	p := RetryPolicy{MaxRetries: 2, RetryDelay: 30 * time.Millisecond, Backoff: Exponential, Jitter: NoJitter, Timeout: time.Minute}
+	before := f.count("acquire")
+	start := time.Now()
+	err := Do(context.Background(), f, "k", func(context.Context) error { return nil }, WithRetry(p))
+	el := time.Since(start)
+	if !errors.Is(err, ErrAcquisitionTimeout) || f.count("acquire")-before != 3 {
+		t.Fatalf("Do = %v after %d attempts", err, f.count("acquire")-before)
+	}
+	// 30 ms + 60 ms; numbering from 0 would give 15+30, from 2 60+120.
+	if el < 85*time.Millisecond || el >= 170*time.Millisecond {
+		t.Errorf("waited %s, want 90ms", el)
+	}
 }
 
 func TestDoReleasesWhenCallerCancelsOrPanics(t *testing.T) {

@@ -59,15 +59,41 @@ const maxDocIDBytes = 1500
 // beyond them the error is reported, not hidden.
 const txAttempts = 10
 
+// Cleanup in IsLocked (WithCleanupInIsLocked): an expired lock document is
+// deleted only once its expiry is this far in the past, beyond the
+// liveness predicate's own tolerance: the spec's documented client skew of
+// ±2 s plus a guard of 1 s, so that no client whose clock lags ours can
+// still be extending it.
+const (
+	cleanupSkew  = 2 * time.Second
+	cleanupGuard = time.Second
+	// cleanupSlots bounds the cleanups in flight per Backend (the spec's
+	// rate limit); an IsLocked that finds them all busy skips its cleanup.
+	cleanupSlots = 4
+	// cleanupTimeout bounds one cleanup, which runs detached from the
+	// IsLocked call that started it.
+	cleanupTimeout = 10 * time.Second
+)
+
 // Backend is the Firestore lock backend. It is safe for concurrent use.
 type Backend struct {
-	client *firestore.Client
-	locks  *firestore.CollectionRef
-	fences *firestore.CollectionRef
-	now    func() time.Time
+	client  *firestore.Client
+	locks   *firestore.CollectionRef
+	fences  *firestore.CollectionRef
+	now     func() time.Time
+	cleanup bool
+	// cleanups holds a token per cleanup in flight.
+	cleanups chan struct{}
+	// cleanupDone, if set (by tests), is called after each cleanup with
+	// whether it deleted the document.
+	cleanupDone func(deleted bool, err error)
 }
 
-var _ locking.Backend = (*Backend)(nil)
+var (
+	_ locking.Backend        = (*Backend)(nil)
+	_ locking.DebugLookuper  = (*Backend)(nil)
+	_ locking.ReasonReporter = (*Backend)(nil)
+)
 
 // Option configures New.
 type Option func(*config)
@@ -75,6 +101,7 @@ type Option func(*config)
 type config struct {
 	locks, fences string
 	now           func() time.Time
+	cleanup       bool
 }
 
 // WithCollections sets the lock and fence counter collections (defaults
@@ -89,6 +116,24 @@ func WithCollections(locks, fences string) Option {
 // has no server clock a transaction can read, so the client's is the time
 // authority; tests move it to expire locks without waiting.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithCleanupInIsLocked makes IsLocked delete the expired lock document it
+// finds (default false: IsLocked only reads). The trade-offs, as the spec
+// asks:
+//
+//   - The cleanup is best-effort and fire-and-forget: it runs on its own
+//     goroutine after IsLocked has decided its result, never changes that
+//     result, never delays it, and never makes IsLocked fail. At most 4
+//     run at once per Backend (more are skipped), each bounded by 10 s.
+//   - Only a document expired for more than 3 s (2 s client skew plus a
+//     1 s guard, on top of the liveness tolerance) is deleted, and only
+//     inside a transaction that re-reads it and finds it still that
+//     expired and still carrying the lockId IsLocked saw: a lock
+//     re-acquired or extended meanwhile is left alone. Fence counters are
+//     never touched, so fences keep increasing.
+//   - IsLocked is then no longer a pure read: tests that count documents
+//     or writes will see the deletions, some time after IsLocked returns.
+func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
 // New returns a backend using client. It fails with InvalidArgument for a
 // nil client or clock, or collections that are invalid or the same.
@@ -114,7 +159,8 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 	case cfg.locks == cfg.fences:
 		return nil, invalid("the fence counter collection must differ from the lock collection (both %q)", cfg.locks)
 	}
-	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now}, nil
+	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now,
+		cleanup: cfg.cleanup, cleanups: make(chan struct{}, cleanupSlots)}, nil
 }
 
 // validCollectionID reports whether id can name a top-level collection.
@@ -225,6 +271,11 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	var res locking.AcquireResult
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = locking.AcquireResult{}
+		// The spec's cancellation points: on entering the transaction,
+		// after the reads, before the writes.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		// Both documents in one read (a missing one is a snapshot that does
 		// not exist, not an error).
 		snaps, err := tx.GetAll([]*firestore.DocumentRef{lockRef, fenceRef})
@@ -261,6 +312,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 			return err
 		}
 		expiresMs := nowMs + ttl.Milliseconds()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := tx.Set(lockRef, map[string]any{
 			fieldLockID:     lockID,
 			fieldExpiresAt:  expiresMs,
@@ -286,6 +340,15 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 // false otherwise. Safe to call with any lockId: it never touches another
 // holder's lock, and a second release returns false.
 func (b *Backend) Release(ctx context.Context, lockID string) (bool, error) {
+	ok, _, err := b.ReleaseWithReason(ctx, lockID)
+	return ok, err
+}
+
+// ReleaseWithReason is Release, also saying why it changed nothing:
+// locking.ReasonNotFound when no lock document carries lockID,
+// locking.ReasonExpired when it does but is no longer live. The reason
+// comes from the transaction's own read, at no extra cost.
+func (b *Backend) ReleaseWithReason(ctx context.Context, lockID string) (bool, locking.Reason, error) {
 	return b.mutate(ctx, "release", lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, _ int64) error {
 		return tx.Delete(ref)
 	})
@@ -295,38 +358,53 @@ func (b *Backend) Release(ctx context.Context, lockID string) (bool, error) {
 // it is not found or not live. An expired lock is never revived, even if
 // its document is still there.
 func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, error) {
+	r, _, err := b.ExtendWithReason(ctx, lockID, ttl)
+	return r, err
+}
+
+// ExtendWithReason is Extend, also saying why it changed nothing, as
+// ReleaseWithReason does.
+func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, withOp(err, op)
+		return locking.ExtendResult{}, "", withOp(err, op)
 	}
 	var expiresMs int64
-	ok, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
+	ok, reason, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
 		expiresMs = nowMs + ttl.Milliseconds()
 		return tx.Update(ref, []firestore.Update{{Path: fieldExpiresAt, Value: expiresMs}})
 	})
 	if err != nil || !ok {
-		return locking.ExtendResult{}, err
+		return locking.ExtendResult{}, reason, err
 	}
-	return locking.ExtendResult{OK: true, ExpiresAt: time.UnixMilli(expiresMs)}, nil
+	return locking.ExtendResult{OK: true, ExpiresAt: time.UnixMilli(expiresMs)}, "", nil
 }
 
 // mutate is release and extend: in one transaction it finds the lock
 // lockID names by query, verifies it is live and lockID's, and applies
-// change. It reports whether change was applied.
+// change. It reports whether change was applied and, if not, why.
 func (b *Backend) mutate(ctx context.Context, op, lockID string,
-	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, error) {
+	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, withOp(err, op)
+		return false, "", withOp(err, op)
 	}
 	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
 	if ctx.Err() != nil {
-		return false, e.ctxErr(ctx)
+		return false, "", e.ctxErr(ctx)
 	}
-	var applied bool
+	var (
+		applied bool
+		reason  locking.Reason
+	)
 	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		applied = false
+		applied, reason = false, ""
+		// The spec's cancellation points: on entering the transaction,
+		// after the read, before the write.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		snap, d, err := findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
-		if err != nil || snap == nil {
+		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
@@ -335,16 +413,24 @@ func (b *Backend) mutate(ctx context.Context, op, lockID string,
 		nowMs := b.now().UnixMilli()
 		// Explicit ownership check after the index lookup (ADR-003), then
 		// the one liveness predicate.
-		if d.lockID != lockID || !locking.IsLive(d.expiresAtMs, nowMs) {
+		switch {
+		case snap == nil || d.lockID != lockID:
+			reason = locking.ReasonNotFound
 			return nil
+		case !locking.IsLive(d.expiresAtMs, nowMs):
+			reason = locking.ReasonExpired
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		applied = true
 		return change(tx, snap.Ref, nowMs)
 	}, firestore.MaxAttempts(txAttempts))
 	if err != nil {
-		return false, e.mapErr(ctx, err)
+		return false, "", e.mapErr(ctx, err)
 	}
-	return applied, nil
+	return applied, reason, nil
 }
 
 // findByLockID reads the lock documents a lockId query returns: nil if
@@ -376,62 +462,197 @@ func findByLockID(it *firestore.DocumentIterator, e *errCtx) (*firestore.Documen
 		Err: fmt.Errorf("%d lock documents carry this lockId; refusing to pick one", len(snaps))}
 }
 
-// IsLocked reports whether a live lock holds key. It only reads.
+// IsLocked reports whether a live lock holds key. It only reads, unless
+// WithCleanupInIsLocked asked it to delete an expired lock document in the
+// background (see there).
 func (b *Backend) IsLocked(ctx context.Context, key string) (bool, error) {
-	info, err := b.lookupKey(ctx, "isLocked", key)
-	return info != nil, err
+	r, err := b.readKey(ctx, "isLocked", key)
+	if err != nil {
+		return false, err
+	}
+	nowMs := b.now().UnixMilli()
+	live := r.found && r.d.lockID != "" && locking.IsLive(r.d.expiresAtMs, nowMs)
+	if b.cleanup && r.found && !live && r.d.lockID != "" && pastCleanupGuard(r.d.expiresAtMs, nowMs) {
+		b.startCleanup(ctx, r.ref, r.d.lockID)
+	}
+	return live, nil
 }
 
 // LookupKey describes the live lock on key, sanitized; nil if there is
 // none. It only reads.
 func (b *Backend) LookupKey(ctx context.Context, key string) (*locking.LockInfo, error) {
-	return b.lookupKey(ctx, "lookup", key)
-}
-
-func (b *Backend) lookupKey(ctx context.Context, op, key string) (*locking.LockInfo, error) {
-	nkey, lockDocID, _, err := docIDs(op, key)
-	if err != nil {
+	r, err := b.readKey(ctx, "lookup", key)
+	if err != nil || !r.found {
 		return nil, err
 	}
-	e := errCtx{op: op, keyHash: locking.HashKey(nkey), secrets: []string{key, nkey, lockDocID}}
-	if ctx.Err() != nil {
-		return nil, e.ctxErr(ctx)
+	return b.info(r.d, r.keyHash), nil
+}
+
+// LookupKeyDebug is LookupKey with the raw key and lockId, for debugging
+// only: never log the result's Key or LockID. Use locking.GetByKeyRaw.
+func (b *Backend) LookupKeyDebug(ctx context.Context, key string) (*locking.LockInfoDebug, error) {
+	r, err := b.readKey(ctx, "lookup", key)
+	if err != nil || !r.found {
+		return nil, err
 	}
-	snap, err := b.locks.Doc(lockDocID).Get(ctx)
+	return debugInfo(b.info(r.d, r.keyHash), r.d, r.nkey), nil
+}
+
+// keyRead is a lock document read by key.
+type keyRead struct {
+	nkey, keyHash string
+	ref           *firestore.DocumentRef
+	d             lockDoc
+	found         bool
+}
+
+// readKey validates key and reads its lock document, checking ctx before
+// and after the read.
+func (b *Backend) readKey(ctx context.Context, op, key string) (keyRead, error) {
+	nkey, lockDocID, _, err := docIDs(op, key)
+	if err != nil {
+		return keyRead{}, err
+	}
+	r := keyRead{nkey: nkey, keyHash: locking.HashKey(nkey), ref: b.locks.Doc(lockDocID)}
+	e := errCtx{op: op, keyHash: r.keyHash, secrets: []string{key, nkey, lockDocID}}
+	if ctx.Err() != nil {
+		return keyRead{}, e.ctxErr(ctx)
+	}
+	snap, err := r.ref.Get(ctx)
 	switch {
 	case status.Code(err) == codes.NotFound:
-		return nil, nil
 	case err != nil:
-		return nil, e.mapErr(ctx, err)
+		return keyRead{}, e.mapErr(ctx, err)
 	}
-	d, _ := readLock(snap)
-	return b.info(d, e.keyHash), nil
+	if ctx.Err() != nil {
+		return keyRead{}, e.ctxErr(ctx)
+	}
+	if err == nil {
+		r.d, r.found = readLock(snap)
+	}
+	return r, nil
 }
 
 // LookupLockID describes the live lock lockID names, sanitized; nil if
 // there is none. It only reads, with a plain query: it is diagnostic, and
 // release and extend re-check everything in their transactions.
 func (b *Backend) LookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, error) {
+	info, _, _, err := b.lookupLockID(ctx, lockID)
+	return info, err
+}
+
+// LookupLockIDDebug is LookupLockID with the raw key and lockId, for
+// debugging only: never log the result's Key or LockID. Use
+// locking.GetByIDRaw.
+func (b *Backend) LookupLockIDDebug(ctx context.Context, lockID string) (*locking.LockInfoDebug, error) {
+	info, d, docID, err := b.lookupLockID(ctx, lockID)
+	if err != nil || info == nil {
+		return nil, err
+	}
+	return debugInfo(info, d, docID), nil
+}
+
+func (b *Backend) lookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, lockDoc, string, error) {
 	const op = "lookup"
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return nil, withOp(err, op)
+		return nil, lockDoc{}, "", withOp(err, op)
 	}
 	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
 	if ctx.Err() != nil {
-		return nil, e.ctxErr(ctx)
+		return nil, lockDoc{}, "", e.ctxErr(ctx)
 	}
+	// No Limit(1): findByLockID must see duplicates to refuse them.
 	snap, d, err := findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
 	if err != nil {
-		return nil, e.mapErr(ctx, err)
+		return nil, lockDoc{}, "", e.mapErr(ctx, err)
 	}
+	if ctx.Err() != nil {
+		return nil, lockDoc{}, "", e.ctxErr(ctx)
+	}
+	// Explicit ownership check after the index lookup.
 	if snap == nil || d.lockID != lockID {
-		return nil, nil
+		return nil, lockDoc{}, "", nil
 	}
 	keyHash := locking.HashKey(d.key)
 	if d.key == "" {
 		keyHash = locking.HashKey(snap.Ref.ID)
 	}
-	return b.info(d, keyHash), nil
+	return b.info(d, keyHash), d, snap.Ref.ID, nil
+}
+
+// debugInfo adds the raw key and lockId to info (nil stays nil). A
+// document without a key field (a foreign client's) names its key by
+// fallbackKey, the normalised key or document id.
+func debugInfo(info *locking.LockInfo, d lockDoc, fallbackKey string) *locking.LockInfoDebug {
+	if info == nil {
+		return nil
+	}
+	key := d.key
+	if key == "" {
+		key = fallbackKey
+	}
+	return &locking.LockInfoDebug{LockInfo: *info, Key: key, LockID: d.lockID}
+}
+
+// pastCleanupGuard reports whether a lock that expired at expiresAtMs is
+// expired enough, at nowMs, for cleanup to delete it.
+func pastCleanupGuard(expiresAtMs, nowMs int64) bool {
+	return nowMs-expiresAtMs > (cleanupSkew + cleanupGuard).Milliseconds()
+}
+
+// startCleanup deletes the expired lock document ref in the background if a
+// cleanup slot is free; otherwise it does nothing. It never blocks.
+func (b *Backend) startCleanup(ctx context.Context, ref *firestore.DocumentRef, lockID string) {
+	select {
+	case b.cleanups <- struct{}{}:
+	default:
+		return // enough cleanups in flight: this one is best-effort
+	}
+	go func() {
+		defer func() { <-b.cleanups }()
+		// Detached: IsLocked has returned, and its caller's cancellation
+		// should not strand a transaction half-way.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		deleted, err := b.cleanupExpired(cctx, ref, lockID)
+		if b.cleanupDone != nil {
+			b.cleanupDone(deleted, err)
+		}
+	}()
+}
+
+// cleanupExpired deletes the lock document ref in a transaction that
+// re-reads it and deletes it only if it still carries lockID and is still
+// expired past the cleanup guard, so a lock acquired or extended since
+// IsLocked looked is never touched. It only ever deletes from the lock
+// collection, never a fence counter. It reports whether it deleted.
+func (b *Backend) cleanupExpired(ctx context.Context, ref *firestore.DocumentRef, lockID string) (bool, error) {
+	if ref.Parent == nil || ref.Parent.Path != b.locks.Path {
+		return false, &locking.Error{Code: locking.Internal, Op: "cleanup", LockIDHash: locking.HashKey(lockID),
+			Err: errors.New("refusing to clean up a document outside the lock collection")}
+	}
+	e := errCtx{op: "cleanup", lockIDHash: locking.HashKey(lockID), secrets: []string{lockID, ref.ID}}
+	var deleted bool
+	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		deleted = false
+		snap, err := tx.Get(ref)
+		switch {
+		case status.Code(err) == codes.NotFound:
+			return nil // gone already
+		case err != nil:
+			return err
+		}
+		d, found := readLock(snap)
+		if !found || d.lockID != lockID || !pastCleanupGuard(d.expiresAtMs, b.now().UnixMilli()) {
+			return nil
+		}
+		deleted = true
+		return tx.Delete(ref)
+	}, firestore.MaxAttempts(3))
+	if err != nil {
+		return false, e.mapErr(ctx, err)
+	}
+	return deleted, nil
 }
 
 // info is the sanitized view of a live lock; nil if it is not live.
