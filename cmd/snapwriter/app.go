@@ -80,14 +80,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	// Everything cobra rejects before a command runs (unknown flags or
 	// commands, bad values, missing required flags, bad SNAPWRITER_ env
 	// values) is a usage error: exit 2, nothing done.
-	for _, c := range root.Commands() {
-		if run := c.RunE; run != nil {
-			c.RunE = func(cmd *cobra.Command, args []string) error {
-				a.ran = true
-				return run(cmd, args)
-			}
-		}
-	}
+	a.markRuns(root)
 	err := root.ExecuteContext(ctx)
 	if err != nil && !a.ran && !errors.As(err, new(usageError)) {
 		err = flagError{usageError{err}}
@@ -102,6 +95,21 @@ func (a *app) run(ctx context.Context, args []string) int {
 		fmt.Fprintln(a.stderr, "Run 'snapwriter --help' for usage.")
 	}
 	return code
+}
+
+// markRuns wraps the RunE of every command below c, nested ones (lock
+// status, lock release) included, so that an error a command returns after
+// it started is not taken for a command-line error.
+func (a *app) markRuns(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		if run := sub.RunE; run != nil {
+			sub.RunE = func(cmd *cobra.Command, args []string) error {
+				a.ran = true
+				return run(cmd, args)
+			}
+		}
+		a.markRuns(sub)
+	}
 }
 
 func exitCode(err error) int {
@@ -169,7 +177,7 @@ written), 3 partial, 4 lock held by another writer, 5 fenced out.`,
 	pf.StringVar(&a.global.logFormat, "log-format", "json", "log format: json (Cloud Logging) or console")
 	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
-	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand())
+	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(), a.lockCommand())
 	return root
 }
 

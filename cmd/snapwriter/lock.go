@@ -1,0 +1,290 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+)
+
+// errNotReleased is returned by `lock release` when no live lock carries
+// the lockId: nothing was changed, and the operator should know (exit 1).
+var errNotReleased = errors.New("nothing released")
+
+func (a *app) lockCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lock",
+		Short: "Inspect or force-release snapshot locks (operators)",
+		Long: `Inspect or force-release the fenced locks writers take. They live in the
+collections "locks" and "fence_counters", in the layout SyncGuard clients share.
+
+A snapshot write holds the key "snapshot:<YYYY-MM-DD>". Keys and lockIds are
+never logged; logs and the default output name them by hash (the first 24 hex
+characters of their SHA-256).`,
+		Example: `  snapwriter lock status --key snapshot:2026-11-20
+  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA`,
+		Args: cobra.NoArgs,
+		// Runnable, so that `lock bogus` is an unknown command (exit 2)
+		// rather than help with exit 0.
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(a.lockStatusCommand(), a.lockReleaseCommand())
+	return cmd
+}
+
+func (a *app) lockStatusCommand() *cobra.Command {
+	var key string
+	var asJSON, raw bool
+	cmd := &cobra.Command{
+		Use:   "status --key K [--json] [--raw]",
+		Short: "Describe the live lock on a key, or say it is not locked",
+		Long: `Describe the live lock on --key: key hash, lockId hash, fence, acquired and
+expiry times, and the remaining time to live. A lock stays live until 1 s after
+its expiry (the clock-skew tolerance every client shares), so "remaining" is 0
+during that last second.
+
+--raw also prints the raw key and lockId as stored. The lockId is the capability
+to release the lock: use --raw for debugging only, and do not paste its output
+where others can read it.
+
+Exit status: 0 whether the key is locked or not (read "locked" in the --json
+output, or the first line of the text output); 2 for an invalid key (nothing
+read); 1 when Firestore fails.`,
+		Example: `  snapwriter lock status --key snapshot:2026-11-20
+  snapwriter lock status --key snapshot:2026-11-20 --json | jq .locked
+  SNAPWRITER_KEY=snapshot:2026-11-20 snapwriter lock status --raw`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockStatus(cmd.Context(), key, asJSON, raw) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&key, "key", "", `lock key, for example "snapshot:2026-11-20" (required)`)
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	fl.BoolVar(&raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
+	_ = cmd.MarkFlagRequired("key")
+	return cmd
+}
+
+func (a *app) lockReleaseCommand() *cobra.Command {
+	var lockID string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "release --lock-id ID [--json]",
+		Short: "Force-release the live lock a lockId names",
+		Long: `Release the live lock --lock-id names, as its holder would: the lock document
+is deleted only if it is live and still carries that lockId, so a lock that has
+since passed to another writer is never touched. The fence counter stays, so the
+next holder gets a larger fence and a writer that still believes it holds the
+lock is fenced out of the snapshot.
+
+--lock-id - reads the lockId from the first line of stdin, which keeps it out of
+the process list and shell history.
+
+Exit status: 0 released; 1 not released because no live lock carries the lockId
+(it expired, was released already, or never existed; the message says which),
+or Firestore failed; 2 for a malformed lockId (nothing read or changed).`,
+		Example: `  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA
+  printf '%s\n' "$LOCK_ID" | snapwriter lock release --lock-id -`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockRelease(cmd.Context(), lockID, asJSON) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&lockID, "lock-id", "", `lockId of the lock to release, or "-" to read it from stdin (required)`)
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	_ = cmd.MarkFlagRequired("lock-id")
+	return cmd
+}
+
+// lockStatusJSON is the --json output of `lock status`.
+type lockStatusJSON struct {
+	Locked      bool    `json:"locked"`
+	KeyHash     string  `json:"keyHash"`
+	LockIDHash  string  `json:"lockIdHash,omitempty"`
+	Fence       string  `json:"fence,omitempty"`
+	AcquiredAt  *string `json:"acquiredAt,omitempty"`
+	ExpiresAt   *string `json:"expiresAt,omitempty"`
+	RemainingMs *int64  `json:"remainingMs,omitempty"`
+	Key         string  `json:"key,omitempty"`    // --raw only
+	LockID      string  `json:"lockId,omitempty"` // --raw only
+}
+
+// lockUsage turns the lock library's InvalidArgument (bad key, lockId) into
+// a usage error: exit 2.
+func lockUsage(err error) error {
+	if errors.Is(err, locking.ErrInvalidArgument) {
+		return usageError{err}
+	}
+	return err
+}
+
+// locker opens Firestore and the lock backend for a lock command.
+func (a *app) locker(ctx context.Context) (*firestore.Client, *firestorelock.Backend, error) {
+	client, err := a.client(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := firestorelock.New(client)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return client, b, nil
+}
+
+func (a *app) lockStatus(ctx context.Context, key string, asJSON, raw bool) error {
+	// Validate before connecting: an invalid key reads nothing.
+	nkey, err := locking.NormalizeAndValidateKey(key)
+	if err != nil {
+		return lockUsage(err)
+	}
+	keyHash := locking.HashKey(nkey)
+	client, b, err := a.locker(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	var info *locking.LockInfo
+	var rawKey, rawID string
+	if raw {
+		d, err := locking.GetByKeyRaw(ctx, b, key)
+		if err != nil {
+			return lockUsage(err)
+		}
+		if d != nil {
+			info, rawKey, rawID = &d.LockInfo, d.Key, d.LockID
+		}
+	} else if info, err = locking.GetByKey(ctx, b, key); err != nil {
+		return lockUsage(err)
+	}
+	now := time.Now()
+	a.log.Debug("lock status", zap.String("keyHash", keyHash), zap.Bool("locked", info != nil))
+
+	out := lockStatusJSON{Locked: info != nil, KeyHash: keyHash}
+	var remaining time.Duration
+	if info != nil {
+		remaining = max(info.ExpiresAt.Sub(now), 0).Truncate(time.Millisecond)
+		acq, exp, rem := fmtTime(info.AcquiredAt), fmtTime(info.ExpiresAt), remaining.Milliseconds()
+		out.KeyHash, out.LockIDHash, out.Fence = info.KeyHash, info.LockIDHash, info.Fence
+		out.AcquiredAt, out.ExpiresAt, out.RemainingMs = &acq, &exp, &rem
+		out.Key, out.LockID = rawKey, rawID
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if info == nil {
+		fmt.Fprintf(a.stdout, "not locked (key hash %s)\n", keyHash)
+		return nil
+	}
+	fmt.Fprintln(a.stdout, "locked")
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  key hash:\t%s\n", out.KeyHash)
+	fmt.Fprintf(tw, "  lockId hash:\t%s\n", out.LockIDHash)
+	fmt.Fprintf(tw, "  fence:\t%s\n", out.Fence)
+	fmt.Fprintf(tw, "  acquired at:\t%s\n", *out.AcquiredAt)
+	fmt.Fprintf(tw, "  expires at:\t%s\n", *out.ExpiresAt)
+	fmt.Fprintf(tw, "  remaining:\t%s\n", remaining)
+	if raw {
+		fmt.Fprintf(tw, "  key (raw):\t%q\n", rawKey)
+		fmt.Fprintf(tw, "  lockId (raw):\t%s\n", rawID)
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// lockReleaseJSON is the --json output of `lock release`.
+type lockReleaseJSON struct {
+	Released   bool   `json:"released"`
+	LockIDHash string `json:"lockIdHash"`
+	Reason     string `json:"reason,omitempty"`  // when not released: "not-found" or "expired"
+	KeyHash    string `json:"keyHash,omitempty"` // when the lock was seen before release
+	Fence      string `json:"fence,omitempty"`
+}
+
+func (a *app) lockRelease(ctx context.Context, lockID string, asJSON bool) error {
+	if lockID == "-" {
+		line, err := bufio.NewReader(a.stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return usagef("--lock-id -: no lockId on stdin")
+		}
+		lockID = strings.TrimSpace(line)
+	}
+	// Validate before connecting: a malformed lockId touches nothing. The
+	// message never quotes the lockId.
+	if err := locking.ValidateLockID(lockID); err != nil {
+		return usagef("--lock-id: %v", err)
+	}
+	idHash := locking.HashKey(lockID)
+	client, b, err := a.locker(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	// Describe the lock for the operator first. This read is diagnostic
+	// only: the release below re-checks everything in its transaction.
+	info, err := locking.GetByID(ctx, b, lockID)
+	if err != nil {
+		return lockUsage(err)
+	}
+	var released bool
+	var reason locking.Reason
+	if rr, ok := locking.Backend(b).(locking.ReasonReporter); ok {
+		released, reason, err = rr.ReleaseWithReason(ctx, lockID)
+	} else {
+		released, err = b.Release(ctx, lockID)
+	}
+	if err != nil {
+		return lockUsage(err)
+	}
+	out := lockReleaseJSON{Released: released, LockIDHash: idHash}
+	fields := []zap.Field{zap.String("lockIdHash", idHash)}
+	if info != nil && released {
+		out.KeyHash, out.Fence = info.KeyHash, info.Fence
+		fields = append(fields, zap.String("keyHash", info.KeyHash), zap.String("fence", info.Fence))
+	}
+	if !released {
+		out.Reason = string(reason)
+		if out.Reason == "" {
+			out.Reason = "not-held"
+		}
+		fields = append(fields, zap.String("reason", out.Reason))
+		a.log.Warn("lock not released", fields...)
+	} else {
+		a.log.Info("lock force-released", fields...)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else if released {
+		if out.KeyHash != "" {
+			fmt.Fprintf(a.stdout, "released lock %s (key hash %s, fence %s)\n", idHash, out.KeyHash, out.Fence)
+		} else {
+			fmt.Fprintf(a.stdout, "released lock %s\n", idHash)
+		}
+	}
+	if released {
+		return nil
+	}
+	why := "no lock carries this lockId (already released, taken over, or never existed)"
+	if reason == locking.ReasonExpired {
+		why = "the lock this lockId names has expired (its key is free to acquire)"
+	}
+	return fmt.Errorf("%w: lock %s is not held: %s", errNotReleased, idHash, why)
+}
