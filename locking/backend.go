@@ -41,6 +41,17 @@ type Backend interface {
 	Capabilities() Capabilities
 }
 
+// KeyedBackend is implemented by backends that can release or extend a
+// lock faster when they are also told its key, as a Lease always is: the
+// backend reads the key's lock document directly and verifies the lockId
+// on it, instead of finding the document by a lockId query. The results
+// and guarantees are Release's and Extend's: a lockId that is not the
+// live lock's on key changes nothing and returns false.
+type KeyedBackend interface {
+	ReleaseKey(ctx context.Context, key, lockID string) (bool, error)
+	ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (ExtendResult, error)
+}
+
 // Capabilities describes what a backend offers.
 type Capabilities struct {
 	Backend         string // "firestore", "postgres", …

@@ -254,7 +254,7 @@ func (l *Lease) heartbeat(ctx context.Context) {
 			deadline = expiresAt
 		}
 		actx, cancel := context.WithDeadline(ctx, deadline)
-		r, err := l.b.Extend(actx, l.lockID, l.ttl)
+		r, err := l.extend(actx)
 		cancel()
 		if ctx.Err() != nil {
 			return // released meanwhile; the outcome no longer matters
@@ -301,6 +301,22 @@ func (l *Lease) lose(err error) {
 	l.endLife(err)
 }
 
+// extend and release take the backend's keyed shortcut when it has one:
+// the lease knows its key.
+func (l *Lease) extend(ctx context.Context) (ExtendResult, error) {
+	if k, ok := l.b.(KeyedBackend); ok {
+		return k.ExtendKey(ctx, l.key, l.lockID, l.ttl)
+	}
+	return l.b.Extend(ctx, l.lockID, l.ttl)
+}
+
+func (l *Lease) release(ctx context.Context) (bool, error) {
+	if k, ok := l.b.(KeyedBackend); ok {
+		return k.ReleaseKey(ctx, l.key, l.lockID)
+	}
+	return l.b.Release(ctx, l.lockID)
+}
+
 // Release stops the heartbeat (waiting for it to exit, cancelling an
 // extension in flight), then frees the lock on the backend and ends the
 // lease. It is idempotent: later calls return the first call's result.
@@ -317,7 +333,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		wasLost := l.Err() != nil
 		// Even a lost lease releases: if it was declared lost because
 		// extensions failed, its document may still be there.
-		ok, err := l.b.Release(ctx, l.lockID)
+		ok, err := l.release(ctx)
 		switch {
 		case err != nil:
 			l.releaseErr = err

@@ -380,15 +380,65 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 	return locking.ExtendResult{OK: true, ExpiresAt: time.UnixMilli(expiresMs)}, "", nil
 }
 
+// ReleaseKey is Release for a caller that also knows the lock's key (a
+// Lease): it reads the key's lock document in the transaction and verifies
+// the lockId on it, instead of querying by lockId. See locking.KeyedBackend.
+func (b *Backend) ReleaseKey(ctx context.Context, key, lockID string) (bool, error) {
+	ok, _, err := b.mutateAt(ctx, "release", key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, _ int64) error {
+		return tx.Delete(ref)
+	})
+	return ok, err
+}
+
+// ExtendKey is Extend for a caller that also knows the lock's key; see
+// ReleaseKey.
+func (b *Backend) ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (locking.ExtendResult, error) {
+	const op = "extend"
+	if err := locking.ValidateTTL(ttl); err != nil {
+		return locking.ExtendResult{}, withOp(err, op)
+	}
+	var expiresMs int64
+	ok, _, err := b.mutateAt(ctx, op, key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
+		expiresMs = nowMs + ttl.Milliseconds()
+		return tx.Update(ref, []firestore.Update{{Path: fieldExpiresAt, Value: expiresMs}})
+	})
+	if err != nil || !ok {
+		return locking.ExtendResult{}, err
+	}
+	return locking.ExtendResult{OK: true, ExpiresAt: time.UnixMilli(expiresMs)}, nil
+}
+
+var _ locking.KeyedBackend = (*Backend)(nil)
+
 // mutate is release and extend: in one transaction it finds the lock
 // lockID names by query, verifies it is live and lockID's, and applies
 // change. It reports whether change was applied and, if not, why.
 func (b *Backend) mutate(ctx context.Context, op, lockID string,
 	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
+	return b.mutateAt(ctx, op, "", lockID, change)
+}
+
+// mutateAt is mutate; with a key it reads that key's lock document directly
+// (one document read, no query) and the lockId check below decides
+// ownership exactly as after the query.
+func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
+	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
 	if err := locking.ValidateLockID(lockID); err != nil {
 		return false, "", withOp(err, op)
 	}
+	var keyRef *firestore.DocumentRef
+	if key != "" {
+		_, lockDocID, _, err := docIDs(op, key)
+		if err != nil {
+			return false, "", err
+		}
+		keyRef = b.locks.Doc(lockDocID)
+	}
 	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	if key != "" {
+		e.keyHash = locking.HashKey(key)
+		e.secrets = append(e.secrets, key, keyRef.ID)
+	}
 	if ctx.Err() != nil {
 		return false, "", e.ctxErr(ctx)
 	}
@@ -403,7 +453,20 @@ func (b *Backend) mutate(ctx context.Context, op, lockID string,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		snap, d, err := findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
+		var (
+			snap *firestore.DocumentSnapshot
+			d    lockDoc
+			err  error
+		)
+		if keyRef != nil {
+			snap, err = tx.Get(keyRef)
+			if status.Code(err) == codes.NotFound {
+				snap, err = nil, nil
+			}
+			d, _ = readLock(snap)
+		} else {
+			snap, d, err = findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
+		}
 		if err != nil {
 			return err
 		}
