@@ -116,7 +116,7 @@ func (a *app) write(cmd *cobra.Command, f writeFlags) error {
 		return err
 	}
 	defer client.Close()
-	locker, err := firestorelock.New(client)
+	locker, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
 	if err != nil {
 		return err
 	}

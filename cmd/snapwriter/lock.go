@@ -133,7 +133,7 @@ func (a *app) locker(ctx context.Context) (*firestore.Client, *firestorelock.Bac
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := firestorelock.New(client)
+	b, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
 	if err != nil {
 		_ = client.Close()
 		return nil, nil, err

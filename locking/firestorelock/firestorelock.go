@@ -27,6 +27,7 @@ import (
 	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -81,6 +82,7 @@ type Backend struct {
 	locks   *firestore.CollectionRef
 	fences  *firestore.CollectionRef
 	now     func() time.Time
+	log     *zap.Logger
 	cleanup bool
 	// cleanups holds a token per cleanup in flight.
 	cleanups chan struct{}
@@ -101,6 +103,7 @@ type Option func(*config)
 type config struct {
 	locks, fences string
 	now           func() time.Time
+	log           *zap.Logger
 	cleanup       bool
 }
 
@@ -135,10 +138,16 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 //     or writes will see the deletions, some time after IsLocked returns.
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
+// WithLogger sets where the backend logs operational warnings (default:
+// nowhere): a fence past locking.FenceWarnThreshold, as the Firestore spec
+// requires, and lock documents sharing one lockId. Entries name locks by
+// key hash only.
+func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
+
 // New returns a backend using client. It fails with InvalidArgument for a
 // nil client or clock, or collections that are invalid or the same.
 func New(client *firestore.Client, opts ...Option) (*Backend, error) {
-	cfg := config{locks: DefaultLockCollection, fences: DefaultFenceCollection, now: time.Now}
+	cfg := config{locks: DefaultLockCollection, fences: DefaultFenceCollection, now: time.Now, log: zap.NewNop()}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -152,6 +161,8 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 		return nil, invalid("nil Firestore client")
 	case cfg.now == nil:
 		return nil, invalid("nil clock")
+	case cfg.log == nil:
+		return nil, invalid("nil logger")
 	case !validCollectionID(cfg.locks):
 		return nil, invalid("invalid lock collection id %q", cfg.locks)
 	case !validCollectionID(cfg.fences):
@@ -159,7 +170,7 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 	case cfg.locks == cfg.fences:
 		return nil, invalid("the fence counter collection must differ from the lock collection (both %q)", cfg.locks)
 	}
-	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now,
+	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now, log: cfg.log,
 		cleanup: cfg.cleanup, cleanups: make(chan struct{}, cleanupSlots)}, nil
 }
 
@@ -332,6 +343,13 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	}, firestore.MaxAttempts(txAttempts))
 	if err != nil {
 		return locking.AcquireResult{}, e.mapErr(ctx, err)
+	}
+	if locking.FenceNeedsWarning(res.Fence) {
+		// Years of headroom remain, but a key acquired this often needs an
+		// operator to plan for the maximum before acquires start failing.
+		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
+			zap.String("keyHash", e.keyHash), zap.String("fence", res.Fence),
+			zap.Uint64("maxFence", locking.MaxFence))
 	}
 	return res, nil
 }
