@@ -139,8 +139,8 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
 // WithLogger sets where the backend logs operational warnings (default:
-// nowhere): a fence past locking.FenceWarnThreshold, as the Firestore spec
-// requires, and lock documents sharing one lockId. Entries name locks by
+// nowhere): a fence past locking.FenceWarnThreshold and lock documents
+// sharing one lockId, as the Firestore spec requires. Entries name locks by
 // key hash only.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -483,7 +483,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 			}
 			d, _ = readLock(snap)
 		} else {
-			snap, d, err = findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
+			snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
 		}
 		if err != nil {
 			return err
@@ -520,7 +520,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 // bug or a foreign client can create duplicates, and acting on the wrong
 // one could release someone else's lock. It adds what it finds to e's
 // secrets, since an error about the document would quote its path.
-func findByLockID(it *firestore.DocumentIterator, e *errCtx) (*firestore.DocumentSnapshot, lockDoc, error) {
+func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *errCtx) (*firestore.DocumentSnapshot, lockDoc, error) {
 	snaps, err := it.GetAll()
 	if err != nil {
 		return nil, lockDoc{}, err
@@ -539,6 +539,9 @@ func findByLockID(it *firestore.DocumentIterator, e *errCtx) (*firestore.Documen
 		}
 		return snaps[0], d, nil
 	}
+	// The spec: log duplicates, fail safe. By hashes only.
+	b.log.Warn("lock documents share one lockId; refusing to act on any of them",
+		zap.String("op", e.op), zap.String("lockIdHash", e.lockIDHash), zap.Int("documents", len(snaps)))
 	return nil, lockDoc{}, &locking.Error{Code: locking.Internal,
 		Err: fmt.Errorf("%d lock documents carry this lockId; refusing to pick one", len(snaps))}
 }
@@ -643,7 +646,7 @@ func (b *Backend) lookupLockID(ctx context.Context, lockID string) (*locking.Loc
 		return nil, lockDoc{}, "", e.ctxErr(ctx)
 	}
 	// No Limit(1): findByLockID must see duplicates to refuse them.
-	snap, d, err := findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
+	snap, d, err := b.findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
 	if err != nil {
 		return nil, lockDoc{}, "", e.mapErr(ctx, err)
 	}

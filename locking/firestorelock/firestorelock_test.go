@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -469,7 +472,8 @@ func TestInvalidInputTouchesNothing(t *testing.T) {
 // never guessed at.
 func TestDuplicateLockIDRefused(t *testing.T) {
 	t.Parallel()
-	b, c := newBackend(t)
+	core, logs := observer.New(zapcore.WarnLevel)
+	b, c := newBackend(t, WithLogger(zap.New(core)))
 	ctx := context.Background()
 	r := mustAcquire(t, b, "one", time.Minute)
 	snap, err := c.Collection("locks").Doc("one").Get(ctx)
@@ -496,6 +500,17 @@ func TestDuplicateLockIDRefused(t *testing.T) {
 	}
 	if n := len(docs(t, c, "locks")); n != 2 {
 		t.Errorf("%d lock docs: a refused release deleted something", n)
+	}
+	// Each refusal (release, extend, lookup) logged a warning, by hash only.
+	if n := logs.FilterMessageSnippet("share one lockId").Len(); n < 3 {
+		t.Errorf("%d duplicate-lockId warnings, want one per refused call (3)", n)
+	}
+	for _, entry := range logs.All() {
+		for k, v := range entry.ContextMap() {
+			if s, ok := v.(string); ok && strings.Contains(s, r.LockID) {
+				t.Errorf("warning field %s carries the raw lockId", k)
+			}
+		}
 	}
 }
 
