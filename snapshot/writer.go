@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -47,6 +48,10 @@ const (
 	DefaultConcurrency = 3
 	DefaultLockTTL     = 30 * time.Second
 	DefaultLockWait    = 30 * time.Second
+	// DefaultGracePeriod leaves room, inside Cloud Run's 10 s between
+	// SIGTERM and SIGKILL, for the manifest and the lock release after the
+	// chunks in flight.
+	DefaultGracePeriod = 5 * time.Second
 	// maxCommitBytes keeps one commit under Firestore's 10 MiB request limit.
 	maxCommitBytes = 9 << 20
 )
@@ -66,6 +71,8 @@ type config struct {
 	retry        retry.Policy
 	lockTTL      time.Duration
 	lockWait     time.Duration
+	grace        time.Duration
+	skipComplete bool
 	log          *zap.Logger
 	allowSwitch  bool
 	now          func() time.Time
@@ -93,6 +100,18 @@ func WithLockTTL(d time.Duration) Option { return func(c *config) { c.lockTTL = 
 // WithLockWait bounds how long Write waits for a held lock (0: try once).
 func WithLockWait(d time.Duration) Option { return func(c *config) { c.lockWait = d } }
 
+// WithGracePeriod sets how long chunks already in flight may run on after
+// the write's context ends (default 5 s). A write whose context ends starts
+// no new chunk, lets the running ones finish within the grace period,
+// records in the manifest what was and was not written, and releases the
+// lock, so an interrupted write is partial and exact, never unknown.
+func WithGracePeriod(d time.Duration) Option { return func(c *config) { c.grace = d } }
+
+// WithSkipComplete makes Write leave a snapshot alone when the stored one is
+// complete. The check runs inside the root transaction, under the lock, so
+// two writers racing over the same date write it once.
+func WithSkipComplete(skip bool) Option { return func(c *config) { c.skipComplete = skip } }
+
 // WithLogger sets the logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -112,6 +131,7 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		retry:       retry.DefaultPolicy(),
 		lockTTL:     DefaultLockTTL,
 		lockWait:    DefaultLockWait,
+		grace:       DefaultGracePeriod,
 		log:         zap.NewNop(),
 		now:         time.Now,
 	}
@@ -131,6 +151,8 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		return nil, fmt.Errorf("snapshot: lock TTL %s is too short", cfg.lockTTL)
 	case cfg.lockWait < 0:
 		return nil, fmt.Errorf("snapshot: lock wait %s is negative", cfg.lockWait)
+	case cfg.grace < 0:
+		return nil, fmt.Errorf("snapshot: grace period %s is negative", cfg.grace)
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
@@ -153,8 +175,11 @@ type BatchResult struct {
 
 // Result is a write's outcome (the spec's SnapshotWriteResult plus the fence).
 type Result struct {
-	SnapshotID        string        `json:"snapshotId"`
-	Complete          bool          `json:"complete"`
+	SnapshotID string `json:"snapshotId"`
+	Complete   bool   `json:"complete"`
+	// Skipped: WithSkipComplete found the stored snapshot complete, or
+	// Repair found nothing to repair; nothing was written.
+	Skipped           bool          `json:"skipped,omitempty"`
 	TotalBatches      int           `json:"totalBatches"`
 	SuccessfulBatches int           `json:"successfulBatches"`
 	FailedBatches     int           `json:"failedBatches"`
@@ -199,7 +224,11 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
 		}
 	}()
-	wctx, cancel := lease.Context(ctx)
+	// ctx ending stops new chunks; wctx, which the work in flight runs
+	// under, ends a grace period later, or at once if the lease is lost.
+	gctx, gcancel := graceful(ctx, w.cfg.grace)
+	defer gcancel()
+	wctx, cancel := lease.Context(gctx)
 	defer cancel()
 
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
@@ -215,6 +244,13 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 	}
 
 	rootRes, err := w.writeRoot(wctx, in)
+	if errors.Is(err, errSkip) {
+		log.Info("stored snapshot is complete; skipped")
+		res.Skipped, res.Complete = true, true
+		res.Fence = ""
+		res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
+		return res, nil
+	}
 	res.BatchResults = append(res.BatchResults, rootRes)
 	logBatch(log, rootRes)
 	if err != nil {
@@ -237,8 +273,8 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 	if err != nil {
 		return res, fmt.Errorf("snapshot %s: planning chunks: %w", id, err)
 	}
-	results := batching.Run(wctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
-		r := w.writeChunk(ctx, in, i+1, chunk)
+	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+		r := w.writeChunk(ctx, wctx, in, i+1, chunk)
 		logBatch(log, r)
 		return r
 	})
@@ -276,8 +312,8 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 		return res, fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
 	case finishErr != nil:
 		return res, fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
-	case ctx.Err() != nil:
-		return res, fmt.Errorf("snapshot %s: %w", id, context.Cause(ctx))
+	case ctx.Err() != nil && !res.Complete:
+		return res, fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
 	}
 	return res, nil
 }
@@ -331,6 +367,9 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput) (BatchResult, erro
 				return err
 			}
 			if snap.Exists() {
+				if w.cfg.skipComplete && isComplete(snap.Data()) {
+					return retry.Permanent(errSkip)
+				}
 				if err := w.checkPrior(snap.Data(), in); err != nil {
 					return retry.Permanent(err)
 				}
@@ -341,6 +380,9 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput) (BatchResult, erro
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
 		r.Error = err.Error()
+		if errors.Is(err, errSkip) {
+			return r, err
+		}
 		if errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) {
 			return r, fmt.Errorf("snapshot %s: %w", in.id, err)
 		}
@@ -393,8 +435,10 @@ func requireFence(ctx context.Context, tx *firestore.Transaction, ref *firestore
 	return nil
 }
 
-// writeChunk commits one chunk as a transaction that first verifies the fence.
-func (w *Writer) writeChunk(ctx context.Context, in rootInput, index int, chunk []op) BatchResult {
+// writeChunk commits one chunk as a transaction that first verifies the
+// fence. The chunk starts only while start is live; once started it runs
+// under ctx, which outlives start by the grace period.
+func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}}
 	for _, o := range chunk {
 		if o.doc != nil {
@@ -404,10 +448,12 @@ func (w *Writer) writeChunk(ctx context.Context, in rootInput, index int, chunk 
 		}
 	}
 	t0 := time.Now()
-	if err := ctx.Err(); err != nil {
-		// Never started: the lease was lost or the write was cancelled.
-		r.Error = "not attempted: " + context.Cause(ctx).Error()
-		return r
+	for _, c := range []context.Context{start, ctx} {
+		if c.Err() != nil {
+			// Never started: the write was stopped or the lease lost.
+			r.Error = "not attempted: " + context.Cause(c).Error()
+			return r
+		}
 	}
 	rootRef := w.root(in.id)
 	districts := rootRef.Collection("districts")
@@ -548,4 +594,39 @@ func fenceNewer(a, b string) bool {
 		return len(a) > len(b)
 	}
 	return a > b
+}
+
+// errSkip ends a write that WithSkipComplete found nothing to do for.
+var errSkip = errors.New("stored snapshot is complete")
+
+// isComplete reports whether a stored root records a complete write.
+func isComplete(root map[string]any) bool {
+	md := asMap(root["metadata"])
+	done, _ := md["writeComplete"].(bool)
+	st, _ := md["status"].(string)
+	return done && st != statusWriting
+}
+
+// graceful returns a context that does not end with ctx but grace after it,
+// with a cause naming both, and a function that releases its resources.
+func graceful(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	gctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	var mu sync.Mutex
+	var timer *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, func() {
+			cancel(fmt.Errorf("grace period of %s over after %w", grace, context.Cause(ctx)))
+		})
+	})
+	return gctx, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
 }

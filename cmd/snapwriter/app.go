@@ -158,6 +158,7 @@ set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 
 Exit codes: 0 complete, 1 runtime failure, 2 usage or invalid input (nothing
 written), 3 partial, 4 lock held by another writer, 5 fenced out.`,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -177,7 +178,8 @@ written), 3 partial, 4 lock held by another writer, 5 fenced out.`,
 	pf.StringVar(&a.global.logFormat, "log-format", "json", "log format: json (Cloud Logging) or console")
 	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
-	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(), a.lockCommand())
+	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
+		a.repairCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand())
 	return root
 }
 

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
@@ -42,52 +46,29 @@ func (a *app) generateCommand() *cobra.Command {
 	return cmd
 }
 
+// writeFlags are the write tuning flags; write, backfill, repair and
+// schedule share them.
 type writeFlags struct {
-	input       string
-	date        string
 	batchSize   int
 	concurrency int
 	maxRetries  int
 	lockTTL     time.Duration
 	lockWait    time.Duration
-	json        bool
+	grace       time.Duration
 	allowSwitch bool
 }
 
-func (a *app) writeCommand() *cobra.Command {
-	var f writeFlags
-	cmd := &cobra.Command{
-		Use:   "write --input F|- [--date D]",
-		Short: "Write one snapshot and print the result",
-		Long: `Write one snapshot: take the snapshot's fenced lock, write the root document,
-commit the districts in chunks of --batch-size with --concurrency chunks in flight,
-retry transient failures, record the outcome in the manifest, release the lock.
-
-The input is a Snapshot JSON file, "-" for stdin, or a per-district snapshot
-directory (metadata.json, manifest.json, district_{id}.json). The snapshot id is
---date, else payload.metadata.dataAsOfDate. Input is validated before anything
-is written.`,
-		Example: `  snapwriter write --input snap.json
-  snapwriter generate --date 2026-11-20 | snapwriter write --input - --json
-  SNAPWRITER_CONCURRENCY=16 snapwriter write --input ./snapshots/2026-11-20/`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.write(cmd, f) },
-	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
-	fl.StringVar(&f.date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate")
+func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, "district operations per chunk (1..500)")
 	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
 	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
-	fl.BoolVar(&f.json, "json", false, "print the result as JSON")
+	fl.DurationVar(&f.grace, "grace-period", snapshot.DefaultGracePeriod, "on SIGTERM/SIGINT, how long chunks in flight may take to finish")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
-	_ = cmd.MarkFlagRequired("input")
-	return cmd
 }
 
-func (a *app) write(cmd *cobra.Command, f writeFlags) error {
+func (f writeFlags) validate() error {
 	switch {
 	case f.batchSize < 1 || f.batchSize > 500:
 		return usagef("--batch-size %d: want 1..500", f.batchSize)
@@ -99,26 +80,17 @@ func (a *app) write(cmd *cobra.Command, f writeFlags) error {
 		return usagef("--lock-ttl %s: want at least 1s", f.lockTTL)
 	case f.lockWait < 0:
 		return usagef("--lock-wait %s: must not be negative", f.lockWait)
-	case f.date != "" && !model.ValidDate(f.date):
-		return usagef("--date %q: want a real YYYY-MM-DD date", f.date)
+	case f.grace < 0:
+		return usagef("--grace-period %s: must not be negative", f.grace)
 	}
-	snap, err := model.Load(f.input, a.stdin)
-	if err != nil {
-		return err
-	}
-	id := snap.ID(f.date)
-	if err := model.Validate(snap, id); err != nil {
-		return err
-	}
-	ctx := cmd.Context()
-	client, err := a.client(ctx)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
+	return nil
+}
+
+// newWriter builds the snapshot writer the flags describe.
+func (a *app) newWriter(client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Writer, error) {
 	locker, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	policy := retry.DefaultPolicy()
 	policy.MaxRetries = f.maxRetries
@@ -129,26 +101,99 @@ func (a *app) write(cmd *cobra.Command, f writeFlags) error {
 		snapshot.WithRetryPolicy(policy),
 		snapshot.WithLockTTL(f.lockTTL),
 		snapshot.WithLockWait(f.lockWait),
+		snapshot.WithGracePeriod(f.grace),
 		snapshot.WithLogger(a.log),
 		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
-	}, a.writerOptions...)
+	}, extra...)
+	opts = append(opts, a.writerOptions...)
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
-	res, werr := w.Write(ctx, id, snap)
-	if res != nil {
-		if err := a.printResult(res, f.json); err != nil {
-			return err
+	return w, nil
+}
+
+// outcome turns a write's result and error into the error the exit code is
+// read from: a partial write that otherwise ended well is errPartial.
+func outcome(res *snapshot.Result, err error) error {
+	if err != nil {
+		if res != nil && !res.Complete && errors.Is(err, context.Canceled) {
+			// Stopped by a signal: what was written is recorded, and
+			// `repair` completes it.
+			return fmt.Errorf("%w: %w", errPartial, err)
 		}
+		return err
 	}
-	if werr != nil {
-		return werr
-	}
-	if !res.Complete {
+	if res != nil && !res.Complete && !res.Skipped {
 		return errPartial
 	}
 	return nil
+}
+
+func (a *app) writeCommand() *cobra.Command {
+	var f writeFlags
+	var input, date string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "write --input F|- [--date D]",
+		Short: "Write one snapshot and print the result",
+		Long: `Write one snapshot: take the snapshot's fenced lock, write the root document,
+commit the districts in chunks of --batch-size with --concurrency chunks in flight,
+retry transient failures, record the outcome in the manifest, release the lock.
+
+The input is a Snapshot JSON file, "-" for stdin, or a per-district snapshot
+directory (metadata.json, manifest.json, district_{id}.json). The snapshot id is
+--date, else payload.metadata.dataAsOfDate. Input is validated before anything
+is written.
+
+On SIGTERM or SIGINT no new chunk starts; chunks in flight get --grace-period to
+finish, the manifest records what was and was not written, the lock is released,
+and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
+		Example: `  snapwriter write --input snap.json
+  snapwriter generate --date 2026-11-20 | snapwriter write --input - --json
+  SNAPWRITER_CONCURRENCY=16 snapwriter write --input ./snapshots/2026-11-20/`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if date != "" && !model.ValidDate(date) {
+				return usagef("--date %q: want a real YYYY-MM-DD date", date)
+			}
+			snap, err := model.Load(input, a.stdin)
+			if err != nil {
+				return err
+			}
+			id := snap.ID(date)
+			if err := model.Validate(snap, id); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			client, err := a.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			w, err := a.newWriter(client, f)
+			if err != nil {
+				return err
+			}
+			res, werr := w.Write(ctx, id, snap)
+			if res != nil {
+				if err := a.printResult(res, asJSON); err != nil {
+					return err
+				}
+			}
+			return outcome(res, werr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
+	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate")
+	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	f.register(fl)
+	_ = cmd.MarkFlagRequired("input")
+	return cmd
 }
 
 func (a *app) printResult(res *snapshot.Result, asJSON bool) error {

@@ -26,7 +26,13 @@ import (
 
 var emu *emulator.Emulator
 
-func TestMain(m *testing.M) { os.Exit(emulator.Main(m, &emu)) }
+func TestMain(m *testing.M) {
+	code := emulator.Main(m, &emu)
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
 
 const day = "2026-11-20"
 

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/snapwriter/snapwriter/emulator"
+)
+
+// built is the snapwriter binary, built once per test run for the tests
+// that run it as a process (signals, several tasks at once).
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+	out  []byte
+}
+
+// binary returns the path of a freshly built snapwriter binary.
+func binary(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "snapwriter-bin-")
+		if built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "snapwriter")
+		built.out, built.err = exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("go build: %v\n%s", built.err, built.out)
+	}
+	return built.path
+}
+
+// binaryEnv is the environment for a snapwriter process on project.
+func binaryEnv(project string, extra ...string) []string {
+	return append(append(os.Environ(), "FIRESTORE_EMULATOR_HOST="+emu.Host, "GOOGLE_CLOUD_PROJECT="+project), extra...)
+}
+
+// newProject returns a fresh emulator project for t.
+func newProject(t *testing.T) string { return emulator.ProjectID(t) }
