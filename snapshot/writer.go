@@ -261,41 +261,10 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 		w.cfg.beforeChunks()
 	}
 
-	stale, err := w.staleDistricts(wctx, id, snap)
+	status, msgs, fenced, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
 	if err != nil {
-		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
+		return res, err
 	}
-	for _, sid := range stale {
-		ops = append(ops, op{districtID: sid, bytes: 256})
-	}
-	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
-		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
-	if err != nil {
-		return res, fmt.Errorf("snapshot %s: planning chunks: %w", id, err)
-	}
-	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
-		r := w.writeChunk(ctx, wctx, in, i+1, chunk)
-		logBatch(log, r)
-		return r
-	})
-	res.BatchResults = append(res.BatchResults, results...)
-
-	status, msgs := map[string]string{}, map[string]string{}
-	fenced := false
-	for _, r := range results {
-		st := entrySuccess
-		if !r.Success {
-			st = entryFailed
-			fenced = fenced || strings.Contains(r.Error, ErrFencedOut.Error())
-		}
-		for _, d := range r.DistrictIDs {
-			status[d], msgs[d] = st, r.Error
-		}
-		if r.Success {
-			res.StaleDeleted += r.deletes
-		}
-	}
-	w.tally(res)
 
 	// The finish runs even when ctx was cancelled or the lease lost: the
 	// manifest must say what happened, and its fence check keeps it from
@@ -316,6 +285,50 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 		return res, fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
 	}
 	return res, nil
+}
+
+// writeDistricts adds deletes of the stale district documents to ops,
+// commits them all in chunks (starting chunks only while ctx is live,
+// running them under wctx), and records the outcome in res. It returns each
+// district's manifest status and error message, and whether a chunk was
+// fenced out.
+func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []op, res *Result, log *zap.Logger) (status, msgs map[string]string, fenced bool, err error) {
+	stale, err := w.staleDistricts(wctx, in.id, in.snap)
+	if err != nil {
+		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
+	}
+	for _, sid := range stale {
+		ops = append(ops, op{districtID: sid, bytes: 256})
+	}
+	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
+		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("snapshot %s: planning chunks: %w", in.id, err)
+	}
+	first := len(res.BatchResults)
+	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+		r := w.writeChunk(ctx, wctx, in, first+i, chunk)
+		logBatch(log, r)
+		return r
+	})
+	res.BatchResults = append(res.BatchResults, results...)
+
+	status, msgs = map[string]string{}, map[string]string{}
+	for _, r := range results {
+		st := entrySuccess
+		if !r.Success {
+			st = entryFailed
+			fenced = fenced || strings.Contains(r.Error, ErrFencedOut.Error())
+		}
+		for _, d := range r.DistrictIDs {
+			status[d], msgs[d] = st, r.Error
+		}
+		if r.Success {
+			res.StaleDeleted += r.deletes
+		}
+	}
+	w.tally(res)
+	return status, msgs, fenced, nil
 }
 
 // lockRetry waits up to the lock wait for a held lock, polling with the

@@ -1,0 +1,259 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// ErrMismatch: the input given to Repair is not the snapshot that was
+// written (other snapshot id or other districts). Nothing was written.
+var ErrMismatch = errors.New("input does not match the stored snapshot")
+
+// Repair completes a partial write of snapshot id: under the snapshot's
+// lock it takes the root over with its own fence, re-writes exactly the
+// districts the manifest does not record as written (failed, or still
+// pending after a write that died), deletes district documents the snapshot
+// does not have, and records the outcome like Write does. snap must be the
+// snapshot that was written; its districts are the source of the re-write.
+//
+// A complete snapshot is left alone: the Result has Skipped set and the
+// error is nil. A snapshot that does not exist is ErrNotFound; an input
+// that does not match the stored manifest is ErrMismatch.
+func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
+	if err := model.Validate(snap, id); err != nil {
+		return nil, err
+	}
+	start := w.cfg.now()
+	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", "repair"))
+
+	lease, err := locking.Acquire(ctx, w.locker, "snapshot:"+id,
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+	if err != nil {
+		if errors.Is(err, locking.ErrAcquisitionTimeout) {
+			return nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+		}
+		return nil, fmt.Errorf("snapshot %s: acquiring lock: %w", id, err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil {
+			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
+		}
+	}()
+	gctx, gcancel := graceful(ctx, w.cfg.grace)
+	defer gcancel()
+	wctx, cancel := lease.Context(gctx)
+	defer cancel()
+
+	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
+		docSizes: make(map[string]int, len(snap.Payload.Districts))}
+	res := &Result{SnapshotID: id, Fence: in.fence, FailedDistricts: []string{}}
+	log = log.With(zap.String("fence", in.fence))
+
+	todo, rootRes, err := w.takeOver(wctx, in)
+	if errors.Is(err, errSkip) {
+		log.Info("snapshot is complete; nothing to repair")
+		res.Skipped, res.Complete, res.Fence = true, true, ""
+		res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
+		return res, nil
+	}
+	if rootRes != nil {
+		res.BatchResults = append(res.BatchResults, *rootRes)
+		logBatch(log, *rootRes)
+	}
+	if err != nil {
+		if rootRes != nil {
+			w.summarize(log, res, start)
+		}
+		return res, w.leaseErr(lease, err)
+	}
+	log.Info("repairing districts", zap.Int("districts", len(todo)))
+
+	ops := make([]op, 0, len(todo))
+	for _, d := range snap.Payload.Districts {
+		doc := districtDoc(snap, d)
+		in.docSizes[d.DistrictID] = model.FirestoreSize(doc)
+		if todo[d.DistrictID] {
+			ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
+		}
+	}
+	status, msgs, fenced, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
+	if err != nil {
+		return res, err
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
+	defer fcancel()
+	finishErr := w.finishRepair(fctx, in, res, status, msgs)
+	w.summarize(log, res, start)
+
+	switch {
+	case errors.Is(finishErr, ErrFencedOut) || fenced:
+		return res, fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
+	case lease.Err() != nil:
+		return res, fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
+	case finishErr != nil:
+		return res, fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
+	case ctx.Err() != nil && !res.Complete:
+		return res, fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
+	}
+	return res, nil
+}
+
+// takeOver reads the stored root in a transaction, works out which
+// districts need writing, and moves the root to this writer's fence with
+// status "writing", so that chunks of an older writer still in flight are
+// refused from now on. It returns errSkip for a complete snapshot.
+func (w *Writer) takeOver(ctx context.Context, in rootInput) (map[string]bool, *BatchResult, error) {
+	ref := w.root(in.id)
+	var todo map[string]bool
+	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
+	t0 := time.Now()
+	st, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			doc, err := tx.Get(ref)
+			if status.Code(err) == codes.NotFound {
+				return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
+			}
+			if err != nil {
+				return err
+			}
+			data := doc.Data()
+			if err := w.checkPrior(data, in); err != nil {
+				return retry.Permanent(err)
+			}
+			todo, err = repairSet(data, in.snap)
+			if err != nil {
+				return retry.Permanent(err)
+			}
+			if len(todo) == 0 && isComplete(data) {
+				return retry.Permanent(errSkip)
+			}
+			return tx.Update(ref, []firestore.Update{
+				{Path: "metadata.writerFence", Value: in.fence},
+				{Path: "metadata.writerLockBackend", Value: in.backend},
+				{Path: "metadata.status", Value: statusWriting},
+				{Path: "metadata.writeComplete", Value: false},
+				{Path: "metadata.repairStartedAt", Value: in.startedAt.UTC().Format(time.RFC3339Nano)},
+			})
+		}, firestore.MaxAttempts(1))
+	})
+	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
+	switch {
+	case errors.Is(err, errSkip):
+		return nil, nil, err
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrMismatch):
+		return nil, nil, err
+	case err != nil:
+		r.Error = err.Error()
+		if errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) {
+			return nil, &r, fmt.Errorf("snapshot %s: %w", in.id, err)
+		}
+		return nil, &r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
+	}
+	r.Success = true
+	return todo, &r, nil
+}
+
+// repairSet checks that snap is the snapshot the stored root describes and
+// returns the districts its manifest does not record as written.
+func repairSet(root map[string]any, snap *model.Snapshot) (map[string]bool, error) {
+	md := asMap(root["metadata"])
+	if stored, _ := md["snapshotId"].(string); stored != snap.SnapshotID {
+		return nil, fmt.Errorf("%w: stored snapshot_id %q, input %q", ErrMismatch, stored, snap.SnapshotID)
+	}
+	entries, _ := asMap(root["manifest"])["districts"].([]any)
+	stored := make([]string, 0, len(entries))
+	todo := map[string]bool{}
+	for _, e := range entries {
+		em := asMap(e)
+		id, _ := em["districtId"].(string)
+		stored = append(stored, id)
+		if st, _ := em["status"].(string); st != entrySuccess {
+			todo[id] = true
+		}
+	}
+	given := districtIDs(snap)
+	slices.Sort(stored)
+	slices.Sort(given)
+	if !slices.Equal(stored, given) {
+		return nil, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
+			ErrMismatch, len(stored), len(given))
+	}
+	return todo, nil
+}
+
+// finishRepair records the repair's outcome: the manifest entries of the
+// re-written districts, the counts, and the snapshot's status.
+func (w *Writer) finishRepair(ctx context.Context, in rootInput, res *Result, entry, msgs map[string]string) error {
+	ref := w.root(in.id)
+	now := w.cfg.now().UTC().Format(time.RFC3339Nano)
+	_, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			doc, err := tx.Get(ref)
+			if status.Code(err) == codes.NotFound {
+				return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
+			}
+			if err != nil {
+				return err
+			}
+			data := doc.Data()
+			md := asMap(data["metadata"])
+			if f, _ := md["writerFence"].(string); f != in.fence {
+				return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
+			}
+			mf := asMap(data["manifest"])
+			entries, _ := mf["districts"].([]any)
+			var ok, bad int64
+			failed := []string{}
+			for _, e := range entries {
+				em := asMap(e)
+				id, _ := em["districtId"].(string)
+				if st, done := entry[id]; done {
+					em["status"] = st
+					em["lastModified"] = now
+					em["fileSize"] = int64(in.docSizes[id])
+					delete(em, "errorMessage")
+					if st == entryFailed && msgs[id] != "" {
+						em["errorMessage"] = msgs[id]
+					}
+				}
+				switch em["status"] {
+				case entrySuccess:
+					ok++
+				default:
+					bad++
+					failed = append(failed, id)
+				}
+			}
+			complete := bad == 0 && res.FailedBatches == 0
+			st := in.snap.Status
+			if !complete {
+				st = "partial"
+			}
+			return tx.Update(ref, []firestore.Update{
+				{Path: "manifest.districts", Value: entries},
+				{Path: "manifest.successfulDistricts", Value: ok},
+				{Path: "manifest.failedDistricts", Value: bad},
+				{Path: "metadata.status", Value: st},
+				{Path: "metadata.writeComplete", Value: complete},
+				{Path: "metadata.writeFailedDistricts", Value: strs(failed)},
+				{Path: "metadata.writeFinishedAt", Value: now},
+				{Path: "metadata.repairedAt", Value: now},
+			})
+		}, firestore.MaxAttempts(1))
+	})
+	return err
+}

@@ -1,0 +1,274 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// checkExact asserts that the manifest of snapshot id says success for
+// exactly the districts whose documents exist, and that the metadata's
+// failed list is exactly the rest.
+func checkExact(t *testing.T, e *env, id string) (written, failed int) {
+	t.Helper()
+	stored := map[string]bool{}
+	for _, d := range e.stored(id) {
+		stored[d] = true
+	}
+	root := e.rootData(id)
+	md, mf := asMap(root["metadata"]), asMap(root["manifest"])
+	failedMD := map[string]bool{}
+	for _, x := range md["writeFailedDistricts"].([]any) {
+		failedMD[x.(string)] = true
+	}
+	for _, x := range mf["districts"].([]any) {
+		en := asMap(x)
+		d := en["districtId"].(string)
+		switch en["status"] {
+		case entrySuccess:
+			written++
+			if !stored[d] || failedMD[d] {
+				t.Errorf("district %s: manifest success, stored %v, in writeFailedDistricts %v", d, stored[d], failedMD[d])
+			}
+		case entryFailed:
+			failed++
+			if stored[d] || !failedMD[d] {
+				t.Errorf("district %s: manifest failed, stored %v, in writeFailedDistricts %v", d, stored[d], failedMD[d])
+			}
+		default:
+			t.Errorf("district %s: manifest status %v after the write ended", d, en["status"])
+		}
+	}
+	if mf["successfulDistricts"] != int64(written) || mf["failedDistricts"] != int64(failed) {
+		t.Errorf("manifest counts %v/%v, entries say %d/%d", mf["successfulDistricts"], mf["failedDistricts"], written, failed)
+	}
+	return written, failed
+}
+
+func lockDocs(t *testing.T, e *env) int {
+	t.Helper()
+	docs, err := e.clean.Collection("locks").Documents(context.Background()).GetAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(docs)
+}
+
+// A partial snapshot becomes complete and equal to the input; only the
+// failed districts are written again.
+func TestRepairCompletesPartial(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(132, 7)
+	victim := districtIDs(in)[60]
+	e.f.setRule(func(c *commitCall) error {
+		if c.has(victim) {
+			return status.Error(codes.PermissionDenied, "injected")
+		}
+		return nil
+	})
+	res, err := e.writer().Write(context.Background(), day, in)
+	if err != nil || res.Complete {
+		t.Fatalf("setup: want a partial write, got %+v, %v", res, err)
+	}
+	failed := map[string]bool{}
+	for _, d := range res.FailedDistricts {
+		failed[d] = true
+	}
+	e.f.setRule(nil)
+	before := len(e.f.commits())
+
+	rep, err := e.writer().Repair(context.Background(), day, in)
+	if err != nil {
+		t.Fatalf("Repair: %v", err)
+	}
+	checkInvariants(t, rep)
+	if !rep.Complete || rep.Skipped || rep.DistrictsWritten != len(failed) || rep.Fence <= res.Fence {
+		t.Errorf("repair result = %+v (first write fence %s)", rep, res.Fence)
+	}
+	for _, c := range e.f.commits()[before:] {
+		for _, d := range c.districts {
+			if !failed[d] {
+				t.Errorf("repair re-wrote district %s, which had not failed", d)
+			}
+		}
+	}
+	if w, f := checkExact(t, e, day); w != 132 || f != 0 {
+		t.Errorf("after repair: %d written, %d failed", w, f)
+	}
+	md := asMap(e.rootData(day)["metadata"])
+	if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != rep.Fence || md["repairedAt"] == nil {
+		t.Errorf("metadata after repair: status %v complete %v fence %v repairedAt %v", md["status"], md["writeComplete"], md["writerFence"], md["repairedAt"])
+	}
+	if got := e.get(day); !model.Equal(in, got) {
+		t.Errorf("repaired snapshot differs from the input: %s", model.Diff(in, got))
+	}
+	if s, err := NewReader(e.clean, "").Summary(context.Background(), day); err != nil || s.State != "complete" {
+		t.Errorf("summary = %+v, %v", s, err)
+	}
+	if n := lockDocs(t, e); n != 0 {
+		t.Errorf("%d lock documents left", n)
+	}
+}
+
+func TestRepairOfCompleteSnapshotIsNoop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(20, 1)
+	first := mustWrite(t, e.writer(), day, in)
+	before := len(e.f.commits())
+	rep, err := e.writer().Repair(context.Background(), day, in)
+	if err != nil || !rep.Skipped || !rep.Complete {
+		t.Fatalf("Repair = %+v, %v; want skipped", rep, err)
+	}
+	if n := len(e.f.commits()) - before; n != 0 {
+		t.Errorf("a no-op repair made %d commits", n)
+	}
+	if f := asMap(e.rootData(day)["metadata"])["writerFence"]; f != first.Fence {
+		t.Errorf("writerFence %v, want %s untouched", f, first.Fence)
+	}
+}
+
+func TestRepairRefusesOtherInput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mustWrite(t, e.writer(), day, gen(20, 1))
+	root := e.rootData(day)
+	for name, in := range map[string]*model.Snapshot{"more districts": gen(21, 1), "other snapshot id": func() *model.Snapshot {
+		s := gen(20, 1)
+		s.SnapshotID = "other"
+		return s
+	}()} {
+		before := len(e.f.commits())
+		_, err := e.writer().Repair(context.Background(), day, in)
+		if !errors.Is(err, ErrMismatch) {
+			t.Errorf("%s: err = %v, want ErrMismatch", name, err)
+		}
+		if n := len(e.f.commits()) - before; n != 0 {
+			t.Errorf("%s: %d commits", name, n)
+		}
+	}
+	if !reflect.DeepEqual(root, e.rootData(day)) {
+		t.Error("the root changed")
+	}
+	if _, err := e.writer().Repair(context.Background(), "2026-01-01", model.Generate("2026-01-01", 3, 1)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("repair of a missing snapshot: %v, want ErrNotFound", err)
+	}
+}
+
+// Stopping a write (SIGTERM in the CLI) lets the chunk in flight finish,
+// starts no other, records exactly what was written, and releases the lock;
+// Repair completes it.
+func TestStopLetsChunksInFlightFinish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(300, 3) // 6 chunks
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var chunks atomic.Int32
+	e.f.setRule(func(c *commitCall) error {
+		if len(c.districts) > 0 && chunks.Add(1) == 2 {
+			cancel()                           // the stop arrives while chunk 2 is in flight
+			time.Sleep(300 * time.Millisecond) // and chunk 2 takes a while yet
+		}
+		return nil
+	})
+	res, err := e.writer(WithConcurrency(1), WithGracePeriod(10*time.Second)).Write(ctx, day, in)
+	if !errors.Is(err, context.Canceled) || res == nil || res.Complete {
+		t.Fatalf("Write = %+v, %v; want a partial result and context.Canceled", res, err)
+	}
+	checkInvariants(t, res)
+	if res.SuccessfulBatches != 3 || res.DistrictsWritten != 100 {
+		t.Errorf("root + 2 chunks should have committed: %+v", res)
+	}
+	for _, b := range res.BatchResults[3:] {
+		if b.Success || b.RetryAttempts != 0 {
+			t.Errorf("batch %d ran after the stop: %+v", b.BatchIndex, b)
+		}
+	}
+	if w, f := checkExact(t, e, day); w != 100 || f != 200 {
+		t.Errorf("manifest: %d written, %d failed; want 100/200", w, f)
+	}
+	if n := lockDocs(t, e); n != 0 {
+		t.Errorf("%d lock documents left after the stop", n)
+	}
+	e.f.setRule(nil)
+	rep, err := e.writer().Repair(context.Background(), day, in)
+	if err != nil || !rep.Complete || rep.DistrictsWritten != 200 {
+		t.Fatalf("Repair = %+v, %v", rep, err)
+	}
+	if got := e.get(day); !model.Equal(in, got) {
+		t.Errorf("after repair: %s", model.Diff(in, got))
+	}
+}
+
+// A chunk that outlasts the grace period is abandoned and recorded as
+// failed; the manifest stays exact.
+func TestStopAbandonsChunksAfterGracePeriod(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(150, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var chunks atomic.Int32
+	e.f.setRule(func(c *commitCall) error {
+		if len(c.districts) > 0 && chunks.Add(1) == 2 {
+			cancel()
+			time.Sleep(time.Second) // past the grace period: the commit is never sent
+		}
+		return nil
+	})
+	res, err := e.writer(WithConcurrency(1), WithGracePeriod(50*time.Millisecond)).Write(ctx, day, in)
+	if err == nil || res == nil || res.Complete {
+		t.Fatalf("Write = %+v, %v", res, err)
+	}
+	if w, f := checkExact(t, e, day); w != 50 || f != 100 {
+		t.Errorf("manifest: %d written, %d failed; want 50/100", w, f)
+	}
+	if n := lockDocs(t, e); n != 0 {
+		t.Errorf("%d lock documents left", n)
+	}
+}
+
+// WithSkipComplete leaves a complete snapshot alone and writes a partial one.
+func TestSkipComplete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(60, 2)
+	first := mustWrite(t, e.writer(), day, in)
+	before := len(e.f.commits())
+	res, err := e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
+	if err != nil || !res.Skipped || !res.Complete {
+		t.Fatalf("Write = %+v, %v; want skipped", res, err)
+	}
+	if n := len(e.f.commits()) - before; n != 0 {
+		t.Errorf("a skipped write made %d commits", n)
+	}
+	if f := asMap(e.rootData(day)["metadata"])["writerFence"]; f != first.Fence {
+		t.Errorf("writerFence %v, want %s", f, first.Fence)
+	}
+	// A partial snapshot is written again.
+	victim := districtIDs(in)[0]
+	e.f.setRule(func(c *commitCall) error {
+		if c.has(victim) {
+			return status.Error(codes.PermissionDenied, "injected")
+		}
+		return nil
+	})
+	if res, err := e.writer().Write(context.Background(), day, in); err != nil || res.Complete {
+		t.Fatalf("setup partial: %+v, %v", res, err)
+	}
+	e.f.setRule(nil)
+	res, err = e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
+	if err != nil || res.Skipped || !res.Complete {
+		t.Fatalf("Write over a partial snapshot = %+v, %v", res, err)
+	}
+}
