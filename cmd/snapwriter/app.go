@@ -114,10 +114,13 @@ func (a *app) markRuns(c *cobra.Command) {
 
 func exitCode(err error) int {
 	var u usageError
+	var bf errBackfill
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &u), errors.Is(err, model.ErrInvalid):
+	case errors.As(err, &bf):
+		return bf.code
+	case errors.As(err, &u), errors.Is(err, model.ErrInvalid), errors.Is(err, snapshot.ErrMismatch):
 		return exitUsage
 	case errors.Is(err, snapshot.ErrFencedOut):
 		return exitFenced

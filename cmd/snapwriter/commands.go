@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,6 +203,10 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
+	if res.Skipped {
+		_, err := fmt.Fprintf(a.stdout, "snapshot %s: already complete — nothing written\n", res.SnapshotID)
+		return err
+	}
 	state := "complete"
 	if !res.Complete {
 		state = "PARTIAL"
@@ -218,15 +223,16 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 }
 
 func (a *app) getCommand() *cobra.Command {
-	var date string
+	var date, district string
 	var compact bool
 	cmd := &cobra.Command{
-		Use:   "get --date D [--json]",
+		Use:   "get --date D [--district ID] [--json]",
 		Short: "Read a snapshot back, in the input format",
 		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. Districts whose
 write failed are absent; 'list' shows which. --json prints it on one line.`,
 		Example: `  snapwriter get --date 2026-11-20 > back.json
-  snapwriter get --date latest`,
+  snapwriter get --date latest
+  snapwriter get --date 2026-11-20 --district 42`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if date != "latest" && !model.ValidDate(date) {
@@ -244,19 +250,41 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 					return err
 				}
 			}
-			s, err := r.Get(ctx, date)
+			var v any
+			if district != "" {
+				v, err = r.District(ctx, date, district)
+			} else {
+				v, err = r.Get(ctx, date)
+			}
 			if err != nil {
+				return err
+			}
+			if district != "" {
+				// model.Marshal keeps 1.0 a float, as the input had it.
+				b, err := model.Marshal(v)
+				if err != nil {
+					return err
+				}
+				var out bytes.Buffer
+				if compact {
+					out.Write(b)
+				} else if err := json.Indent(&out, b, "", "  "); err != nil {
+					return err
+				}
+				out.WriteByte('\n')
+				_, err = a.stdout.Write(out.Bytes())
 				return err
 			}
 			enc := json.NewEncoder(a.stdout)
 			if !compact {
 				enc.SetIndent("", "  ")
 			}
-			return enc.Encode(s)
+			return enc.Encode(v)
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)
 	cmd.Flags().BoolVar(&compact, "json", false, "print compact JSON on one line")
+	cmd.Flags().StringVar(&district, "district", "", "print only this district's statistics (as in payload.districts)")
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
 }

@@ -1,8 +1,69 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"github.com/spf13/cobra"
 
-// repairCommand (placeholder).
+	"github.com/snapwriter/snapwriter/model"
+)
+
 func (a *app) repairCommand() *cobra.Command {
-	return &cobra.Command{Use: "repair", Hidden: true}
+	var f writeFlags
+	var input, date string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "repair --date D --input F|-",
+		Short: "Re-write only the districts the manifest records as failed",
+		Long: `Complete a partial snapshot. Under the snapshot's lock, repair moves the root
+to its own fence, re-writes exactly the districts the manifest does not record as
+written (failed, or still pending after a write that was killed), removes district
+documents the snapshot does not have, and marks the snapshot complete.
+
+--input must be the snapshot that was written (same snapshot_id and districts);
+anything else is refused with exit 2 before a write. A snapshot that is already
+complete is left alone (exit 0). Exit codes are those of 'write'.`,
+		Example: `  snapwriter repair --date 2026-11-20 --input snapshots/2026-11-20.json
+  snapwriter list --json | jq -r '.[] | select(.state == "partial") | .snapshotId' |
+    while read d; do snapwriter repair --date "$d" --input "snapshots/$d.json"; done`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.validate(); err != nil {
+				return err
+			}
+			if !model.ValidDate(date) {
+				return usagef("--date %q: want a real YYYY-MM-DD date", date)
+			}
+			snap, err := model.Load(input, a.stdin)
+			if err != nil {
+				return err
+			}
+			if err := model.Validate(snap, date); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			client, err := a.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			w, err := a.newWriter(client, f)
+			if err != nil {
+				return err
+			}
+			res, rerr := w.Repair(ctx, date, snap)
+			if res != nil {
+				if err := a.printResult(res, asJSON); err != nil {
+					return err
+				}
+			}
+			return outcome(res, rerr)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
+	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, or "-" (required)`)
+	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	f.register(fl)
+	_ = cmd.MarkFlagRequired("date")
+	_ = cmd.MarkFlagRequired("input")
+	return cmd
 }
