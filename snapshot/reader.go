@@ -76,6 +76,30 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 	return s, nil
 }
 
+// District returns one district's statistics from snapshot id, as they
+// appear in the input's payload.districts. A district whose write failed is
+// ErrNotFound, like one the snapshot does not have.
+func (r *Reader) District(ctx context.Context, id, districtID string) (model.Object, error) {
+	ref := r.client.Collection(r.collection).Doc(id)
+	doc, err := ref.Collection("districts").Doc(districtDocID(districtID)).Get(ctx)
+	if status.Code(err) == codes.NotFound {
+		if _, rerr := ref.Get(ctx); status.Code(rerr) == codes.NotFound {
+			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
+		}
+		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading district %s of %s: %w", districtID, id, err)
+	}
+	data := doc.Data()
+	st, _ := data["status"].(string)
+	stats, ok := data["data"].(map[string]any)
+	if st == entryFailed || !ok {
+		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNotFound)
+	}
+	return model.Object(stats), nil
+}
+
 // Summary returns the listing entry of one snapshot.
 func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
 	doc, err := r.client.Collection(r.collection).Doc(id).Get(ctx)
