@@ -290,6 +290,9 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		if ctx.Err() != nil {
 			r = dateResult{Date: in.date, Outcome: outcomeNotStarted, ExitCode: exitError, Error: "not started: " + context.Cause(ctx).Error()}
 		} else {
+			if bar != nil {
+				bar.Describe(in.date)
+			}
 			r = a.backfillDate(cmd, w, reader, in, b.skipComplete)
 		}
 		sum.add(r)
@@ -301,7 +304,6 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		}
 		switch {
 		case bar != nil:
-			bar.Describe(fmt.Sprintf("%s %s", r.Date, r.Outcome))
 			_ = bar.Add(1)
 			if r.ExitCode != exitOK {
 				log.Warn("date not complete", fields...)
