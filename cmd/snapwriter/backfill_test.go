@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -316,5 +318,52 @@ func TestBackfillFlagsAndBadInput(t *testing.T) {
 	}
 	if n := c2.docCount(); n != 0 {
 		t.Errorf("bad input wrote %d documents", n)
+	}
+}
+
+// cancelOn is a stderr that cancels when a log line contains marker.
+type cancelOn struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if bytes.Contains(p, []byte(w.marker)) {
+		w.cancel()
+	}
+	return w.buf.Write(p)
+}
+
+// A signal during a backfill stops it after the current date; the dates
+// not started are reported and the exit code is 1, so the task is retried.
+func TestBackfillStopsOnSignal(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := inputDir(t, dates("2026-04-01", 4), 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stderr := &cancelOn{marker: `"message":"date done"`, cancel: cancel}
+	var stdout bytes.Buffer
+	a := newApp(strings.NewReader(""), &stdout, stderr, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
+	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
+		return emu.Client(ctx, project)
+	}
+	code := a.run(ctx, []string{"backfill", "--input-dir", dir, "--json"})
+	if code != exitError {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr.buf.String())
+	}
+	var s backfillSummary
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Complete != 1 || s.NotStarted != 3 || s.Dates[0].Outcome != outcomeComplete || s.Dates[3].Outcome != outcomeNotStarted {
+		t.Errorf("summary after the stop: %+v", s)
+	}
+	if state := stateOf(t, c.project); len(state) != 1 || state["2026-04-01"].State != "complete" {
+		t.Errorf("stored after the stop: %+v", state)
 	}
 }
