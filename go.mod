@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	cloud.google.com/go/firestore v1.29.0
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
