@@ -254,23 +254,42 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 			mine = append(mine, in)
 		}
 	}
-	// Validate everything first: a bad file found halfway through would
-	// leave the backfill half done for a reason known from the start.
-	for _, in := range mine {
-		if _, err := loadDated(in); err != nil {
-			return err
-		}
-	}
-	log := a.log.With(zap.Int("taskIndex", index), zap.Int("taskCount", count))
-	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("datesInDir", len(all)),
-		zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
-
 	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
+	reader := snapshot.NewReader(client, a.global.collection)
+
+	// With --skip-complete, one listing (a projection of each root) tells
+	// which dates are done, so a daily rerun over a year of files neither
+	// parses nor locks the old ones. The writer checks again under the lock.
+	complete := map[string]string{} // date → writer fence
+	if b.skipComplete {
+		list, err := reader.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			if s.State == "complete" {
+				complete[s.SnapshotID] = s.WriterFence
+			}
+		}
+	}
+	// Validate everything first: a bad file found halfway through would
+	// leave the backfill half done for a reason known from the start.
+	for _, in := range mine {
+		if _, done := complete[in.date]; done {
+			continue
+		}
+		if _, err := loadDated(in); err != nil {
+			return err
+		}
+	}
+	log := a.log.With(zap.Int("taskIndex", index), zap.Int("taskCount", count))
+	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),
+		zap.Int("datesInDir", len(all)), zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
 
 	bar := a.progressBar(b.progress, len(mine))
 	writerLog := a.log
@@ -282,12 +301,12 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err != nil {
 		return err
 	}
-	reader := snapshot.NewReader(client, a.global.collection)
-
 	sum := backfillSummary{TaskIndex: index, TaskCount: count, Dates: []dateResult{}}
 	for _, in := range mine {
 		var r dateResult
-		if ctx.Err() != nil {
+		if fence, done := complete[in.date]; done {
+			r = dateResult{Date: in.date, Outcome: outcomeSkipped, Fence: fence}
+		} else if ctx.Err() != nil {
 			r = dateResult{Date: in.date, Outcome: outcomeNotStarted, ExitCode: exitError, Error: "not started: " + context.Cause(ctx).Error()}
 		} else {
 			if bar != nil {

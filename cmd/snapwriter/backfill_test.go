@@ -274,6 +274,11 @@ func TestBackfillFlagsAndBadInput(t *testing.T) {
 	if want := []string{"2026-02-27", "2026-02-28", "2026-03-01"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("--from/--to wrote %v, want %v oldest first", got, want)
 	}
+	// Complete dates are skipped without being read again: a broken file
+	// of a finished date does not stop a --skip-complete rerun.
+	if err := os.WriteFile(filepath.Join(dir, "2026-02-27.json"), []byte("{broken"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The table form names every date and the totals.
 	if code, out, _ := c.run("", "backfill", "--input-dir", dir, "--skip-complete"); code != exitOK ||
 		!strings.Contains(out, "3 skipped") || !strings.Contains(out, "2 complete") {

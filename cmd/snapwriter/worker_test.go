@@ -46,7 +46,9 @@ func startSchedule(t *testing.T, c *cli, args ...string) (logs *syncBuffer, stop
 	ctx, cancel := context.WithCancel(context.Background())
 	logs = &syncBuffer{}
 	a := newApp(strings.NewReader(""), io.Discard, logs, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
-	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) { return emu.Client(ctx, project) }
+	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
+		return emu.Client(ctx, project)
+	}
 	done := make(chan int, 1)
 	go func() { done <- a.run(ctx, append([]string{"schedule"}, args...)) }()
 	return logs, func() int {
