@@ -375,3 +375,47 @@ func TestBackfillStopsOnSignal(t *testing.T) {
 		t.Errorf("stored after the stop: %+v", state)
 	}
 }
+
+// Per-district snapshot directories named by date are inputs too, beside
+// files; a date given both ways is refused.
+func TestBackfillSnapshotDirectories(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	root := inputDir(t, []string{"2026-11-20"}, 5)
+	sub := filepath.Join(root, "2026-11-21")
+	src := model.Generate("2026-11-21", 4, 9)
+	files := map[string]any{"metadata.json": map[string]any{
+		"snapshotId": "dir-snapshot", "createdAt": src.CreatedAt, "schemaVersion": "1.0.0",
+		"calculationVersion": "2.1.0", "status": "success", "errors": []any{},
+		"processingDuration": int64(5), "source": "dashboard", "dataAsOfDate": "2026-11-21",
+	}}
+	var entries []any
+	for _, d := range src.Payload.Districts {
+		name := "district_" + d.DistrictID + ".json"
+		files[name] = map[string]any{"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": d.Data}
+		entries = append(entries, map[string]any{"districtId": d.DistrictID, "fileName": name, "status": "success"})
+	}
+	files["manifest.json"] = map[string]any{"districts": entries}
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(sub, name), []byte(mustJSON(t, v)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := c.run("", "backfill", "--input-dir", root, "--json")
+	var s backfillSummary
+	if code != exitOK || json.Unmarshal([]byte(out), &s) != nil || s.Complete != 2 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	if st := stateOf(t, c.project); st["2026-11-21"].Districts != 4 || st["2026-11-20"].Districts != 5 {
+		t.Errorf("stored: %+v", st)
+	}
+	if err := os.WriteFile(filepath.Join(root, "2026-11-21.json"), []byte(genJSON(t, "2026-11-21", 2)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := c.run("", "backfill", "--input-dir", root); code != exitUsage || !strings.Contains(errs, "given twice") {
+		t.Errorf("date given twice: exit %d\n%s", code, errs)
+	}
+}
