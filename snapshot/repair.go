@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
@@ -38,25 +37,11 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	start := w.cfg.now()
 	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", "repair"))
 
-	lease, err := locking.Acquire(ctx, w.locker, "snapshot:"+id,
-		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+	lease, wctx, end, err := w.begin(ctx, id, log)
 	if err != nil {
-		if errors.Is(err, locking.ErrAcquisitionTimeout) {
-			return nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
-		}
-		return nil, fmt.Errorf("snapshot %s: acquiring lock: %w", id, err)
+		return nil, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
-		}
-	}()
-	gctx, gcancel := graceful(ctx, w.cfg.grace)
-	defer gcancel()
-	wctx, cancel := lease.Context(gctx)
-	defer cancel()
+	defer end()
 
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
 		docSizes: make(map[string]int, len(snap.Payload.Districts))}
@@ -99,17 +84,7 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	finishErr := w.finishRepair(fctx, in, res, status, msgs)
 	w.summarize(log, res, start)
 
-	switch {
-	case errors.Is(finishErr, ErrFencedOut) || fenced:
-		return res, fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
-	case lease.Err() != nil:
-		return res, fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
-	case finishErr != nil:
-		return res, fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
-	case ctx.Err() != nil && !res.Complete:
-		return res, fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
-	}
-	return res, nil
+	return res, ending(ctx, id, res, lease, finishErr, fenced)
 }
 
 // takeOver reads the stored root in a transaction, works out which

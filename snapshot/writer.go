@@ -208,28 +208,11 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 	start := w.cfg.now()
 	log := w.cfg.log.With(zap.String("snapshotId", id))
 
-	lease, err := locking.Acquire(ctx, w.locker, "snapshot:"+id,
-		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+	lease, wctx, end, err := w.begin(ctx, id, log)
 	if err != nil {
-		if errors.Is(err, locking.ErrAcquisitionTimeout) {
-			return nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
-		}
-		return nil, fmt.Errorf("snapshot %s: acquiring lock: %w", id, err)
+		return nil, err
 	}
-	defer func() {
-		// Detached from ctx: a cancelled write must still hand the lock back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
-		}
-	}()
-	// ctx ending stops new chunks; wctx, which the work in flight runs
-	// under, ends a grace period later, or at once if the lease is lost.
-	gctx, gcancel := graceful(ctx, w.cfg.grace)
-	defer gcancel()
-	wctx, cancel := lease.Context(gctx)
-	defer cancel()
+	defer end()
 
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
 		docSizes: make(map[string]int, len(snap.Payload.Districts))}
@@ -274,17 +257,50 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 	finishErr := w.finish(fctx, in, res, status, msgs)
 	w.summarize(log, res, start)
 
+	return res, ending(ctx, id, res, lease, finishErr, fenced)
+}
+
+// begin takes the snapshot's lock. The work of the write runs under the
+// returned context: ctx ending stops new chunks, and this context, which
+// the work in flight runs under, ends a grace period later, or at once if
+// the lease is lost. end cancels it and releases the lock.
+func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*locking.Lease, context.Context, func(), error) {
+	lease, err := locking.Acquire(ctx, w.locker, "snapshot:"+id,
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+	if err != nil {
+		if errors.Is(err, locking.ErrAcquisitionTimeout) {
+			return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+		}
+		return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring lock: %w", id, err)
+	}
+	gctx, gcancel := graceful(ctx, w.cfg.grace)
+	wctx, cancel := lease.Context(gctx)
+	return lease, wctx, func() {
+		cancel()
+		gcancel()
+		// Detached from ctx: a cancelled write must still hand the lock back.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer rcancel()
+		if err := lease.Release(rctx); err != nil {
+			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
+		}
+	}, nil
+}
+
+// ending is the error a write or repair that got as far as its chunks ends
+// with, most telling first.
+func ending(ctx context.Context, id string, res *Result, lease *locking.Lease, finishErr error, fenced bool) error {
 	switch {
 	case errors.Is(finishErr, ErrFencedOut) || fenced:
-		return res, fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
+		return fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
 	case lease.Err() != nil:
-		return res, fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
+		return fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
 	case finishErr != nil:
-		return res, fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
+		return fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
 	case ctx.Err() != nil && !res.Complete:
-		return res, fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
+		return fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
 	}
-	return res, nil
+	return nil
 }
 
 // writeDistricts adds deletes of the stale district documents to ops,

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/snapwriter/snapwriter/emulator"
 )
@@ -44,3 +48,26 @@ func binaryEnv(project string, extra ...string) []string {
 
 // newProject returns a fresh emulator project for t.
 func newProject(t *testing.T) string { return emulator.ProjectID(t) }
+
+// sigterm sends SIGTERM to cmd, copies the rest of its stderr into logs,
+// and waits at most 30 s for it to exit; it returns the exit code.
+func sigterm(t *testing.T, cmd *exec.Cmd, stderr io.Reader, logs *bytes.Buffer) int {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(logs, stderr)
+		_ = cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s did not stop within 30 s of SIGTERM\n%s", cmd.Args[1], logs.String())
+	}
+	return cmd.ProcessState.ExitCode()
+}

@@ -161,31 +161,7 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 			if date != "" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			snap, err := model.Load(input, a.stdin)
-			if err != nil {
-				return err
-			}
-			id := snap.ID(date)
-			if err := model.Validate(snap, id); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			client, err := a.client(ctx)
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			w, err := a.newWriter(client, f)
-			if err != nil {
-				return err
-			}
-			res, werr := w.Write(ctx, id, snap)
-			if res != nil {
-				if err := a.printResult(res, asJSON); err != nil {
-					return err
-				}
-			}
-			return outcome(res, werr)
+			return a.writeOp(cmd, f, input, date, asJSON, (*snapshot.Writer).Write)
 		},
 	}
 	fl := cmd.Flags()
@@ -195,6 +171,38 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 	f.register(fl)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
+}
+
+// writeOp is the body of write and repair: load and validate the input
+// (nothing touches Firestore before that), build the writer, run op under
+// the snapshot's id (date, else the input's dataAsOfDate), print the result.
+func (a *app) writeOp(cmd *cobra.Command, f writeFlags, input, date string, asJSON bool,
+	op func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)) error {
+	snap, err := model.Load(input, a.stdin)
+	if err != nil {
+		return err
+	}
+	id := snap.ID(date)
+	if err := model.Validate(snap, id); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	client, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	w, err := a.newWriter(client, f)
+	if err != nil {
+		return err
+	}
+	res, werr := op(w, ctx, id, snap)
+	if res != nil {
+		if err := a.printResult(res, asJSON); err != nil {
+			return err
+		}
+	}
+	return outcome(res, werr)
 }
 
 func (a *app) printResult(res *snapshot.Result, asJSON bool) error {

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
 )
 
 func (a *app) repairCommand() *cobra.Command {
@@ -32,30 +33,7 @@ complete is left alone (exit 0). Exit codes are those of 'write'.`,
 			if !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			snap, err := model.Load(input, a.stdin)
-			if err != nil {
-				return err
-			}
-			if err := model.Validate(snap, date); err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			client, err := a.client(ctx)
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			w, err := a.newWriter(client, f)
-			if err != nil {
-				return err
-			}
-			res, rerr := w.Repair(ctx, date, snap)
-			if res != nil {
-				if err := a.printResult(res, asJSON); err != nil {
-					return err
-				}
-			}
-			return outcome(res, rerr)
+			return a.writeOp(cmd, f, input, date, asJSON, (*snapshot.Writer).Repair)
 		},
 	}
 	fl := cmd.Flags()

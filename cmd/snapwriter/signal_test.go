@@ -8,7 +8,6 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,19 +95,7 @@ func TestSIGTERMDuringWrite(t *testing.T) {
 		t.Fatalf("the write ended before two chunks committed:\n%s", logs.String())
 	}
 	t.Logf("signal at %s", time.Since(t0))
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, io.TeeReader(stderr, &logs))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("write did not stop within 30 s of SIGTERM")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitPartial {
+	if code := sigterm(t, cmd, stderr, &logs); code != exitPartial {
 		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
 	}
 	var res snapshot.Result

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +79,19 @@ func completeIn(t *testing.T, project, date string) bool {
 	return err == nil && s.State == "complete"
 }
 
+// waitForToday waits until today's (or tomorrow's) snapshot is complete.
+func waitForToday(t *testing.T, project string) {
+	t.Helper()
+	waitFor(t, 20*time.Second, "the snapshot", func() bool {
+		for _, d := range todayUTC() {
+			if completeIn(t, project, d) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // today (and tomorrow, should the test cross midnight) in UTC.
 func todayUTC() []string {
 	now := time.Now().UTC()
@@ -100,14 +112,7 @@ func TestScheduleFromDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 20*time.Second, "the snapshot", func() bool {
-		for _, d := range todayUTC() {
-			if completeIn(t, c.project, d) {
-				return true
-			}
-		}
-		return false
-	})
+	waitForToday(t, c.project)
 	if code := stop(); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, logs.String())
 	}
@@ -135,14 +140,7 @@ func TestScheduleFromURL(t *testing.T) {
 	}))
 	defer srv.Close()
 	logs, stop := startSchedule(t, c, "--cron", "*/1 * * * * *", "--input-url", srv.URL+"/snap/{date}.json?token=s3cret")
-	waitFor(t, 20*time.Second, "the snapshot", func() bool {
-		for _, d := range todayUTC() {
-			if completeIn(t, c.project, d) {
-				return true
-			}
-		}
-		return false
-	})
+	waitForToday(t, c.project)
 	if code := stop(); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, logs.String())
 	}
@@ -217,19 +215,7 @@ func TestScheduleSIGTERM(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("no write in progress with a missed tick:\n%s", logs.String())
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, io.TeeReader(stderr, &logs))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("schedule did not stop within 30 s of SIGTERM")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitOK {
+	if code := sigterm(t, cmd, stderr, &logs); code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s", code, logs.String())
 	}
 	if !strings.Contains(logs.String(), `"message":"schedule stopped"`) {
