@@ -20,8 +20,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -786,7 +784,7 @@ func (e *errCtx) mapErr(ctx context.Context, err error) error {
 		}
 		return &c
 	}
-	return &locking.Error{Code: classify(ctx, err), Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: scrub(err, e.secrets)}
+	return &locking.Error{Code: classify(ctx, err), Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: locking.Scrub(err, e.secrets...)}
 }
 
 // classify is the spec's table: UNAVAILABLE, INTERNAL and ABORTED (contention
@@ -824,46 +822,4 @@ func classify(ctx context.Context, err error) locking.Code {
 		return locking.Aborted
 	}
 	return locking.Internal
-}
-
-// scrubbed is an error whose text has secrets replaced by their hashes
-// while Unwrap still reaches the original, for errors.Is/As and
-// status.Code. Firestore's messages quote document paths, and a lock
-// document's path holds its key.
-type scrubbed struct {
-	err error
-	msg string
-}
-
-func (s *scrubbed) Error() string { return s.msg }
-func (s *scrubbed) Unwrap() error { return s.err }
-
-func scrub(err error, secrets []string) error {
-	type pair struct{ old, new string }
-	var ps []pair
-	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		label := "<" + locking.HashKey(s) + ">"
-		ps = append(ps, pair{s, label})
-		// Also the escaped forms a %q or %+q in a message would show.
-		for _, q := range []string{strconv.Quote(s), strconv.QuoteToASCII(s)} {
-			if q = q[1 : len(q)-1]; q != s {
-				ps = append(ps, pair{q, label})
-			}
-		}
-	}
-	// Longest first, so a key is replaced whole before any part of it is;
-	// one pass, so a label is never rescanned.
-	slices.SortStableFunc(ps, func(a, b pair) int { return len(b.old) - len(a.old) })
-	args := make([]string, 0, 2*len(ps))
-	for _, p := range ps {
-		args = append(args, p.old, p.new)
-	}
-	msg := err.Error()
-	if clean := strings.NewReplacer(args...).Replace(msg); clean != msg {
-		return &scrubbed{err: err, msg: clean}
-	}
-	return err
 }

@@ -634,14 +634,14 @@ func TestClassifyAndScrub(t *testing.T) {
 	}
 
 	orig := status.Error(codes.NotFound, `no document "locks/caf\u00e9 \"q\"" for AAAAAAAAAAAAAAAAAAAAAA`)
-	s := scrub(orig, []string{"caf\u00e9 \"q\"", "AAAAAAAAAAAAAAAAAAAAAA", ""})
+	s := locking.Scrub(orig, "caf\u00e9 \"q\"", "AAAAAAAAAAAAAAAAAAAAAA", "")
 	if strings.Contains(s.Error(), "caf") || strings.Contains(s.Error(), "AAAAAAAAAAAAAAAAAAAAAA") {
 		t.Errorf("scrubbed = %q", s.Error())
 	}
 	if !errors.Is(s, orig) || status.Code(s) != codes.NotFound {
 		t.Error("scrubbing lost the original error")
 	}
-	if plain := errors.New("nothing secret"); scrub(plain, []string{"k"}) != plain {
+	if plain := errors.New("nothing secret"); locking.Scrub(plain, "k") != plain {
 		t.Error("an error without secrets was wrapped")
 	}
 }

@@ -1,0 +1,63 @@
+package pgserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Main runs a package's tests against one cluster: it reuses the one DSNEnv
+// names (as `make test` provides) or starts its own, and stores it in *srv
+// for the tests. Use it from TestMain:
+//
+//	var pg *pgserver.Server
+//	func TestMain(m *testing.M) { os.Exit(pgserver.Main(m, &pg)) }
+//
+// A package whose tests need PostgreSQL fails, never skips, when no
+// cluster can be started.
+func Main(m *testing.M, srv **Server) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	s, err := Start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: cannot start PostgreSQL:", err)
+		return 1
+	}
+	*srv = s
+	defer s.Stop()
+	return m.Run()
+}
+
+// TestPool returns a connection pool to the cluster for t, closed when t
+// ends. configure, if not nil, adjusts the pool's configuration first.
+func (s *Server) TestPool(t testing.TB, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(s.DSN)
+	if err != nil {
+		t.Fatalf("pgserver: %v", err)
+	}
+	for _, c := range configure {
+		c(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pgserver: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Tables returns a lock table and a fence table name unique to this run, so
+// tests sharing one cluster never see each other's rows.
+func Tables(t testing.TB) (locks, fences string) {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	p := "t" + hex.EncodeToString(b[:])
+	return p + "_locks", p + "_fences"
+}
