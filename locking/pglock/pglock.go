@@ -208,15 +208,10 @@ func validateTables(locks, fences string) error {
 // Schema returns the SQL that creates the lock and fence counter tables and
 // their indexes (idempotently: IF NOT EXISTS throughout), for teams that
 // create tables by migration and use WithAutoCreateTables(false). Empty
-// names mean the defaults. The layout is SyncGuard's, so its TypeScript
-// backend and this one can share the tables.
+// names are invalid, as in WithTables: pass DefaultLockTable and
+// DefaultFenceTable for the defaults. The layout is SyncGuard's, so its
+// TypeScript backend and this one can share the tables.
 func Schema(locks, fences string) (string, error) {
-	if locks == "" {
-		locks = DefaultLockTable
-	}
-	if fences == "" {
-		fences = DefaultFenceTable
-	}
 	if err := validateTables(locks, fences); err != nil {
 		return "", err
 	}
