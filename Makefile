@@ -1,8 +1,12 @@
 # snapwriter — see README.md. Every target that needs Firestore starts its own
-# emulator (gcloud's Cloud Firestore emulator, Java 17+) and stops it after.
+# emulator (gcloud's Cloud Firestore emulator, Java 17+) and stops it after;
+# every target that needs PostgreSQL a throwaway cluster (initdb + pg_ctl from
+# the machine's PostgreSQL packages, data in a temp dir, deleted after).
 GO          ?= go
 BIN         := bin/snapwriter
 WITH_EMU    := $(GO) run ./emulator/withemulator --
+WITH_PG     := $(GO) run ./pgserver/withpostgres --
+WITH_PG_DUR := $(GO) run ./pgserver/withpostgres --durable --
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-short demo bench lint fmt tidy clean
@@ -12,20 +16,22 @@ all: lint test
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN) ./cmd/snapwriter
 
-# All tests, with the race detector, against one fresh emulator.
+# All tests, with the race detector, against one fresh emulator and one fresh
+# PostgreSQL cluster.
 test:
-	$(WITH_EMU) $(GO) test -race -count=1 -timeout 20m ./...
+	$(WITH_EMU) $(WITH_PG) $(GO) test -race -count=1 -timeout 20m ./...
 
 # End to end on the local emulator: generate 132 districts, write, read back, compare.
 demo: build
 	$(WITH_EMU) bash scripts/demo.sh
 
 # Benchmarks (figures in README.md): snapshot writes against BulkWriter and
-# unfenced commits, lock acquire+release against the spec's literal transactions.
+# unfenced commits, lock acquire+release against the spec's literal transactions
+# (PostgreSQL on a durable cluster: fsync and synchronous_commit on).
 # The emulator keeps every version it ever stored in its heap, resets or not
 # (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
 bench:
-	JAVA_TOOL_OPTIONS=-XX:MaxRAMPercentage=75 $(WITH_EMU) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./snapshot/ ./locking/...
+	JAVA_TOOL_OPTIONS=-XX:MaxRAMPercentage=75 $(WITH_EMU) $(WITH_PG_DUR) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./snapshot/ ./locking/...
 
 lint:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \
