@@ -80,6 +80,7 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		if ctx.Err() != nil {
 			return nil, aborted()
 		}
+		sent := time.Now()
 		r, err := b.Acquire(ctx, nkey, cfg.ttl)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -90,7 +91,7 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 			return nil, err
 		}
 		if r.OK {
-			return newLease(b, nkey, r, cfg.ttl), nil
+			return newLease(b, nkey, r, cfg.ttl, sent), nil
 		}
 		timeout := func() error {
 			return &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,
@@ -155,8 +156,9 @@ type Lease struct {
 	endLife context.CancelCauseFunc
 
 	mu        sync.Mutex
-	expiresAt time.Time
-	lost      error // set once, on loss
+	expiresAt time.Time // as the backend reports it, on its time authority's clock
+	deadline  time.Time // when the lock expires at the latest, on our monotonic clock
+	lost      error     // set once, on loss
 
 	stopHeartbeat context.CancelFunc // also cancels an extension in flight
 	heartbeatDone chan struct{}
@@ -165,13 +167,21 @@ type Lease struct {
 	releaseErr  error
 }
 
-func newLease(b Backend, key string, r AcquireResult, ttl time.Duration) *Lease {
+// newLease starts the lease of a lock acquired by a request sent at sent.
+//
+// The lease times the lock on its own monotonic clock, from sent: the
+// backend stamped the expiry at its now + ttl, and its now was no earlier
+// than sent, so sent + ttl is never later than the real expiry. Timing by
+// r.ExpiresAt instead would take the backend's clock for ours: PostgreSQL's
+// is the server's, and a server an hour behind would make every lease
+// "expired" at once, one an hour ahead would keep a lost one "held".
+func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent time.Time) *Lease {
 	if r.ExpiresAt.IsZero() {
-		// A backend that does not report its expiry: assume the soonest.
+		// A backend that does not report its expiry.
 		r.ExpiresAt = time.Now().Add(ttl)
 	}
 	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl, expiresAt: r.ExpiresAt,
-		heartbeatDone: make(chan struct{})}
+		deadline: sent.Add(ttl), heartbeatDone: make(chan struct{})}
 	// Detached from Acquire's context: the lease lives until Release or loss.
 	l.life, l.endLife = context.WithCancelCause(context.Background())
 	hb, stop := context.WithCancel(context.Background())
@@ -192,11 +202,22 @@ func (l *Lease) Fence() string { return l.fence }
 // HashKey(LockID()) instead.
 func (l *Lease) LockID() string { return l.lockID }
 
-// ExpiresAt is the lock's expiry as of the last successful extension.
+// ExpiresAt is the lock's expiry as of the last successful extension, as
+// the backend reported it: on the clock of its time authority (the
+// PostgreSQL server's, for pglock), which may differ from this machine's.
+// The lease itself times the lock on the local monotonic clock.
 func (l *Lease) ExpiresAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.expiresAt
+}
+
+// localDeadline is when, on the monotonic clock, the lock expires at the
+// latest (see newLease).
+func (l *Lease) localDeadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
 }
 
 // Done is closed when the lease is lost or released.
@@ -234,7 +255,7 @@ func (l *Lease) heartbeat(ctx context.Context) {
 	// Armed at the current expiry and pushed back by every successful
 	// extension: when it fires the lock has expired under us, whether or
 	// not the next tick has come.
-	expiry := time.NewTimer(time.Until(l.ExpiresAt()))
+	expiry := time.NewTimer(time.Until(l.localDeadline()))
 	defer expiry.Stop()
 	var lastErr error
 	for {
@@ -246,7 +267,7 @@ func (l *Lease) heartbeat(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		expiresAt := l.ExpiresAt()
+		expiresAt := l.localDeadline()
 		// No attempt may outlast the interval (the next one is due) nor the
 		// expiry (after which it is too late to matter).
 		deadline := time.Now().Add(interval)
@@ -254,6 +275,7 @@ func (l *Lease) heartbeat(ctx context.Context) {
 			deadline = expiresAt
 		}
 		actx, cancel := context.WithDeadline(ctx, deadline)
+		sent := time.Now()
 		r, err := l.extend(actx)
 		cancel()
 		if ctx.Err() != nil {
@@ -264,10 +286,11 @@ func (l *Lease) heartbeat(ctx context.Context) {
 			if r.ExpiresAt.IsZero() {
 				r.ExpiresAt = time.Now().Add(l.ttl)
 			}
+			next := sent.Add(l.ttl)
 			l.mu.Lock()
-			l.expiresAt = r.ExpiresAt
+			l.expiresAt, l.deadline = r.ExpiresAt, next
 			l.mu.Unlock()
-			expiry.Reset(time.Until(r.ExpiresAt))
+			expiry.Reset(time.Until(next))
 			lastErr = nil
 		case err == nil:
 			l.lose(fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost))

@@ -19,6 +19,7 @@ type fake struct {
 	fences map[string]uint64
 	calls  map[string]int
 
+	skew       time.Duration // the backend's clock minus ours, as a server's may be
 	acquireErr error
 	releaseErr error
 	extendHook func(ctx context.Context) (ExtendResult, error) // replaces Extend when set
@@ -32,6 +33,9 @@ type fakeLock struct {
 func newFake() *fake {
 	return &fake{locks: map[string]fakeLock{}, fences: map[string]uint64{}, calls: map[string]int{}}
 }
+
+// now is the backend's clock: ours plus skew. Callers hold f.mu.
+func (f *fake) now() time.Time { return time.Now().Add(f.skew) }
 
 func (f *fake) count(op string) int {
 	f.mu.Lock()
@@ -55,7 +59,7 @@ func (f *fake) Acquire(ctx context.Context, key string, ttl time.Duration) (Acqu
 	if err := ctx.Err(); err != nil {
 		return AcquireResult{}, &Error{Code: Aborted, Op: "acquire", Err: err}
 	}
-	now := time.Now()
+	now := f.now()
 	if l, ok := f.locks[key]; ok && IsLive(l.expires.UnixMilli(), now.UnixMilli()) {
 		return AcquireResult{}, nil
 	}
@@ -74,7 +78,7 @@ func (f *fake) Acquire(ctx context.Context, key string, ttl time.Duration) (Acqu
 
 func (f *fake) find(id string) (string, bool) {
 	for k, l := range f.locks {
-		if l.id == id && IsLive(l.expires.UnixMilli(), time.Now().UnixMilli()) {
+		if l.id == id && IsLive(l.expires.UnixMilli(), f.now().UnixMilli()) {
 			return k, true
 		}
 	}
@@ -109,7 +113,7 @@ func (f *fake) Extend(ctx context.Context, lockID string, ttl time.Duration) (Ex
 	if !ok {
 		return ExtendResult{}, nil
 	}
-	exp := time.Now().Add(ttl)
+	exp := f.now().Add(ttl)
 	f.locks[k] = fakeLock{id: lockID, expires: exp}
 	return ExtendResult{OK: true, ExpiresAt: exp}, nil
 }
@@ -122,7 +126,7 @@ func (f *fake) IsLocked(ctx context.Context, key string) (bool, error) {
 func (f *fake) LookupKey(_ context.Context, key string) (*LockInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if l, ok := f.locks[key]; ok && IsLive(l.expires.UnixMilli(), time.Now().UnixMilli()) {
+	if l, ok := f.locks[key]; ok && IsLive(l.expires.UnixMilli(), f.now().UnixMilli()) {
 		return &LockInfo{KeyHash: HashKey(key), LockIDHash: HashKey(l.id), ExpiresAt: l.expires}, nil
 	}
 	return nil, nil
@@ -455,7 +459,10 @@ func TestLeaseLostWhenExtendFailsUntilExpiry(t *testing.T) {
 		t.Fatal("lease not lost")
 	}
 	lostAt := time.Now()
-	if lostAt.Before(expires) {
+	// The lease times the lock from when Acquire was sent, a few µs before
+	// the backend stamped the expiry: it may give up that much early,
+	// never more.
+	if lostAt.Before(expires.Add(-20 * time.Millisecond)) {
 		t.Errorf("lost %s before the lock's expiry: errors before expiry must be retried", expires.Sub(lostAt))
 	}
 	if lostAt.Sub(expires) > 150*time.Millisecond {
@@ -709,5 +716,42 @@ func TestDoMutualExclusion(t *testing.T) {
 	defer f.mu.Unlock()
 	if got := fmt.Sprintf("%015d", f.fences["shared"]); got != "000000000000017" {
 		t.Errorf("fence after 17 acquisitions = %s", got)
+	}
+}
+
+// The lease times the lock on the local clock, whatever the backend's clock
+// says: a backend an hour behind (a PostgreSQL server's clock, say) does
+// not make a fresh lease expire at once, and one an hour ahead does not
+// keep a lease "held" past the TTL when extensions fail.
+func TestLeaseIgnoresBackendClockSkew(t *testing.T) {
+	for _, skew := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			f := newFake()
+			f.skew = skew
+			const ttl = 300 * time.Millisecond
+			l := mustAcquire(t, f, "k", WithTTL(ttl))
+			if got := time.Until(l.ExpiresAt()); got < skew || got > skew+ttl {
+				t.Errorf("ExpiresAt is %s away; want the backend's clock (%s + TTL)", got, skew)
+			}
+			time.Sleep(2 * ttl) // two TTLs: only heartbeats keep it
+			if isClosed(l.Done()) || l.Err() != nil {
+				t.Fatalf("lease ended under a %s skew: %v", skew, l.Err())
+			}
+			f.set(func(f *fake) {
+				f.extendHook = func(context.Context) (ExtendResult, error) {
+					return ExtendResult{}, &Error{Code: ServiceUnavailable, Op: "extend"}
+				}
+			})
+			start := time.Now()
+			select {
+			case <-l.Done():
+			case <-time.After(10 * ttl):
+				t.Fatalf("lease still held %s after extensions started failing, under a %s skew", 10*ttl, skew)
+			}
+			if d := time.Since(start); d > 2*ttl {
+				t.Errorf("lost %s after extensions started failing; want within the TTL", d)
+			}
+			_ = l.Release(context.Background())
+		})
 	}
 }

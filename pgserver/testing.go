@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -20,8 +21,9 @@ import (
 //	func TestMain(m *testing.M) { os.Exit(pgserver.Main(m, &pg)) }
 //
 // A package whose tests need PostgreSQL fails, never skips, when no
-// cluster can be started.
-func Main(m *testing.M, srv **Server) int {
+// cluster can be started. run, if given, runs the tests instead of m.Run
+// (to nest another harness's Main).
+func Main(m *testing.M, srv **Server, run ...func() int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	s, err := Start(ctx)
 	cancel()
@@ -31,6 +33,9 @@ func Main(m *testing.M, srv **Server) int {
 	}
 	*srv = s
 	defer s.Stop()
+	if len(run) > 0 {
+		return run[0]()
+	}
 	return m.Run()
 }
 
@@ -60,4 +65,41 @@ func Tables(t testing.TB) (locks, fences string) {
 	_, _ = rand.Read(b[:])
 	p := "t" + hex.EncodeToString(b[:])
 	return p + "_locks", p + "_fences"
+}
+
+// TestDatabase creates a database of its own for t on the cluster and
+// returns its DSN; it is dropped when t ends. Use it where code under test
+// uses fixed table names (a CLI, say), so parallel tests stay apart.
+func (s *Server) TestDatabase(t testing.TB) string {
+	t.Helper()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	name := "t" + hex.EncodeToString(b[:])
+	cfg, err := pgxpool.ParseConfig(s.DSN)
+	if err != nil {
+		t.Fatalf("pgserver: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("pgserver: %v", err)
+	}
+	// The name is ours and safe; CREATE DATABASE takes no parameters.
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		conn.Close()
+		t.Fatalf("pgserver: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		conn.Close()
+	})
+	u, err := url.Parse(s.DSN)
+	if err != nil {
+		t.Fatalf("pgserver: DSN is not a URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -297,10 +297,11 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		// Per-batch lines would tear the bar apart; warnings still show.
 		writerLog = a.log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 	}
-	w, err := a.newWriter(client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(writerLog))
+	w, closeLocker, err := a.newWriter(ctx, client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(writerLog))
 	if err != nil {
 		return err
 	}
+	defer closeLocker()
 	sum := backfillSummary{TaskIndex: index, TaskCount: count, Dates: []dateResult{}}
 	for _, in := range mine {
 		var r dateResult

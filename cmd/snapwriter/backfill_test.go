@@ -197,10 +197,23 @@ func TestBackfillAcrossTasks(t *testing.T) {
 // locks, fence counters) with its update time, to detect any write.
 func allDocs(t *testing.T, project string) string {
 	t.Helper()
+	return renderDocs(t, project, "snapshots", "locks", "fence_counters")
+}
+
+// snapshotDocs is allDocs without the lock collections.
+func snapshotDocs(t *testing.T, project string) string {
+	t.Helper()
+	return renderDocs(t, project, "snapshots")
+}
+
+// renderDocs renders the documents of colls and of every districts
+// subcollection, with their update times.
+func renderDocs(t *testing.T, project string, colls ...string) string {
+	t.Helper()
 	ctx := context.Background()
 	cl := emu.TestClientFor(t, project)
 	var lines []string
-	for _, coll := range []string{"snapshots", "locks", "fence_counters"} {
+	for _, coll := range colls {
 		docs, err := cl.Collection(coll).Documents(ctx).GetAll()
 		if err != nil {
 			t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -57,6 +56,7 @@ type writeFlags struct {
 	lockWait    time.Duration
 	grace       time.Duration
 	allowSwitch bool
+	lock        lockFlags
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
@@ -67,6 +67,7 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
 	fl.DurationVar(&f.grace, "grace-period", snapshot.DefaultGracePeriod, "on SIGTERM/SIGINT, how long chunks in flight may take to finish")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
+	f.lock.register(fl)
 }
 
 func (f writeFlags) validate() error {
@@ -84,14 +85,15 @@ func (f writeFlags) validate() error {
 	case f.grace < 0:
 		return usagef("--grace-period %s: must not be negative", f.grace)
 	}
-	return nil
+	return f.lock.validate()
 }
 
-// newWriter builds the snapshot writer the flags describe.
-func (a *app) newWriter(client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Writer, error) {
-	locker, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
+// newWriter builds the snapshot writer the flags describe, and returns the
+// func that closes its lock backend (after the writer is done).
+func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Writer, func(), error) {
+	locker, closeLocker, err := a.openLocker(ctx, client, f.lock)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	policy := retry.DefaultPolicy()
 	policy.MaxRetries = f.maxRetries
@@ -109,9 +111,10 @@ func (a *app) newWriter(client *firestore.Client, f writeFlags, extra ...snapsho
 	opts = append(opts, a.writerOptions...)
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
-		return nil, usageError{err}
+		closeLocker()
+		return nil, nil, usageError{err}
 	}
-	return w, nil
+	return w, closeLocker, nil
 }
 
 // outcome turns a write's result and error into the error the exit code is
@@ -192,10 +195,11 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, input, date string, asJS
 		return err
 	}
 	defer client.Close()
-	w, err := a.newWriter(client, f)
+	w, closeLocker, err := a.newWriter(ctx, client, f)
 	if err != nil {
 		return err
 	}
+	defer closeLocker()
 	res, werr := op(w, ctx, id, snap)
 	if res != nil {
 		if err := a.printResult(res, asJSON); err != nil {

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/locking/firestorelock"
 )
 
 // errNotReleased is returned by `lock release` when no live lock carries
@@ -27,13 +26,16 @@ func (a *app) lockCommand() *cobra.Command {
 		Use:   "lock",
 		Short: "Inspect or force-release snapshot locks (operators)",
 		Long: `Inspect or force-release the fenced locks writers take. They live in the
-collections "locks" and "fence_counters", in the layout SyncGuard clients share.
+Firestore collections "locks" and "fence_counters", or with --lock-backend
+postgres in the tables "syncguard_locks" and "syncguard_fence_counters", in the
+layout SyncGuard clients share.
 
 A snapshot write holds the key "snapshot:<YYYY-MM-DD>". Keys and lockIds are
 never logged; logs and the default output name them by hash (the first 24 hex
 characters of their SHA-256).`,
 		Example: `  snapwriter lock status --key snapshot:2026-11-20
-  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA`,
+  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA
+  SNAPWRITER_LOCK_DSN=postgres://locker@db/ops snapwriter lock status --key snapshot:2026-11-20 --lock-backend postgres`,
 		Args: cobra.NoArgs,
 		// Runnable, so that `lock bogus` is an unknown command (exit 2)
 		// rather than help with exit 0.
@@ -46,6 +48,7 @@ characters of their SHA-256).`,
 func (a *app) lockStatusCommand() *cobra.Command {
 	var key string
 	var asJSON, raw bool
+	var lf lockFlags
 	cmd := &cobra.Command{
 		Use:   "status --key K [--json] [--raw]",
 		Short: "Describe the live lock on a key, or say it is not locked",
@@ -60,17 +63,18 @@ where others can read it.
 
 Exit status: 0 whether the key is locked or not (read "locked" in the --json
 output, or the first line of the text output); 2 for an invalid key (nothing
-read); 1 when Firestore fails.`,
+read); 1 when the lock store (Firestore or PostgreSQL) fails.`,
 		Example: `  snapwriter lock status --key snapshot:2026-11-20
   snapwriter lock status --key snapshot:2026-11-20 --json | jq .locked
   SNAPWRITER_KEY=snapshot:2026-11-20 snapwriter lock status --raw`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockStatus(cmd.Context(), key, asJSON, raw) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockStatus(cmd.Context(), lf, key, asJSON, raw) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&key, "key", "", `lock key, for example "snapshot:2026-11-20" (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVar(&raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
+	lf.register(fl)
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }
@@ -78,6 +82,7 @@ read); 1 when Firestore fails.`,
 func (a *app) lockReleaseCommand() *cobra.Command {
 	var lockID string
 	var asJSON bool
+	var lf lockFlags
 	cmd := &cobra.Command{
 		Use:   "release --lock-id ID [--json]",
 		Short: "Force-release the live lock a lockId names",
@@ -92,15 +97,16 @@ the process list and shell history.
 
 Exit status: 0 released; 1 not released because no live lock carries the lockId
 (it expired, was released already, or never existed; the message says which),
-or Firestore failed; 2 for a malformed lockId (nothing read or changed).`,
+or the lock store failed; 2 for a malformed lockId (nothing read or changed).`,
 		Example: `  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA
   printf '%s\n' "$LOCK_ID" | snapwriter lock release --lock-id -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockRelease(cmd.Context(), lockID, asJSON) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockRelease(cmd.Context(), lf, lockID, asJSON) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&lockID, "lock-id", "", `lockId of the lock to release, or "-" to read it from stdin (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	lf.register(fl)
 	_ = cmd.MarkFlagRequired("lock-id")
 	return cmd
 }
@@ -127,32 +133,47 @@ func lockUsage(err error) error {
 	return err
 }
 
-// locker opens Firestore and the lock backend for a lock command.
-func (a *app) locker(ctx context.Context) (*firestore.Client, *firestorelock.Backend, error) {
-	client, err := a.client(ctx)
-	if err != nil {
+// locker opens the lock backend lf names for a lock command, and returns
+// the func that closes what it opened. The Firestore client is opened only
+// for the Firestore backend.
+func (a *app) locker(ctx context.Context, lf lockFlags) (locking.Backend, func(), error) {
+	if err := lf.validate(); err != nil {
 		return nil, nil, err
 	}
-	b, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
+	var client *firestore.Client
+	if lf.backend == backendFirestore {
+		var err error
+		if client, err = a.client(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	b, closeLocker, err := a.openLocker(ctx, client, lf)
 	if err != nil {
-		_ = client.Close()
+		if client != nil {
+			_ = client.Close()
+		}
 		return nil, nil, err
 	}
-	return client, b, nil
+	return b, func() {
+		closeLocker()
+		if client != nil {
+			_ = client.Close()
+		}
+	}, nil
 }
 
-func (a *app) lockStatus(ctx context.Context, key string, asJSON, raw bool) error {
+func (a *app) lockStatus(ctx context.Context, lf lockFlags, key string, asJSON, raw bool) error {
 	// Validate before connecting: an invalid key reads nothing.
 	nkey, err := locking.NormalizeAndValidateKey(key)
 	if err != nil {
 		return lockUsage(err)
 	}
 	keyHash := locking.HashKey(nkey)
-	client, b, err := a.locker(ctx)
+	b, closeLocker, err := a.locker(ctx, lf)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer closeLocker()
 
 	var info *locking.LockInfo
 	var rawKey, rawID string
@@ -214,7 +235,7 @@ type lockReleaseJSON struct {
 	Fence      string `json:"fence,omitempty"`
 }
 
-func (a *app) lockRelease(ctx context.Context, lockID string, asJSON bool) error {
+func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJSON bool) error {
 	if lockID == "-" {
 		line, err := bufio.NewReader(a.stdin).ReadString('\n')
 		if err != nil && line == "" {
@@ -228,11 +249,11 @@ func (a *app) lockRelease(ctx context.Context, lockID string, asJSON bool) error
 		return usagef("--lock-id: %v", err)
 	}
 	idHash := locking.HashKey(lockID)
-	client, b, err := a.locker(ctx)
+	b, closeLocker, err := a.locker(ctx, lf)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
+	defer closeLocker()
 
 	// Describe the lock for the operator first. This read is diagnostic
 	// only: the release below re-checks everything in its transaction.

@@ -21,13 +21,17 @@ import (
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/pgserver"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-var emu *emulator.Emulator
+var (
+	emu *emulator.Emulator
+	pg  *pgserver.Server // for --lock-backend postgres; each test has a database of its own
+)
 
 func TestMain(m *testing.M) {
-	code := emulator.Main(m, &emu)
+	code := pgserver.Main(m, &pg, func() int { return emulator.Main(m, &emu) })
 	if built.dir != "" {
 		_ = os.RemoveAll(built.dir)
 	}

@@ -122,10 +122,11 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 		return err
 	}
 	defer client.Close()
-	w, err := a.newWriter(client, f)
+	w, closeLocker, err := a.newWriter(ctx, client, f)
 	if err != nil {
 		return err
 	}
+	defer closeLocker()
 	log := a.log.With(zap.String("cron", s.cron), zap.String("timezone", loc.String()))
 	r := &scheduleRun{a: a, s: s, loc: loc, writer: w, http: &http.Client{Timeout: s.httpTimeout}, log: log}
 

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/locking/pglock"
+)
+
+// Lock backends --lock-backend names; the names are what a snapshot root
+// records as writerLockBackend.
+const (
+	backendFirestore = "firestore"
+	backendPostgres  = "postgres"
+)
+
+// lockFlags choose the lock backend; the write commands and the lock
+// commands share them.
+type lockFlags struct {
+	backend string
+	dsn     string
+}
+
+func (f *lockFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.backend, "lock-backend", backendFirestore,
+		`where locks live: "firestore" (collections locks and fence_counters) or "postgres" (tables syncguard_locks and syncguard_fence_counters at --lock-dsn)`)
+	fl.StringVar(&f.dsn, "lock-dsn", "",
+		`PostgreSQL connection string for --lock-backend postgres, as libpq takes it ("postgres://user@host:5432/db?sslmode=verify-full" or "host=… dbname=…"); the password is best left to PGPASSWORD or ~/.pgpass`)
+}
+
+// validate checks the flags without connecting: an unknown backend, a
+// missing or malformed DSN, or a DSN given to the Firestore backend is a
+// usage error. The error never shows the DSN's password.
+func (f lockFlags) validate() error {
+	switch f.backend {
+	case backendFirestore:
+		if f.dsn != "" {
+			return usagef("--lock-dsn is only for --lock-backend postgres (the lock backend is %q)", f.backend)
+		}
+	case backendPostgres:
+		if f.dsn == "" {
+			return usagef("--lock-backend postgres needs --lock-dsn (or SNAPWRITER_LOCK_DSN)")
+		}
+		if _, err := pgxpool.ParseConfig(f.dsn); err != nil {
+			return usagef("--lock-dsn: not a PostgreSQL connection string (%s)", dsnProblem(f.dsn, err))
+		}
+	default:
+		return usagef("--lock-backend %q: want firestore or postgres", f.backend)
+	}
+	return nil
+}
+
+// dsnProblem says what is wrong with dsn, with its password masked: pgx's
+// parse error quotes the connection string, masking the password on a
+// best-effort basis only, and net/url's errors quote fragments of it; the
+// password, in either DSN form, is masked again here.
+func dsnProblem(dsn string, err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) && pe.Unwrap() != nil {
+		err = pe.Unwrap()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return maskPasswords(dsn, err.Error())
+}
+
+// maskPasswords replaces dsn's password, wherever msg holds it, by xxxxx.
+func maskPasswords(dsn, msg string) string {
+	for _, pw := range dsnPasswords(dsn) {
+		if len(pw) > 0 {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// masked is an error whose text has the DSN's password masked, while
+// errors.Is and errors.As still reach the original.
+type masked struct {
+	err error
+	msg string
+}
+
+func (m masked) Error() string { return m.msg }
+func (m masked) Unwrap() error { return m.err }
+
+// kvPassword finds password=… in a keyword/value connection string.
+var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+
+// dsnPasswords returns the password candidates in dsn, URL or keyword
+// form, raw and unquoted.
+func dsnPasswords(dsn string) []string {
+	var pws []string
+	if _, rest, ok := strings.Cut(dsn, "://"); ok {
+		if i := strings.IndexAny(rest, "/?"); i >= 0 {
+			rest = rest[:i]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+				pws = append(pws, pw)
+				if u, err := url.PathUnescape(pw); err == nil {
+					pws = append(pws, u)
+				}
+			}
+		}
+	}
+	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
+		pws = append(pws, m[1], strings.Trim(m[1], "'"))
+	}
+	return pws
+}
+
+// openLocker returns the lock backend the flags name and a func that
+// releases what it holds. The Firestore backend uses client; the
+// PostgreSQL one opens a pool of its own (and creates its tables if they
+// are missing), so a database that cannot be reached fails here, before
+// anything is written.
+func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags) (locking.Backend, func(), error) {
+	if f.backend != backendPostgres {
+		b, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
+		return b, func() {}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pool, err := pglock.NewPool(cctx, f.dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to the PostgreSQL lock database: %w", masked{err, maskPasswords(f.dsn, err.Error())})
+	}
+	b, err := pglock.New(cctx, pool, pglock.WithLogger(a.log))
+	if err != nil {
+		pool.Close()
+		err = masked{err, maskPasswords(f.dsn, err.Error())}
+		if errors.Is(err, locking.ErrInvalidArgument) {
+			return nil, nil, fmt.Errorf("PostgreSQL lock tables: %w", err)
+		}
+		return nil, nil, fmt.Errorf("connecting to the PostgreSQL lock database: %w", err)
+	}
+	return b, pool.Close, nil
+}
