@@ -155,6 +155,8 @@ type Lease struct {
 	life    context.Context
 	endLife context.CancelCauseFunc
 
+	serverTime bool // the backend's clock, not ours, decides expiry
+
 	mu        sync.Mutex
 	expiresAt time.Time // as the backend reports it, on its time authority's clock
 	deadline  time.Time // when the lock expires at the latest, on our monotonic clock
@@ -168,20 +170,10 @@ type Lease struct {
 }
 
 // newLease starts the lease of a lock acquired by a request sent at sent.
-//
-// The lease times the lock on its own monotonic clock, from sent: the
-// backend stamped the expiry at its now + ttl, and its now was no earlier
-// than sent, so sent + ttl is never later than the real expiry. Timing by
-// r.ExpiresAt instead would take the backend's clock for ours: PostgreSQL's
-// is the server's, and a server an hour behind would make every lease
-// "expired" at once, one an hour ahead would keep a lost one "held".
 func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent time.Time) *Lease {
-	if r.ExpiresAt.IsZero() {
-		// A backend that does not report its expiry.
-		r.ExpiresAt = time.Now().Add(ttl)
-	}
-	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl, expiresAt: r.ExpiresAt,
-		deadline: sent.Add(ttl), heartbeatDone: make(chan struct{})}
+	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl,
+		serverTime: b.Capabilities().TimeAuthority != "client", heartbeatDone: make(chan struct{})}
+	l.expiresAt, l.deadline = l.expiry(r.ExpiresAt, sent)
 	// Detached from Acquire's context: the lease lives until Release or loss.
 	l.life, l.endLife = context.WithCancelCause(context.Background())
 	hb, stop := context.WithCancel(context.Background())
@@ -210,6 +202,28 @@ func (l *Lease) ExpiresAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.expiresAt
+}
+
+// expiry turns the expiry a backend reported for a request sent at sent
+// into what ExpiresAt reports and the local deadline the lease times the
+// lock by, on the monotonic clock.
+//
+// A client-time backend (Firestore) stamped the expiry on our own clock:
+// it is exact. A server-time backend (PostgreSQL) stamped it on the
+// server's, which may be off ours by any amount; taking it for ours would
+// make a lease on a server an hour behind "expired" at once, and keep one
+// on a server an hour ahead "held" long after it was lost. Its now was no
+// earlier than sent, so sent + ttl is never later than the real expiry.
+func (l *Lease) expiry(reported, sent time.Time) (expiresAt, deadline time.Time) {
+	now := time.Now()
+	switch {
+	case reported.IsZero():
+		// A backend that does not report its expiry: assume the soonest.
+		return sent.Add(l.ttl), sent.Add(l.ttl)
+	case l.serverTime:
+		return reported, sent.Add(l.ttl)
+	}
+	return reported, now.Add(reported.Sub(now)) // re-anchored on the monotonic clock
 }
 
 // localDeadline is when, on the monotonic clock, the lock expires at the
@@ -283,12 +297,9 @@ func (l *Lease) heartbeat(ctx context.Context) {
 		}
 		switch {
 		case err == nil && r.OK:
-			if r.ExpiresAt.IsZero() {
-				r.ExpiresAt = time.Now().Add(l.ttl)
-			}
-			next := sent.Add(l.ttl)
+			reported, next := l.expiry(r.ExpiresAt, sent)
 			l.mu.Lock()
-			l.expiresAt, l.deadline = r.ExpiresAt, next
+			l.expiresAt, l.deadline = reported, next
 			l.mu.Unlock()
 			expiry.Reset(time.Until(next))
 			lastErr = nil

@@ -20,6 +20,7 @@ type fake struct {
 	calls  map[string]int
 
 	skew       time.Duration // the backend's clock minus ours, as a server's may be
+	serverTime bool          // Capabilities: the server's clock decides (set with skew)
 	acquireErr error
 	releaseErr error
 	extendHook func(ctx context.Context) (ExtendResult, error) // replaces Extend when set
@@ -142,6 +143,9 @@ func (f *fake) LookupLockID(_ context.Context, lockID string) (*LockInfo, error)
 }
 
 func (f *fake) Capabilities() Capabilities {
+	if f.serverTime {
+		return Capabilities{Backend: "fake", SupportsFencing: true, TimeAuthority: "server"}
+	}
 	return Capabilities{Backend: "fake", SupportsFencing: true, TimeAuthority: "client"}
 }
 
@@ -719,15 +723,15 @@ func TestDoMutualExclusion(t *testing.T) {
 	}
 }
 
-// The lease times the lock on the local clock, whatever the backend's clock
-// says: a backend an hour behind (a PostgreSQL server's clock, say) does
-// not make a fresh lease expire at once, and one an hour ahead does not
-// keep a lease "held" past the TTL when extensions fail.
+// On a server-time backend the lease times the lock on the local clock,
+// whatever the server's clock says: a server an hour behind does not make a
+// fresh lease expire at once, and one an hour ahead does not keep a lease
+// "held" past the TTL when extensions fail.
 func TestLeaseIgnoresBackendClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{-time.Hour, time.Hour} {
 		t.Run(skew.String(), func(t *testing.T) {
 			f := newFake()
-			f.skew = skew
+			f.skew, f.serverTime = skew, true
 			const ttl = 300 * time.Millisecond
 			l := mustAcquire(t, f, "k", WithTTL(ttl))
 			if got := time.Until(l.ExpiresAt()); got < skew || got > skew+ttl {
