@@ -26,6 +26,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 // HostEnv is the variable the Firestore client libraries read to find an
@@ -83,7 +85,7 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 	}
 	port := cfg.port
 	if port == 0 {
-		p, err := freePort()
+		p, err := harness.FreePort()
 		if err != nil {
 			return nil, fmt.Errorf("emulator: finding a free port: %w", err)
 		}
@@ -111,7 +113,7 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 	go func() { _ = cmd.Wait(); close(e.done) }()
 	if err := waitReady(ctx, host, cfg.timeout, e.done); err != nil {
 		_ = e.Stop()
-		return nil, fmt.Errorf("emulator: not ready on %s: %w\n%s", host, err, tail(logs.String(), 2000))
+		return nil, fmt.Errorf("emulator: not ready on %s: %w\n%s", host, err, harness.Tail(logs.String(), 2000))
 	}
 	return e, nil
 }
@@ -238,22 +240,6 @@ func waitReady(ctx context.Context, host string, timeout time.Duration, exited <
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }
 
 type lockedWriter struct {

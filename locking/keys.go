@@ -111,3 +111,21 @@ func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(norm.NFC.String(key)))
 	return hex.EncodeToString(sum[:])[:24]
 }
+
+// StorageKeys validates key for operation op and derives, with the spec's
+// two-step derivation, the ids a backend stores it under: nkey is the
+// NFC-normalised key, lockKey MakeStorageKey("", nkey, limit, 0) and
+// fenceKey MakeStorageKey("", "fence:"+lockKey, limit, 0), so both hash
+// alike should either need it. Errors are InvalidArgument, with Op set.
+func StorageKeys(op, key string, limit int) (nkey, lockKey, fenceKey string, err error) {
+	if nkey, err = NormalizeAndValidateKey(key); err != nil {
+		return "", "", "", WithOp(err, op)
+	}
+	if lockKey, err = MakeStorageKey("", nkey, limit, 0); err != nil {
+		return "", "", "", WithOp(err, op)
+	}
+	if fenceKey, err = MakeStorageKey("", "fence:"+lockKey, limit, 0); err != nil {
+		return "", "", "", WithOp(err, op)
+	}
+	return nkey, lockKey, fenceKey, nil
+}

@@ -65,10 +65,10 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 	}
 	nkey, err := NormalizeAndValidateKey(key)
 	if err != nil {
-		return nil, withOp(err, op)
+		return nil, WithOp(err, op)
 	}
 	if err := ValidateTTL(cfg.ttl); err != nil {
-		return nil, withOp(err, op)
+		return nil, WithOp(err, op)
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, err
@@ -116,18 +116,6 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		case <-t.C:
 		}
 	}
-}
-
-// withOp returns err with Op set to op when it is an *Error, so a validation
-// error names the operation the caller made.
-func withOp(err error, op string) error {
-	var le *Error
-	if errors.As(err, &le) {
-		c := *le
-		c.Op = op
-		return &c
-	}
-	return err
 }
 
 // Lease is a held lock kept alive by a heartbeat goroutine that extends it

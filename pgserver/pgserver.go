@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 // DSNEnv names the environment variable through which a running cluster is
@@ -94,7 +95,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	if out, err := s.run(ctx, asPostgres, "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"); err != nil {
 		return fail(fmt.Errorf("pgserver: initdb: %w\n%s", err, out))
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return fail(err)
 	}
@@ -108,7 +109,7 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	logFile := filepath.Join(dir, "server.log")
 	if out, err := s.run(ctx, asPostgres, "pg_ctl", "-D", data, "-l", logFile, "-o", strings.Join(settings, " "), "-w", "-t", "60", "start"); err != nil {
 		log, _ := os.ReadFile(logFile)
-		return fail(fmt.Errorf("pgserver: pg_ctl start: %w\n%s\n%s", err, out, tail(string(log), 2000)))
+		return fail(fmt.Errorf("pgserver: pg_ctl start: %w\n%s\n%s", err, out, harness.Tail(string(log), 2000)))
 	}
 	s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	// pg_ctl -w waits for the server to accept connections; one query
@@ -203,20 +204,4 @@ func chownTo(dir, name string) error {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return os.Chown(dir, uid, gid)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }

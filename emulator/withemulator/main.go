@@ -9,15 +9,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/snapwriter/snapwriter/emulator"
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -43,29 +40,5 @@ func run(args []string) int {
 	defer emu.Stop()
 	fmt.Fprintf(os.Stderr, "withemulator: Firestore emulator ready on %s (%.1fs)\n", emu.Host, time.Since(start).Seconds())
 
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), emulator.HostEnv+"="+emu.Host)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "withemulator:", err)
-		return 1
-	}
-	go func() {
-		for s := range sig {
-			_ = cmd.Process.Signal(s)
-		}
-	}()
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		return exit.ExitCode()
-	default:
-		fmt.Fprintln(os.Stderr, "withemulator:", err)
-		return 1
-	}
+	return harness.RunChild("withemulator", args, emulator.HostEnv+"="+emu.Host)
 }

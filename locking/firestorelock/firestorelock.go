@@ -186,27 +186,7 @@ func (b *Backend) Capabilities() locking.Capabilities {
 // docIDs validates key and derives its lock and fence document ids, with
 // the spec's two-step derivation so both hash alike should either need it.
 func docIDs(op, key string) (nkey, lockDocID, fenceDocID string, err error) {
-	if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
-		return "", "", "", withOp(err, op)
-	}
-	if lockDocID, err = locking.MakeStorageKey("", nkey, maxDocIDBytes, 0); err != nil {
-		return "", "", "", withOp(err, op)
-	}
-	if fenceDocID, err = locking.MakeStorageKey("", "fence:"+lockDocID, maxDocIDBytes, 0); err != nil {
-		return "", "", "", withOp(err, op)
-	}
-	return nkey, lockDocID, fenceDocID, nil
-}
-
-// withOp returns err with Op set when it is a *locking.Error.
-func withOp(err error, op string) error {
-	var le *locking.Error
-	if errors.As(err, &le) {
-		c := *le
-		c.Op = op
-		return &c
-	}
-	return err
+	return locking.StorageKeys(op, key, maxDocIDBytes)
 }
 
 // lockDoc is a lock document as stored.
@@ -265,17 +245,17 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return locking.AcquireResult{}, err
 	}
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, withOp(err, op)
+		return locking.AcquireResult{}, locking.WithOp(err, op)
 	}
-	e := errCtx{op: op, keyHash: locking.HashKey(nkey), secrets: []string{key, nkey, lockDocID, fenceDocID}}
+	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, lockDocID, fenceDocID}}
 	if ctx.Err() != nil {
-		return locking.AcquireResult{}, e.ctxErr(ctx)
+		return locking.AcquireResult{}, e.Ended(ctx)
 	}
 	lockID, err := locking.NewLockID()
 	if err != nil {
-		return locking.AcquireResult{}, withOp(err, op)
+		return locking.AcquireResult{}, locking.WithOp(err, op)
 	}
-	e.secrets = append(e.secrets, lockID)
+	e.Secrets = append(e.Secrets, lockID)
 	lockRef, fenceRef := b.locks.Doc(lockDocID), b.fences.Doc(fenceDocID)
 	var res locking.AcquireResult
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -340,13 +320,13 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return nil
 	}, firestore.MaxAttempts(txAttempts))
 	if err != nil {
-		return locking.AcquireResult{}, e.mapErr(ctx, err)
+		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
 	if locking.FenceNeedsWarning(res.Fence) {
 		// Years of headroom remain, but a key acquired this often needs an
 		// operator to plan for the maximum before acquires start failing.
 		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
-			zap.String("keyHash", e.keyHash), zap.String("fence", res.Fence),
+			zap.String("keyHash", e.KeyHash), zap.String("fence", res.Fence),
 			zap.Uint64("maxFence", locking.MaxFence))
 	}
 	return res, nil
@@ -383,7 +363,7 @@ func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) 
 func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, "", withOp(err, op)
+		return locking.ExtendResult{}, "", locking.WithOp(err, op)
 	}
 	var expiresMs int64
 	ok, reason, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
@@ -411,7 +391,7 @@ func (b *Backend) ReleaseKey(ctx context.Context, key, lockID string) (bool, err
 func (b *Backend) ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (locking.ExtendResult, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, withOp(err, op)
+		return locking.ExtendResult{}, locking.WithOp(err, op)
 	}
 	var expiresMs int64
 	ok, _, err := b.mutateAt(ctx, op, key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
@@ -440,7 +420,7 @@ func (b *Backend) mutate(ctx context.Context, op, lockID string,
 func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", withOp(err, op)
+		return false, "", locking.WithOp(err, op)
 	}
 	var keyRef *firestore.DocumentRef
 	if key != "" {
@@ -450,13 +430,13 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 		}
 		keyRef = b.locks.Doc(lockDocID)
 	}
-	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	if key != "" {
-		e.keyHash = locking.HashKey(key)
-		e.secrets = append(e.secrets, key, keyRef.ID)
+		e.KeyHash = locking.HashKey(key)
+		e.Secrets = append(e.Secrets, key, keyRef.ID)
 	}
 	if ctx.Err() != nil {
-		return false, "", e.ctxErr(ctx)
+		return false, "", e.Ended(ctx)
 	}
 	var (
 		applied bool
@@ -507,7 +487,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 		return change(tx, snap.Ref, nowMs)
 	}, firestore.MaxAttempts(txAttempts))
 	if err != nil {
-		return false, "", e.mapErr(ctx, err)
+		return false, "", e.Map(ctx, err)
 	}
 	return applied, reason, nil
 }
@@ -518,28 +498,28 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 // bug or a foreign client can create duplicates, and acting on the wrong
 // one could release someone else's lock. It adds what it finds to e's
 // secrets, since an error about the document would quote its path.
-func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *errCtx) (*firestore.DocumentSnapshot, lockDoc, error) {
+func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *locking.OpErrors) (*firestore.DocumentSnapshot, lockDoc, error) {
 	snaps, err := it.GetAll()
 	if err != nil {
 		return nil, lockDoc{}, err
 	}
 	for _, s := range snaps {
 		d, _ := readLock(s)
-		e.secrets = append(e.secrets, s.Ref.ID, d.key)
+		e.Secrets = append(e.Secrets, s.Ref.ID, d.key)
 	}
 	switch len(snaps) {
 	case 0:
 		return nil, lockDoc{}, nil
 	case 1:
 		d, _ := readLock(snaps[0])
-		if e.keyHash == "" && d.key != "" {
-			e.keyHash = locking.HashKey(d.key)
+		if e.KeyHash == "" && d.key != "" {
+			e.KeyHash = locking.HashKey(d.key)
 		}
 		return snaps[0], d, nil
 	}
 	// The spec: log duplicates, fail safe. By hashes only.
 	b.log.Warn("lock documents share one lockId; refusing to act on any of them",
-		zap.String("op", e.op), zap.String("lockIdHash", e.lockIDHash), zap.Int("documents", len(snaps)))
+		zap.String("op", e.Op), zap.String("lockIdHash", e.LockIDHash), zap.Int("documents", len(snaps)))
 	return nil, lockDoc{}, &locking.Error{Code: locking.Internal,
 		Err: fmt.Errorf("%d lock documents carry this lockId; refusing to pick one", len(snaps))}
 }
@@ -596,18 +576,18 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (keyRead, error) 
 		return keyRead{}, err
 	}
 	r := keyRead{nkey: nkey, keyHash: locking.HashKey(nkey), ref: b.locks.Doc(lockDocID)}
-	e := errCtx{op: op, keyHash: r.keyHash, secrets: []string{key, nkey, lockDocID}}
+	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: r.keyHash, Secrets: []string{key, nkey, lockDocID}}
 	if ctx.Err() != nil {
-		return keyRead{}, e.ctxErr(ctx)
+		return keyRead{}, e.Ended(ctx)
 	}
 	snap, err := r.ref.Get(ctx)
 	switch {
 	case status.Code(err) == codes.NotFound:
 	case err != nil:
-		return keyRead{}, e.mapErr(ctx, err)
+		return keyRead{}, e.Map(ctx, err)
 	}
 	if ctx.Err() != nil {
-		return keyRead{}, e.ctxErr(ctx)
+		return keyRead{}, e.Ended(ctx)
 	}
 	if err == nil {
 		r.d, r.found = readLock(snap)
@@ -637,19 +617,19 @@ func (b *Backend) LookupLockIDDebug(ctx context.Context, lockID string) (*lockin
 func (b *Backend) lookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, lockDoc, string, error) {
 	const op = "lookup"
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return nil, lockDoc{}, "", withOp(err, op)
+		return nil, lockDoc{}, "", locking.WithOp(err, op)
 	}
-	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	if ctx.Err() != nil {
-		return nil, lockDoc{}, "", e.ctxErr(ctx)
+		return nil, lockDoc{}, "", e.Ended(ctx)
 	}
 	// No Limit(1): findByLockID must see duplicates to refuse them.
 	snap, d, err := b.findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
 	if err != nil {
-		return nil, lockDoc{}, "", e.mapErr(ctx, err)
+		return nil, lockDoc{}, "", e.Map(ctx, err)
 	}
 	if ctx.Err() != nil {
-		return nil, lockDoc{}, "", e.ctxErr(ctx)
+		return nil, lockDoc{}, "", e.Ended(ctx)
 	}
 	// Explicit ownership check after the index lookup.
 	if snap == nil || d.lockID != lockID {
@@ -713,7 +693,7 @@ func (b *Backend) cleanupExpired(ctx context.Context, ref *firestore.DocumentRef
 		return false, &locking.Error{Code: locking.Internal, Op: "cleanup", LockIDHash: locking.HashKey(lockID),
 			Err: errors.New("refusing to clean up a document outside the lock collection")}
 	}
-	e := errCtx{op: "cleanup", lockIDHash: locking.HashKey(lockID), secrets: []string{lockID, ref.ID}}
+	e := locking.OpErrors{Classify: classify, Op: "cleanup", LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID, ref.ID}}
 	var deleted bool
 	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		deleted = false
@@ -732,7 +712,7 @@ func (b *Backend) cleanupExpired(ctx context.Context, ref *firestore.DocumentRef
 		return tx.Delete(ref)
 	}, firestore.MaxAttempts(3))
 	if err != nil {
-		return false, e.mapErr(ctx, err)
+		return false, e.Map(ctx, err)
 	}
 	return deleted, nil
 }
@@ -749,42 +729,6 @@ func (b *Backend) info(d lockDoc, keyHash string) *locking.LockInfo {
 		AcquiredAt: time.UnixMilli(d.acquiredAtMs),
 		Fence:      d.fence,
 	}
-}
-
-// errCtx is what an operation knows for its errors: the hashes to name the
-// lock by, and the raw strings that must not appear in messages.
-type errCtx struct {
-	op, keyHash, lockIDHash string
-	secrets                 []string
-}
-
-// ctxErr reports a context that ended before any I/O.
-func (e *errCtx) ctxErr(ctx context.Context) error {
-	code := locking.Aborted
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		code = locking.NetworkTimeout
-	}
-	return &locking.Error{Code: code, Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: context.Cause(ctx)}
-}
-
-// mapErr maps an error to the lock contract's codes, per the backend
-// spec's table, keeping the original reachable by errors.Is/As and
-// status.Code but with its text scrubbed of the key and lockId.
-func (e *errCtx) mapErr(ctx context.Context, err error) error {
-	var le *locking.Error
-	if errors.As(err, &le) {
-		// Ours, from inside a transaction: already classified and clean.
-		c := *le
-		c.Op = e.op
-		if c.KeyHash == "" {
-			c.KeyHash = e.keyHash
-		}
-		if c.LockIDHash == "" {
-			c.LockIDHash = e.lockIDHash
-		}
-		return &c
-	}
-	return &locking.Error{Code: classify(ctx, err), Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: locking.Scrub(err, e.secrets...)}
 }
 
 // classify is the spec's table: UNAVAILABLE, INTERNAL and ABORTED (contention

@@ -323,8 +323,8 @@ func (b *Backend) Capabilities() locking.Capabilities {
 // keys validates key and derives its storage and fence keys, with the
 // spec's two-step derivation and 0 reserve bytes.
 func keys(op, key string) (nkey, storageKey, fenceKey string, err error) {
-	if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
-		return "", "", "", withOp(err, op)
+	if nkey, storageKey, fenceKey, err = locking.StorageKeys(op, key, maxStorageKeyBytes); err != nil {
+		return "", "", "", err
 	}
 	if strings.ContainsRune(nkey, 0) {
 		// PostgreSQL text cannot hold NUL; refuse it here rather than as a
@@ -332,24 +332,7 @@ func keys(op, key string) (nkey, storageKey, fenceKey string, err error) {
 		return "", "", "", &locking.Error{Code: locking.InvalidArgument, Op: op, KeyHash: locking.HashKey(nkey),
 			Err: errors.New("key contains a NUL character, which PostgreSQL text cannot store")}
 	}
-	if storageKey, err = locking.MakeStorageKey("", nkey, maxStorageKeyBytes, 0); err != nil {
-		return "", "", "", withOp(err, op)
-	}
-	if fenceKey, err = locking.MakeStorageKey("", "fence:"+storageKey, maxStorageKeyBytes, 0); err != nil {
-		return "", "", "", withOp(err, op)
-	}
 	return nkey, storageKey, fenceKey, nil
-}
-
-// withOp returns err with Op set when it is a *locking.Error.
-func withOp(err error, op string) error {
-	var le *locking.Error
-	if errors.As(err, &le) {
-		c := *le
-		c.Op = op
-		return &c
-	}
-	return err
 }
 
 // Acquire takes key for ttl if no live lock holds it: one round trip, one
@@ -361,17 +344,17 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return locking.AcquireResult{}, err
 	}
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, withOp(err, op)
+		return locking.AcquireResult{}, locking.WithOp(err, op)
 	}
-	e := errCtx{op: op, keyHash: locking.HashKey(nkey), secrets: []string{key, nkey, storageKey, fenceKey}}
+	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey, fenceKey}}
 	if ctx.Err() != nil {
-		return locking.AcquireResult{}, e.ctxErr(ctx)
+		return locking.AcquireResult{}, e.Ended(ctx)
 	}
 	lockID, err := locking.NewLockID()
 	if err != nil {
-		return locking.AcquireResult{}, withOp(err, op)
+		return locking.AcquireResult{}, locking.WithOp(err, op)
 	}
-	e.secrets = append(e.secrets, lockID)
+	e.Secrets = append(e.Secrets, lockID)
 
 	var (
 		nowMs, curExpires, newExpires *int64
@@ -387,7 +370,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return conn.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
-		return locking.AcquireResult{}, e.mapErr(ctx, err)
+		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
 	if nowMs != nil {
 		b.checkClock(*nowMs)
@@ -398,15 +381,15 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	case fence == nil || newExpires == nil:
 		// Not live, yet no counter increment: the counter is at the maximum
 		// (the statement refuses to pass it), and nothing was written.
-		return locking.AcquireResult{}, e.mapErr(ctx, &locking.Error{Code: locking.Internal,
+		return locking.AcquireResult{}, e.Map(ctx, &locking.Error{Code: locking.Internal,
 			Err: fmt.Errorf("fence counter is at the maximum %d; rotate the key namespace", uint64(locking.MaxFence))})
 	}
 	if _, err := locking.ParseFence(*fence); err != nil {
-		return locking.AcquireResult{}, e.mapErr(ctx, err)
+		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
 	if locking.FenceNeedsWarning(*fence) {
 		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
-			zap.String("keyHash", e.keyHash), zap.String("fence", *fence), zap.Uint64("maxFence", locking.MaxFence))
+			zap.String("keyHash", e.KeyHash), zap.String("fence", *fence), zap.Uint64("maxFence", locking.MaxFence))
 	}
 	return locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(*newExpires), Fence: *fence}, nil
 }
@@ -438,7 +421,7 @@ func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) 
 func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, "", withOp(err, op)
+		return locking.ExtendResult{}, "", locking.WithOp(err, op)
 	}
 	ok, reason, expires, err := b.mutate(ctx, op, b.q.extend, lockID, ttl.Milliseconds())
 	if err != nil || !ok {
@@ -453,11 +436,11 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 // row, why not, and the row's new expiry.
 func (b *Backend) mutate(ctx context.Context, op, sql, lockID string, args ...any) (bool, locking.Reason, int64, error) {
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", 0, withOp(err, op)
+		return false, "", 0, locking.WithOp(err, op)
 	}
-	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	if ctx.Err() != nil {
-		return false, "", 0, e.ctxErr(ctx)
+		return false, "", 0, e.Ended(ctx)
 	}
 	var (
 		nowMs, changed  int64
@@ -468,7 +451,7 @@ func (b *Backend) mutate(ctx context.Context, op, sql, lockID string, args ...an
 		return conn.QueryRow(ctx, sql, append([]any{lockID}, args...)...).Scan(&nowMs, &curExpires, &curLockID, &changed, &exp)
 	})
 	if err != nil {
-		return false, "", 0, e.mapErr(ctx, err)
+		return false, "", 0, e.Map(ctx, err)
 	}
 	b.checkClock(nowMs)
 	switch {
@@ -577,7 +560,7 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	e := errCtx{op: op, keyHash: locking.HashKey(nkey), secrets: []string{key, nkey, storageKey}}
+	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey}}
 	r, err := b.read(ctx, &e, b.q.readKey, storageKey)
 	if err != nil {
 		return row{}, err
@@ -593,9 +576,9 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
 func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	const op = "lookup"
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return row{}, withOp(err, op)
+		return row{}, locking.WithOp(err, op)
 	}
-	e := errCtx{op: op, lockIDHash: locking.HashKey(lockID), secrets: []string{lockID}}
+	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	r, err := b.read(ctx, &e, b.q.readLockID, lockID)
 	if err != nil || !r.found || r.lockID != lockID {
 		return row{}, err
@@ -606,9 +589,9 @@ func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	return r, nil
 }
 
-func (b *Backend) read(ctx context.Context, e *errCtx, sql string, arg string) (row, error) {
+func (b *Backend) read(ctx context.Context, e *locking.OpErrors, sql string, arg string) (row, error) {
 	if ctx.Err() != nil {
-		return row{}, e.ctxErr(ctx)
+		return row{}, e.Ended(ctx)
 	}
 	var (
 		r                           row
@@ -619,10 +602,10 @@ func (b *Backend) read(ctx context.Context, e *errCtx, sql string, arg string) (
 		return conn.QueryRow(ctx, sql, arg).Scan(&r.nowMs, &key, &lockID, &expiresAtMs, &acquiredAtMs, &fence, &userKey)
 	})
 	if err != nil {
-		return row{}, e.mapErr(ctx, err)
+		return row{}, e.Map(ctx, err)
 	}
 	if ctx.Err() != nil {
-		return row{}, e.ctxErr(ctx)
+		return row{}, e.Ended(ctx)
 	}
 	b.checkClock(r.nowMs)
 	if key == nil {
@@ -709,45 +692,9 @@ func (b *Backend) withConn(ctx context.Context, fn func(*pgxpool.Conn) error) er
 	return fn(conn)
 }
 
-// errCtx is what an operation knows for its errors: the hashes to name the
-// lock by, and the raw strings that must not appear in messages.
-type errCtx struct {
-	op, keyHash, lockIDHash string
-	secrets                 []string
-}
-
-// ctxErr reports a context that ended before any I/O.
-func (e *errCtx) ctxErr(ctx context.Context) error {
-	code := locking.Aborted
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		code = locking.NetworkTimeout
-	}
-	return &locking.Error{Code: code, Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash, Err: context.Cause(ctx)}
-}
-
-// mapErr classifies err per the spec's table, keeping the original
-// reachable by errors.As (a *pgconn.PgError, say) but with its text
-// scrubbed of the key and lockId.
-func (e *errCtx) mapErr(ctx context.Context, err error) error {
-	var le *locking.Error
-	if errors.As(err, &le) {
-		c := *le
-		c.Op = e.op
-		if c.KeyHash == "" {
-			c.KeyHash = e.keyHash
-		}
-		if c.LockIDHash == "" {
-			c.LockIDHash = e.lockIDHash
-		}
-		return &c
-	}
-	return &locking.Error{Code: classify(ctx, err), Op: e.op, KeyHash: e.keyHash, LockIDHash: e.lockIDHash,
-		Err: locking.Scrub(err, e.secrets...)}
-}
-
 // mapErr for operations that name no lock.
 func mapErr(ctx context.Context, op string, err error) error {
-	return (&errCtx{op: op}).mapErr(ctx, err)
+	return (&locking.OpErrors{Classify: classify, Op: op}).Map(ctx, err)
 }
 
 // classify is the spec's table. A cancelled context is Aborted and an

@@ -9,14 +9,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"github.com/snapwriter/snapwriter/internal/harness"
 	"github.com/snapwriter/snapwriter/pgserver"
 )
 
@@ -50,29 +47,5 @@ func run(args []string) int {
 	}()
 	fmt.Fprintf(os.Stderr, "withpostgres: PostgreSQL ready (%.1fs)\n", time.Since(start).Seconds())
 
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), pgserver.DSNEnv+"="+srv.DSN)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "withpostgres:", err)
-		return 1
-	}
-	go func() {
-		for s := range sig {
-			_ = cmd.Process.Signal(s)
-		}
-	}()
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		return exit.ExitCode()
-	default:
-		fmt.Fprintln(os.Stderr, "withpostgres:", err)
-		return 1
-	}
+	return harness.RunChild("withpostgres", args, pgserver.DSNEnv+"="+srv.DSN)
 }
