@@ -36,7 +36,7 @@ func testAcquireResult(t *testing.T, b locking.Backend) {
 	for i := range 20 {
 		key := fmt.Sprintf("acquire-result-%d", i)
 		before := time.Now()
-		r := mustAcquire(t, b, key, ttl)
+		r := MustAcquire(t, b, key, ttl)
 		after := time.Now()
 		if !lockIDForm.MatchString(r.LockID) {
 			t.Errorf("acquire %d: lockId of %d bytes is not 22 base64url characters", i, len(r.LockID))
@@ -45,7 +45,7 @@ func testAcquireResult(t *testing.T, b locking.Backend) {
 			t.Errorf("acquire %d: lockId reused", i)
 		}
 		seen[r.LockID] = true
-		if !within(r.ExpiresAt, before.Add(ttl), after.Add(ttl), clockSlack(b)) {
+		if !Within(r.ExpiresAt, before.Add(ttl), after.Add(ttl), clockSlack(b)) {
 			t.Errorf("acquire %d: ExpiresAt %v, want now+%s in [%v, %v]", i, r.ExpiresAt, ttl, before.Add(ttl), after.Add(ttl))
 		}
 		if !fenceForm.MatchString(r.Fence) {
@@ -55,9 +55,9 @@ func testAcquireResult(t *testing.T, b locking.Backend) {
 	}
 	// A lockId from elsewhere is a different lock: the ids are not derived
 	// from the key.
-	r1 := mustAcquire(t, b, "same-key-twice", time.Second)
+	r1 := MustAcquire(t, b, "same-key-twice", time.Second)
 	mustRelease(t, b, r1.LockID)
-	r2 := mustAcquire(t, b, "same-key-twice", time.Second)
+	r2 := MustAcquire(t, b, "same-key-twice", time.Second)
 	if r1.LockID == r2.LockID {
 		t.Error("two acquisitions of one key returned the same lockId")
 	}
@@ -68,7 +68,7 @@ func testAcquireResult(t *testing.T, b locking.Backend) {
 // unaffected.
 func testContention(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "contended", 10*time.Second)
+	r := MustAcquire(t, b, "contended", 10*time.Second)
 	for i := range 3 {
 		got, err := b.Acquire(ctx, "contended", 10*time.Second)
 		if err != nil || got.OK {
@@ -78,7 +78,7 @@ func testContention(t *testing.T, b locking.Backend) {
 			t.Errorf("contended Acquire returned a lockId or fence: %+v", sanitize(got))
 		}
 	}
-	other := mustAcquire(t, b, "contended-other", 10*time.Second)
+	other := MustAcquire(t, b, "contended-other", 10*time.Second)
 	if other.LockID == r.LockID {
 		t.Error("different keys got the same lockId")
 	}
@@ -97,7 +97,7 @@ func testFenceMonotonic(t *testing.T, b locking.Backend) {
 	const n = 100
 	fences := make([]string, 0, n)
 	for i := range n {
-		r := mustAcquire(t, b, "fenced", 10*time.Second)
+		r := MustAcquire(t, b, "fenced", 10*time.Second)
 		if !fenceForm.MatchString(r.Fence) {
 			t.Fatalf("acquire %d: fence %q is not 15 digits", i, r.Fence)
 		}
@@ -113,8 +113,8 @@ func testFenceMonotonic(t *testing.T, b locking.Backend) {
 		t.Error("lexicographic order of the fences differs from acquisition order")
 	}
 	// Another key has its own counter, and does not disturb this one.
-	mustAcquire(t, b, "fenced-other", 10*time.Second)
-	if r := mustAcquire(t, b, "fenced", 10*time.Second); r.Fence <= fences[n-1] {
+	MustAcquire(t, b, "fenced-other", 10*time.Second)
+	if r := MustAcquire(t, b, "fenced", 10*time.Second); r.Fence <= fences[n-1] {
 		t.Errorf("fence after another key's acquire: %s, not above %s", r.Fence, fences[n-1])
 	}
 }
@@ -122,9 +122,9 @@ func testFenceMonotonic(t *testing.T, b locking.Backend) {
 // testFenceSurvivesExpiry: a lock taken over after expiry (not release)
 // gets a larger fence too.
 func testFenceSurvivesExpiry(t *testing.T, b locking.Backend) {
-	r1 := mustAcquire(t, b, "expiring-fence", 50*time.Millisecond)
+	r1 := MustAcquire(t, b, "expiring-fence", 50*time.Millisecond)
 	sleepUntil(r1.ExpiresAt.Add(tolerance + margin))
-	r2 := mustAcquire(t, b, "expiring-fence", 10*time.Second)
+	r2 := MustAcquire(t, b, "expiring-fence", 10*time.Second)
 	if r2.Fence <= r1.Fence {
 		t.Errorf("fence after expiry %s, not above %s", r2.Fence, r1.Fence)
 	}
@@ -134,7 +134,7 @@ func testFenceSurvivesExpiry(t *testing.T, b locking.Backend) {
 // carry them) serialize through JSON without precision loss or format
 // change.
 func testJSONRoundTrip(t *testing.T, b locking.Backend) {
-	r := mustAcquire(t, b, "json", 10*time.Second)
+	r := MustAcquire(t, b, "json", 10*time.Second)
 	info, err := b.LookupLockID(t.Context(), r.LockID)
 	if err != nil || info == nil {
 		t.Fatalf("LookupLockID = %+v, %v", info, err)
@@ -173,7 +173,7 @@ func roundTrip(t *testing.T, in, out any) {
 // released lockId find nothing; the key can be acquired again.
 func testReleaseAtMostOnce(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "release-once", 10*time.Second)
+	r := MustAcquire(t, b, "release-once", 10*time.Second)
 	mustRelease(t, b, r.LockID)
 	wantLocked(t, b, "release-once", false, "after release")
 	if ok, err := b.Release(ctx, r.LockID); ok || err != nil {
@@ -189,7 +189,7 @@ func testReleaseAtMostOnce(t *testing.T, b locking.Backend) {
 	if info, err := b.LookupKey(ctx, "release-once"); info != nil || err != nil {
 		t.Errorf("LookupKey after release = %+v, %v; want nil, nil", info, err)
 	}
-	r2 := mustAcquire(t, b, "release-once", 10*time.Second)
+	r2 := MustAcquire(t, b, "release-once", 10*time.Second)
 	// The stale lockId cannot release the new holder.
 	if ok, err := b.Release(ctx, r.LockID); ok || err != nil {
 		t.Errorf("third Release (key re-acquired by another lock) = %v, %v; want false, nil", ok, err)
@@ -204,7 +204,7 @@ func testConcurrentRelease(t *testing.T, b locking.Backend) {
 	const n = 8
 	for round := range 2 {
 		key := fmt.Sprintf("concurrent-release-%d", round)
-		r := mustAcquire(t, b, key, 10*time.Second)
+		r := MustAcquire(t, b, key, 10*time.Second)
 		var ok atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -236,7 +236,7 @@ func testConcurrentRelease(t *testing.T, b locking.Backend) {
 // returns nil.
 func testForeignLockID(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "foreign", 10*time.Second)
+	r := MustAcquire(t, b, "foreign", 10*time.Second)
 	foreign, err := locking.NewLockID()
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // and changes nothing; so do the Acquire and Do helpers cancelled while
 // waiting for a held lock.
 func testCancelledContext(t *testing.T, b locking.Backend) {
-	held := mustAcquire(t, b, "cancel-held", 10*time.Second)
+	held := MustAcquire(t, b, "cancel-held", 10*time.Second)
 	n := records(t, b)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -89,7 +89,7 @@ func testCancelledContext(t *testing.T, b locking.Backend) {
 // in flight either completes or fails with an error matching
 // locking.ErrAborted, within 500 ms of the cancellation.
 func testCancelInFlight(t *testing.T, b locking.Backend) {
-	held := mustAcquire(t, b, "inflight-held", time.Minute)
+	held := MustAcquire(t, b, "inflight-held", time.Minute)
 	aborted := 0
 	for i := range 40 {
 		var call func(ctx context.Context) error
@@ -104,7 +104,7 @@ func testCancelInFlight(t *testing.T, b locking.Backend) {
 			call = func(ctx context.Context) error { _, err := b.Extend(ctx, held.LockID, time.Minute); return err }
 		case 2:
 			name = "Release"
-			r := mustAcquire(t, b, fmt.Sprintf("inflight-%d", i), 10*time.Second)
+			r := MustAcquire(t, b, fmt.Sprintf("inflight-%d", i), 10*time.Second)
 			call = func(ctx context.Context) error { _, err := b.Release(ctx, r.LockID); return err }
 		case 3:
 			name = "IsLocked"

@@ -18,29 +18,10 @@ func testMutualExclusionAcquire(t *testing.T, b locking.Backend) {
 	const n = 8
 	prev := ""
 	for round := range 3 {
-		var (
-			mu      sync.Mutex
-			winners []locking.AcquireResult
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-		)
-		for range n {
-			wg.Go(func() {
-				<-start
-				r, err := b.Acquire(t.Context(), "exclusive", 30*time.Second)
-				if err != nil {
-					t.Logf("round %d: Acquire error (contention): %v", round, err)
-					return
-				}
-				if r.OK {
-					mu.Lock()
-					winners = append(winners, r)
-					mu.Unlock()
-				}
-			})
+		winners, errs := AcquireAtOnce(t.Context(), b, "exclusive", 30*time.Second, n)
+		for _, err := range errs {
+			t.Logf("round %d: Acquire error (contention): %v", round, err)
 		}
-		close(start)
-		wg.Wait()
 		if len(winners) != 1 {
 			t.Fatalf("round %d: %d of %d concurrent acquires of one key succeeded; want exactly 1", round, len(winners), n)
 		}
@@ -50,6 +31,34 @@ func testMutualExclusionAcquire(t *testing.T, b locking.Backend) {
 		prev = winners[0].Fence
 		mustRelease(t, b, winners[0].LockID)
 	}
+}
+
+// AcquireAtOnce starts n Acquire calls of key on b at the same moment and
+// returns the results that got the lock and the errors, for the caller to
+// judge (contention may legitimately cause some errors on some backends).
+func AcquireAtOnce(ctx context.Context, b locking.Backend, key string, ttl time.Duration, n int) (winners []locking.AcquireResult, errs []error) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for range n {
+		wg.Go(func() {
+			<-start
+			r, err := b.Acquire(ctx, key, ttl)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case r.OK:
+				winners = append(winners, r)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return winners, errs
 }
 
 // testMutualExclusionDo: workers × rounds critical sections on one key,

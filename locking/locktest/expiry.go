@@ -17,7 +17,7 @@ import (
 func testExtendResetsExpiry(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
 	slack := clockSlack(b)
-	r := mustAcquire(t, b, "extend-reset", 10*time.Second)
+	r := MustAcquire(t, b, "extend-reset", 10*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	for _, ttl := range []time.Duration{3 * time.Second, 20 * time.Second, 1500 * time.Millisecond} {
 		before := time.Now()
@@ -26,7 +26,7 @@ func testExtendResetsExpiry(t *testing.T, b locking.Backend) {
 		if err != nil || !e.OK {
 			t.Fatalf("Extend(%s) = %+v, %v; want OK", ttl, e, err)
 		}
-		if !within(e.ExpiresAt, before.Add(ttl), after.Add(ttl), slack) {
+		if !Within(e.ExpiresAt, before.Add(ttl), after.Add(ttl), slack) {
 			t.Errorf("Extend(%s): ExpiresAt %v, want now+ttl in [%v, %v] (not the old expiry plus ttl)",
 				ttl, e.ExpiresAt, before.Add(ttl), after.Add(ttl))
 		}
@@ -48,7 +48,7 @@ func testExtendResetsExpiry(t *testing.T, b locking.Backend) {
 // (the extension is applied, atomically, to the stored lock).
 func testExtendKeepsAlive(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "extend-alive", 300*time.Millisecond)
+	r := MustAcquire(t, b, "extend-alive", 300*time.Millisecond)
 	e, err := b.Extend(ctx, r.LockID, 5*time.Second)
 	if err != nil || !e.OK {
 		t.Fatalf("Extend = %+v, %v; want OK", e, err)
@@ -67,7 +67,7 @@ func testExtendKeepsAlive(t *testing.T, b locking.Backend) {
 // larger fence.
 func testNoResurrection(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "no-resurrection", 100*time.Millisecond)
+	r := MustAcquire(t, b, "no-resurrection", 100*time.Millisecond)
 	sleepUntil(r.ExpiresAt.Add(tolerance + margin))
 	for i := range 3 {
 		if e, err := b.Extend(ctx, r.LockID, time.Minute); e.OK || err != nil {
@@ -84,7 +84,7 @@ func testNoResurrection(t *testing.T, b locking.Backend) {
 	if ok, err := b.Release(ctx, r.LockID); ok || err != nil {
 		t.Errorf("Release of an expired lock = %v, %v; want false, nil", ok, err)
 	}
-	r2 := mustAcquire(t, b, "no-resurrection", 10*time.Second)
+	r2 := MustAcquire(t, b, "no-resurrection", 10*time.Second)
 	if r2.Fence <= r.Fence {
 		t.Errorf("fence after expiry %s, not above %s", r2.Fence, r.Fence)
 	}
@@ -94,7 +94,7 @@ func testNoResurrection(t *testing.T, b locking.Backend) {
 // until TimeTolerance (1000 ms) past its expiry and not after.
 func testLivenessTolerance(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "tolerance", 100*time.Millisecond)
+	r := MustAcquire(t, b, "tolerance", 100*time.Millisecond)
 	// Inside the tolerance window. An answer that came back after the
 	// window closed proves nothing, so only a timely one is judged.
 	sleepUntil(r.ExpiresAt.Add(200 * time.Millisecond))
@@ -112,7 +112,7 @@ func testLivenessTolerance(t *testing.T, b locking.Backend) {
 	}
 	sleepUntil(r.ExpiresAt.Add(tolerance + margin))
 	wantLocked(t, b, "tolerance", false, "past expiry plus tolerance")
-	mustAcquire(t, b, "tolerance", 10*time.Second)
+	MustAcquire(t, b, "tolerance", 10*time.Second)
 }
 
 // testStaleOwnerAfterTakeover: after a lock expires and another owner
@@ -121,9 +121,9 @@ func testLivenessTolerance(t *testing.T, b locking.Backend) {
 // explicit ownership verification).
 func testStaleOwnerAfterTakeover(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	old := mustAcquire(t, b, "takeover", 100*time.Millisecond)
+	old := MustAcquire(t, b, "takeover", 100*time.Millisecond)
 	sleepUntil(old.ExpiresAt.Add(tolerance + margin))
-	cur := mustAcquire(t, b, "takeover", 10*time.Second)
+	cur := MustAcquire(t, b, "takeover", 10*time.Second)
 	if cur.Fence <= old.Fence {
 		t.Errorf("new owner's fence %s, not above the old %s", cur.Fence, old.Fence)
 	}

@@ -20,7 +20,7 @@ func testKeyNormalization(t *testing.T, b locking.Backend) {
 		{"\u00c5ngstr\u00f6m", "A\u030angstro\u0308m"},
 	}
 	for i, p := range pairs {
-		r := mustAcquire(t, b, p.nfd, 10*time.Second)
+		r := MustAcquire(t, b, p.nfd, 10*time.Second)
 		if got, err := b.Acquire(ctx, p.nfc, 10*time.Second); err != nil || got.OK {
 			t.Errorf("pair %d: Acquire(NFC) while NFD is held = %+v, %v; want OK false (same lock)", i, sanitize(got), err)
 		}
@@ -40,7 +40,7 @@ func testKeyNormalization(t *testing.T, b locking.Backend) {
 		}
 		mustRelease(t, b, r.LockID)
 		// And the other way round.
-		r2 := mustAcquire(t, b, p.nfc, 10*time.Second)
+		r2 := MustAcquire(t, b, p.nfc, 10*time.Second)
 		if got, err := b.Acquire(ctx, p.nfd, 10*time.Second); err != nil || got.OK {
 			t.Errorf("pair %d: Acquire(NFD) while NFC is held = %+v, %v; want OK false", i, sanitize(got), err)
 		}
@@ -49,8 +49,8 @@ func testKeyNormalization(t *testing.T, b locking.Backend) {
 		}
 	}
 	// Distinct keys stay distinct.
-	mustAcquire(t, b, "caf\u00e9-x", 10*time.Second)
-	mustAcquire(t, b, "cafe-x", 10*time.Second)
+	MustAcquire(t, b, "caf\u00e9-x", 10*time.Second)
+	MustAcquire(t, b, "cafe-x", 10*time.Second)
 }
 
 // testKeyLengthLimit: keys of up to 512 UTF-8 bytes after NFC work
@@ -65,7 +65,7 @@ func testKeyLengthLimit(t *testing.T, b locking.Backend) {
 	nfd768 := strings.Repeat("e\u0301", locking.MaxKeyBytes/2) // 768 bytes, 512 after NFC
 	held := map[string]locking.AcquireResult{}
 	for _, k := range []string{ascii512, ascii512b, nfc512} {
-		r := mustAcquire(t, b, k, 10*time.Second)
+		r := MustAcquire(t, b, k, 10*time.Second)
 		held[k] = r
 		wantLocked(t, b, k, true, fmt.Sprintf("%d-byte key", len(k)))
 		info, err := b.LookupKey(ctx, k)
@@ -147,7 +147,7 @@ func testInvalidKeys(t *testing.T, b locking.Backend) {
 	wantRecords(t, b, n, "after invalid keys")
 	// Near misses are ordinary keys.
 	for _, k := range []string{"a.b", "...", "__x", "x__", "_", "a:b", " "} {
-		r := mustAcquire(t, b, k, 10*time.Second)
+		r := MustAcquire(t, b, k, 10*time.Second)
 		mustRelease(t, b, r.LockID)
 	}
 }
@@ -157,7 +157,7 @@ func testInvalidKeys(t *testing.T, b locking.Backend) {
 // and without quoting it in the error.
 func testInvalidLockIDs(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "held", 10*time.Second)
+	r := MustAcquire(t, b, "held", 10*time.Second)
 	n := records(t, b)
 	bad := []string{
 		"",
@@ -204,7 +204,7 @@ func testInvalidLockIDs(t *testing.T, b locking.Backend) {
 // number of milliseconds, or fail with InvalidArgument, changing nothing.
 func testInvalidTTL(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "ttl-held", 10*time.Second)
+	r := MustAcquire(t, b, "ttl-held", 10*time.Second)
 	n := records(t, b)
 	for _, ttl := range []time.Duration{0, -time.Second, time.Microsecond, 1500 * time.Microsecond} {
 		got, err := b.Acquire(ctx, "ttl-free", ttl)

@@ -128,8 +128,8 @@ func Run(t *testing.T, newBackend func(t *testing.T) locking.Backend) {
 	}
 }
 
-// mustAcquire acquires key for ttl and fails the test unless it got it.
-func mustAcquire(t *testing.T, b locking.Backend, key string, ttl time.Duration) locking.AcquireResult {
+// MustAcquire acquires key for ttl and fails the test unless it got it.
+func MustAcquire(t *testing.T, b locking.Backend, key string, ttl time.Duration) locking.AcquireResult {
 	t.Helper()
 	r, err := b.Acquire(t.Context(), key, ttl)
 	if err != nil || !r.OK {
@@ -200,8 +200,8 @@ func wantRecords(t *testing.T, b locking.Backend, want int, when string) {
 // sleepUntil sleeps until d (not at all if d has passed).
 func sleepUntil(d time.Time) { time.Sleep(time.Until(d)) }
 
-// within reports whether got is within slack of [lo, hi].
-func within(got, lo, hi time.Time, slack time.Duration) bool {
+// Within reports whether got is within slack of [lo, hi].
+func Within(got, lo, hi time.Time, slack time.Duration) bool {
 	return !got.Before(lo.Add(-slack)) && !got.After(hi.Add(slack))
 }
 

@@ -21,7 +21,7 @@ var hashForm = regexp.MustCompile(`^[0-9a-f]{24}$`)
 // free key and an unknown lockId give nil without creating anything.
 func testLookupReadOnly(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
-	r := mustAcquire(t, b, "read-only", 10*time.Second)
+	r := MustAcquire(t, b, "read-only", 10*time.Second)
 	base, err := b.LookupLockID(ctx, r.LockID)
 	if err != nil || base == nil {
 		t.Fatalf("LookupLockID = %+v, %v", base, err)
@@ -65,7 +65,7 @@ func testLookupReadOnly(t *testing.T, b locking.Backend) {
 	wantRecords(t, b, n, "after lookups of a free key and an unknown lockId")
 	// Lookups never extended the lock: it expires on schedule. (Checked
 	// with a fresh short lock so as not to wait 10 s.)
-	s := mustAcquire(t, b, "read-only-short", 300*time.Millisecond)
+	s := MustAcquire(t, b, "read-only-short", 300*time.Millisecond)
 	stop := time.Now().Add(300 * time.Millisecond)
 	for time.Now().Before(stop) {
 		_, _ = b.LookupKey(ctx, "read-only-short")
@@ -84,7 +84,7 @@ func testLookupSanitized(t *testing.T, b locking.Backend) {
 	const ttl = 10 * time.Second
 	key := "customer:4711:secret-\u00c5\u00c4\u00d6"
 	before := time.Now()
-	r := mustAcquire(t, b, key, ttl)
+	r := MustAcquire(t, b, key, ttl)
 	after := time.Now()
 	byKey, err := b.LookupKey(ctx, key)
 	if err != nil || byKey == nil {
@@ -111,7 +111,7 @@ func testLookupSanitized(t *testing.T, b locking.Backend) {
 		t.Errorf("ExpiresAt %v; want the acquire's %v", info.ExpiresAt, r.ExpiresAt)
 	}
 	slack := clockSlack(b)
-	if !within(info.AcquiredAt, before, after, slack) {
+	if !Within(info.AcquiredAt, before, after, slack) {
 		t.Errorf("AcquiredAt %v; want the acquisition time, in [%v, %v]", info.AcquiredAt, before, after)
 	}
 	if d := info.ExpiresAt.Sub(info.AcquiredAt); d < ttl-slack || d > ttl+slack {

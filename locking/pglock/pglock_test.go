@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/locktest"
 	"github.com/snapwriter/snapwriter/pgserver"
 )
 
@@ -57,29 +58,10 @@ func TestAbsentRowRace(t *testing.T) {
 	ctx := t.Context()
 	const key = "absent-row"
 	race := func(n int) []locking.AcquireResult {
-		var (
-			start = make(chan struct{})
-			mu    sync.Mutex
-			wins  []locking.AcquireResult
-			wg    sync.WaitGroup
-		)
-		for range n {
-			wg.Go(func() {
-				<-start
-				r, err := b.Acquire(ctx, key, time.Minute)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if r.OK {
-					mu.Lock()
-					wins = append(wins, r)
-					mu.Unlock()
-				}
-			})
+		wins, errs := locktest.AcquireAtOnce(ctx, b, key, time.Minute, n)
+		for _, err := range errs {
+			t.Error(err)
 		}
-		close(start)
-		wg.Wait()
 		return wins
 	}
 	wins := race(32)
@@ -165,7 +147,7 @@ func TestServerTimeAuthority(t *testing.T) {
 		a, err := b.Acquire(ctx, key, ttl)
 		add("acquire", a.OK, err)
 		// Expiry by the server's clock (the real one here), not the client's.
-		if !within(a.ExpiresAt, before.Add(ttl), time.Now().Add(ttl), 50*time.Millisecond) {
+		if !locktest.Within(a.ExpiresAt, before.Add(ttl), time.Now().Add(ttl), 50*time.Millisecond) {
 			t.Errorf("skew %s: ExpiresAt %s is not the server's now + ttl (~%s)", skew, a.ExpiresAt, before.Add(ttl))
 		}
 		c, err := b.Acquire(ctx, key, ttl)
@@ -214,10 +196,6 @@ func TestServerTimeAuthority(t *testing.T) {
 	if warn[0] != 0 || warn[time.Hour] == 0 || warn[-time.Hour] == 0 {
 		t.Errorf("clock warnings: %v; want none for the right clock, some for skewed ones", warn)
 	}
-}
-
-func within(got, lo, hi time.Time, slack time.Duration) bool {
-	return !got.Before(lo.Add(-slack)) && !got.After(hi.Add(slack))
 }
 
 // queryCounter counts the queries a pool sends.
@@ -367,7 +345,7 @@ func TestFenceLimits(t *testing.T) {
 	b, locks, fences := testBackend(t, WithLogger(zap.New(core)))
 	ctx := t.Context()
 	const key = "nearly-exhausted"
-	r := mustAcquire(t, b, key)
+	r := locktest.MustAcquire(t, b, key, time.Minute)
 	if ok, _ := b.Release(ctx, r.LockID); !ok {
 		t.Fatal("release")
 	}
@@ -375,7 +353,7 @@ func TestFenceLimits(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(fences)+` SET fence = $1 WHERE fence_key = $2`, int64(locking.MaxFence-1), fenceKey); err != nil {
 		t.Fatal(err)
 	}
-	r = mustAcquire(t, b, key)
+	r = locktest.MustAcquire(t, b, key, time.Minute)
 	if r.Fence != "900000000000000" {
 		t.Errorf("fence %s; want the maximum", r.Fence)
 	}
@@ -400,15 +378,6 @@ func TestFenceLimits(t *testing.T) {
 	if got := counter(t, b.pool, fences, key); got != locking.MaxFence {
 		t.Errorf("counter %d after the refused acquire; want it left at the maximum", got)
 	}
-}
-
-func mustAcquire(t *testing.T, b locking.Backend, key string) locking.AcquireResult {
-	t.Helper()
-	r, err := b.Acquire(t.Context(), key, time.Minute)
-	if err != nil || !r.OK {
-		t.Fatalf("acquire: %+v, %v", r, err)
-	}
-	return r
 }
 
 // holdAdvisory opens a transaction holding key's advisory lock, as an
@@ -557,7 +526,7 @@ func TestCancelStopsServerSide(t *testing.T) {
 	if c := counter(t, b.pool, fences, key); c != -1 {
 		t.Errorf("fence counter %d: the cancelled acquire completed on the server", c)
 	}
-	mustAcquire(t, b, key)
+	locktest.MustAcquire(t, b, key, time.Minute)
 }
 
 // With every pool connection busy past the pool wait, operations fail with
@@ -584,7 +553,7 @@ func TestPoolExhausted(t *testing.T) {
 		t.Errorf("isLocked with a sooner deadline = %v; want NetworkTimeout", err)
 	}
 	held.Release()
-	mustAcquire(t, b, "k")
+	locktest.MustAcquire(t, b, "k", time.Minute)
 }
 
 // The Go backend and a peer running the spec's literal transactions (as
@@ -671,7 +640,7 @@ func TestCleanupInIsLocked(t *testing.T) {
 		done <- deleted
 	}
 	ctx := t.Context()
-	r := mustAcquire(t, b, "old")
+	r := locktest.MustAcquire(t, b, "old", time.Minute)
 	// Age the lock: expired 10 s ago.
 	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(locks)+` SET expires_at_ms = expires_at_ms - 70000 WHERE lock_id = $1`, r.LockID); err != nil {
 		t.Fatal(err)
@@ -694,7 +663,7 @@ func TestCleanupInIsLocked(t *testing.T) {
 		t.Errorf("fence counter %d after cleanup; want 1, untouched", c)
 	}
 	// A lock only just expired (within the guard) is left alone.
-	r = mustAcquire(t, b, "recent")
+	r = locktest.MustAcquire(t, b, "recent", time.Minute)
 	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(locks)+` SET expires_at_ms = expires_at_ms - 61500 WHERE lock_id = $1`, r.LockID); err != nil {
 		t.Fatal(err)
 	}
