@@ -147,7 +147,6 @@ type Lease struct {
 
 	mu        sync.Mutex
 	expiresAt time.Time // as the backend reports it, on its time authority's clock
-	deadline  time.Time // when the lock expires at the latest, on our monotonic clock
 	lost      error     // set once, on loss
 
 	stopHeartbeat context.CancelFunc // also cancels an extension in flight
@@ -161,12 +160,13 @@ type Lease struct {
 func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent time.Time) *Lease {
 	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl,
 		serverTime: b.Capabilities().TimeAuthority != "client", heartbeatDone: make(chan struct{})}
-	l.expiresAt, l.deadline = l.expiry(r.ExpiresAt, sent)
+	var deadline time.Time
+	l.expiresAt, deadline = l.deadlines(r.ExpiresAt, sent)
 	// Detached from Acquire's context: the lease lives until Release or loss.
 	l.life, l.endLife = context.WithCancelCause(context.Background())
 	hb, stop := context.WithCancel(context.Background())
 	l.stopHeartbeat = stop
-	go l.heartbeat(hb)
+	go l.heartbeat(hb, deadline)
 	return l
 }
 
@@ -192,7 +192,7 @@ func (l *Lease) ExpiresAt() time.Time {
 	return l.expiresAt
 }
 
-// expiry turns the expiry a backend reported for a request sent at sent
+// deadlines turns the expiry a backend reported for a request sent at sent
 // into what ExpiresAt reports and the local deadline the lease times the
 // lock by, on the monotonic clock.
 //
@@ -202,8 +202,7 @@ func (l *Lease) ExpiresAt() time.Time {
 // make a lease on a server an hour behind "expired" at once, and keep one
 // on a server an hour ahead "held" long after it was lost. Its now was no
 // earlier than sent, so sent + ttl is never later than the real expiry.
-func (l *Lease) expiry(reported, sent time.Time) (expiresAt, deadline time.Time) {
-	now := time.Now()
+func (l *Lease) deadlines(reported, sent time.Time) (expiresAt, deadline time.Time) {
 	switch {
 	case reported.IsZero():
 		// A backend that does not report its expiry: assume the soonest.
@@ -211,15 +210,8 @@ func (l *Lease) expiry(reported, sent time.Time) (expiresAt, deadline time.Time)
 	case l.serverTime:
 		return reported, sent.Add(l.ttl)
 	}
+	now := time.Now()
 	return reported, now.Add(reported.Sub(now)) // re-anchored on the monotonic clock
-}
-
-// localDeadline is when, on the monotonic clock, the lock expires at the
-// latest (see newLease).
-func (l *Lease) localDeadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
 }
 
 // Done is closed when the lease is lost or released.
@@ -249,7 +241,10 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 	return ctx, func() { stop(); cancel(context.Canceled) }
 }
 
-func (l *Lease) heartbeat(ctx context.Context) {
+// heartbeat extends the lock every TTL/3 and ends the lease when it is
+// lost. It times the lock by expiresAt, on the monotonic clock (see
+// deadlines), which only it reads and moves.
+func (l *Lease) heartbeat(ctx context.Context, expiresAt time.Time) {
 	defer close(l.heartbeatDone)
 	interval := max(l.ttl/3, time.Millisecond)
 	tick := time.NewTicker(interval)
@@ -257,7 +252,7 @@ func (l *Lease) heartbeat(ctx context.Context) {
 	// Armed at the current expiry and pushed back by every successful
 	// extension: when it fires the lock has expired under us, whether or
 	// not the next tick has come.
-	expiry := time.NewTimer(time.Until(l.localDeadline()))
+	expiry := time.NewTimer(time.Until(expiresAt))
 	defer expiry.Stop()
 	var lastErr error
 	for {
@@ -269,7 +264,6 @@ func (l *Lease) heartbeat(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		expiresAt := l.localDeadline()
 		// No attempt may outlast the interval (the next one is due) nor the
 		// expiry (after which it is too late to matter).
 		deadline := time.Now().Add(interval)
@@ -285,11 +279,12 @@ func (l *Lease) heartbeat(ctx context.Context) {
 		}
 		switch {
 		case err == nil && r.OK:
-			reported, next := l.expiry(r.ExpiresAt, sent)
+			var reported time.Time
+			reported, expiresAt = l.deadlines(r.ExpiresAt, sent)
 			l.mu.Lock()
-			l.expiresAt, l.deadline = reported, next
+			l.expiresAt = reported
 			l.mu.Unlock()
-			expiry.Reset(time.Until(next))
+			expiry.Reset(time.Until(expiresAt))
 			lastErr = nil
 		case err == nil:
 			l.lose(fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost))
