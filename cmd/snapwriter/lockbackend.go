@@ -137,12 +137,13 @@ func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFl
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pool, err := pglock.NewPool(cctx, f.dsn)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to the PostgreSQL lock database: %w", masked{err, maskPasswords(f.dsn, err.Error())})
+	var b *pglock.Backend
+	if err == nil {
+		if b, err = pglock.New(cctx, pool, pglock.WithLogger(a.log)); err != nil {
+			pool.Close()
+		}
 	}
-	b, err := pglock.New(cctx, pool, pglock.WithLogger(a.log))
 	if err != nil {
-		pool.Close()
 		err = masked{err, maskPasswords(f.dsn, err.Error())}
 		if errors.Is(err, locking.ErrInvalidArgument) {
 			return nil, nil, fmt.Errorf("PostgreSQL lock tables: %w", err)

@@ -2,13 +2,15 @@
 // lock-postgres-backend.md, as DESIGN §4 amends it), on SyncGuard's tables so
 // Go and TypeScript services can share locks:
 //
-//   - syncguard_locks(key TEXT PRIMARY KEY, lock_id TEXT NOT NULL UNIQUE,
-//     expires_at_ms BIGINT, acquired_at_ms BIGINT, fence TEXT, user_key
-//     TEXT) with a unique index on lock_id and an index on expires_at_ms;
+//   - syncguard_locks(key TEXT PRIMARY KEY, lock_id TEXT, expires_at_ms
+//     BIGINT, acquired_at_ms BIGINT, fence TEXT, user_key TEXT), every
+//     column NOT NULL, with a unique index on lock_id and an index on
+//     expires_at_ms (Schema has the exact DDL);
 //   - syncguard_fence_counters(fence_key TEXT PRIMARY KEY, fence BIGINT,
 //     key_debug TEXT), never deleted from, so fences keep increasing;
 //   - the server's clock as the time authority;
-//   - acquires serialised per key with pg_advisory_xact_lock(hashtext(key)),
+//   - acquires serialised per key with
+//     pg_advisory_xact_lock(hashtext(storageKey)),
 //     exactly as SyncGuard's, so peers in either language exclude each other.
 //
 // Every operation is one round trip. Acquire pipelines the spec's three
@@ -19,7 +21,8 @@
 // whole, and each statement sees what the previous ones did. Release and
 // extend are single statements that find the row by lock_id FOR UPDATE,
 // check ownership and liveness, and delete or update it. SyncGuard's
-// equivalents take four to six round trips each.
+// equivalents take eight round trips (acquire) and five (release, extend),
+// BEGIN and COMMIT included.
 //
 // Because the decision is made on the server in the same statement, the
 // liveness predicate of release, extend and acquire is SQL (livePredicate,
@@ -304,7 +307,8 @@ func ConfigurePool(cfg *pgxpool.Config) {
 func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		// pgx quotes no password, but the message names the DSN's parts.
+		// pgx's message quotes the DSN with the password masked (best
+		// effort); callers that show it should mask it too.
 		return nil, &locking.Error{Code: locking.InvalidArgument, Op: "config", Err: err}
 	}
 	ConfigurePool(cfg)
@@ -613,22 +617,17 @@ func (b *Backend) read(ctx context.Context, e *locking.OpErrors, sql string, arg
 	}
 	r.found = true
 	r.storageKey, r.lockID, r.fence, r.userKey = *key, deref(lockID), deref(fence), deref(userKey)
-	r.expiresAtMs, r.acquiredAtMs = derefInt(expiresAtMs), derefInt(acquiredAtMs)
+	r.expiresAtMs, r.acquiredAtMs = deref(expiresAtMs), deref(acquiredAtMs)
 	return r, nil
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// deref is *p, or the zero value for a NULL column.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
-}
-
-func derefInt(n *int64) int64 {
-	if n == nil {
-		return 0
-	}
-	return *n
+	return *p
 }
 
 // startCleanup deletes the expired lock row in the background if a cleanup
