@@ -32,6 +32,14 @@ type Policy struct {
 	AttemptTimeout time.Duration
 	// TotalTimeout bounds all attempts and waits together; 0 means no bound.
 	TotalTimeout time.Duration
+	// ContentionWait keeps retrying ABORTED failures (a transaction that
+	// waited for, or lost to, another transaction's lock) past MaxRetries
+	// until this much time has passed since the first attempt: a lock held
+	// by a transaction whose client died is released only when the server
+	// expires it (60 s on Firestore). Those extra waits stay short (at most
+	// 4·Initial before jitter), since each attempt itself waits on the lock.
+	// 0 means ABORTED counts against MaxRetries like any other code.
+	ContentionWait time.Duration
 }
 
 // DefaultPolicy is the spec's: 1 s → 30 s, ×2, ±20%, 3 retries, 30 s per
@@ -52,9 +60,9 @@ func DefaultPolicy() Policy {
 // Do validates its policy too, so a bad one never reaches the loop.
 func (p Policy) Validate() error {
 	switch {
-	case p.Initial < 0, p.Max < 0, p.AttemptTimeout < 0, p.TotalTimeout < 0:
-		return fmt.Errorf("retry: durations must not be negative (initial %s, max %s, attempt timeout %s, total timeout %s)",
-			p.Initial, p.Max, p.AttemptTimeout, p.TotalTimeout)
+	case p.Initial < 0, p.Max < 0, p.AttemptTimeout < 0, p.TotalTimeout < 0, p.ContentionWait < 0:
+		return fmt.Errorf("retry: durations must not be negative (initial %s, max %s, attempt timeout %s, total timeout %s, contention wait %s)",
+			p.Initial, p.Max, p.AttemptTimeout, p.TotalTimeout, p.ContentionWait)
 	case p.Initial == 0:
 		// A zero first wait turns the retries into a hot loop against a
 		// server that is already failing.
@@ -111,6 +119,7 @@ func toDuration(f float64) time.Duration {
 }
 
 // Classify reports whether err is worth retrying, and its gRPC code.
+// An error marked Transient is retryable whatever its code.
 //
 // The code is that of a gRPC status anywhere in err's chain, else
 // DeadlineExceeded or Canceled for a context error in the chain, else
@@ -128,6 +137,10 @@ func Classify(err error) (retryable bool, code codes.Code) {
 	var p *backoff.PermanentError
 	if errors.As(err, &p) {
 		return false, code
+	}
+	var t *transientError
+	if errors.As(err, &t) {
+		return true, code
 	}
 	switch code {
 	case codes.DeadlineExceeded, codes.Unavailable, codes.Internal, codes.Aborted, codes.ResourceExhausted:
@@ -151,6 +164,23 @@ func codeOf(err error) codes.Code {
 // The marker is cenkalti/backoff's, so an op that returns backoff.Permanent
 // is treated the same way.
 func Permanent(err error) error { return backoff.Permanent(err) }
+
+// Transient marks err as worth retrying, whatever its code: for example a
+// commit whose outcome is unknown (the connection broke, or the client's
+// own retry found the transaction closed) and that is safe to repeat.
+// errors.Is and errors.As (and so status.Code) still see err; Permanent
+// wins over Transient. Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err}
+}
+
+type transientError struct{ err error }
+
+func (t *transientError) Error() string { return t.err.Error() }
+func (t *transientError) Unwrap() error { return t.err }
 
 // unmark drops Permanent markers from the top of err, so callers get back
 // the error their op returned.
@@ -256,10 +286,8 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 		}
 		return err
 	}
-	// MaxRetries is counted by the library; the policy only picks waits.
-	b := backoff.WithContext(backoff.WithMaxRetries(
-		&policyBackOff{p: p, rand: cfg.rand, code: func() codes.Code { return st.LastCode }},
-		uint64(p.MaxRetries)), runCtx)
+	b := backoff.WithContext(&policyBackOff{p: p, rand: cfg.rand, start: start,
+		code: func() codes.Code { return st.LastCode }}, runCtx)
 	err := backoff.RetryNotifyWithTimer(attempt, b, cfg.notify, cfg.timer)
 	st.Retries = max(st.Attempts-1, 0)
 	st.Elapsed = time.Since(start)
@@ -287,19 +315,33 @@ func attempts(n int) string {
 }
 
 // policyBackOff adapts a Policy to backoff.BackOff. The library has no
-// notion of a per-error wait, so the code of the failure being retried is
-// read through code (Do's loop is single-goroutine, so no locking).
+// notion of a per-error wait or budget, so the code of the failure being
+// retried is read through code (Do's loop is single-goroutine, so no
+// locking), and MaxRetries and ContentionWait are counted here.
 type policyBackOff struct {
 	p       Policy
 	rand    func() float64
 	code    func() codes.Code
+	start   time.Time
 	retries int
 }
 
 func (b *policyBackOff) Reset() { b.retries = 0 }
 
 func (b *policyBackOff) NextBackOff() time.Duration {
-	d := b.p.Delay(b.retries, b.code(), b.rand())
+	code := b.code()
+	n := b.retries
+	if n >= b.p.MaxRetries {
+		left := b.p.ContentionWait - time.Since(b.start)
+		if code != codes.Aborted || left <= 0 {
+			return backoff.Stop
+		}
+		// Past MaxRetries only contention is retried, with short waits:
+		// the lock may be freed any moment, and the budget is time.
+		n = min(n, 2)
+		b.retries++
+		return min(b.p.Delay(n, code, b.rand()), left)
+	}
 	b.retries++
-	return d
+	return b.p.Delay(n, code, b.rand())
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,7 +27,8 @@ func fast() Policy {
 
 func TestDefaultPolicyIsTheSpecs(t *testing.T) {
 	p := DefaultPolicy()
-	want := Policy{time.Second, 30 * time.Second, 2, 0.2, 3, 30 * time.Second, 300 * time.Second}
+	want := Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2, MaxRetries: 3,
+		AttemptTimeout: 30 * time.Second, TotalTimeout: 300 * time.Second}
 	if p != want {
 		t.Errorf("DefaultPolicy = %+v, want %+v", p, want)
 	}
@@ -426,5 +428,83 @@ func TestDoAttemptTimeoutCode(t *testing.T) {
 	}
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempt timeout 5ms") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// ABORTED (lock contention) is retried past MaxRetries until ContentionWait
+// has passed, with waits of at most 4·Initial; other codes still stop at
+// MaxRetries.
+func TestDoContentionWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.MaxRetries, p.ContentionWait = 1, 90*time.Second
+		var waits []time.Duration
+		start := time.Now()
+		st, err := Do(context.Background(), p, func(context.Context) error {
+			return status.Error(codes.Aborted, "Transaction lock timeout")
+		}, WithNotify(func(_ error, d time.Duration) { waits = append(waits, d) }), WithRand(func() float64 { return 1 }))
+		elapsed := time.Since(start)
+		if status.Code(err) != codes.Aborted {
+			t.Fatalf("err = %v", err)
+		}
+		if elapsed < 90*time.Second || elapsed > 90*time.Second+5*time.Second {
+			t.Errorf("gave up after %s, want just past the 90 s contention wait", elapsed)
+		}
+		if st.Attempts < 20 {
+			t.Errorf("%d attempts in 90 s", st.Attempts)
+		}
+		for i, d := range waits {
+			if d > 4*time.Second*12/10 {
+				t.Errorf("wait %d = %s, want ≤ 4.8 s", i, d)
+			}
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.MaxRetries, p.ContentionWait = 1, 90*time.Second
+		st, _ := Do(context.Background(), p, func(context.Context) error {
+			return status.Error(codes.Unavailable, "down")
+		})
+		if st.Attempts != 2 {
+			t.Errorf("UNAVAILABLE: %d attempts, want 2 (contention wait is for ABORTED only)", st.Attempts)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.MaxRetries = 1
+		st, _ := Do(context.Background(), p, func(context.Context) error {
+			return status.Error(codes.Aborted, "contention")
+		})
+		if st.Attempts != 2 {
+			t.Errorf("no contention wait: %d attempts, want 2", st.Attempts)
+		}
+	})
+}
+
+func TestTransientIsRetried(t *testing.T) {
+	inner := status.Error(codes.InvalidArgument, "Transaction is invalid or closed")
+	if r, code := Classify(Transient(inner)); !r || code != codes.InvalidArgument {
+		t.Errorf("Classify(Transient) = %v, %v", r, code)
+	}
+	if r, _ := Classify(Permanent(Transient(inner))); r {
+		t.Error("Permanent(Transient(err)) is retryable")
+	}
+	if Transient(nil) != nil {
+		t.Error("Transient(nil) != nil")
+	}
+	calls := 0
+	st, err := Do(context.Background(), fast(), func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return Transient(inner)
+		}
+		return nil
+	})
+	if err != nil || st.Attempts != 3 {
+		t.Errorf("Do = %+v, %v", st, err)
+	}
+	_, err = Do(context.Background(), fast(), func(context.Context) error { return Transient(inner) })
+	if status.Code(err) != codes.InvalidArgument || !errors.Is(err, inner) {
+		t.Errorf("the code or error is lost through Transient: %v", err)
 	}
 }
