@@ -26,6 +26,16 @@ type faults struct {
 	mu    sync.Mutex
 	calls []*commitCall
 	rule  func(c *commitCall) error
+	// after, if set, runs once a Commit has reached the emulator and
+	// succeeded; its error is what the client sees instead (a response
+	// lost on the way back).
+	after func(c *commitCall) error
+}
+
+func (f *faults) setAfter(after func(c *commitCall) error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.after = after
 }
 
 func (f *faults) setRule(rule func(c *commitCall) error) {
@@ -55,7 +65,7 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 		f.mu.Lock()
 		c.seq = len(f.calls)
 		f.calls = append(f.calls, c)
-		rule := f.rule
+		rule, after := f.rule, f.after
 		f.mu.Unlock()
 		var err error
 		if rule != nil {
@@ -63,6 +73,9 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 		}
 		if err == nil {
 			err = invoker(ctx, method, req, reply, cc, opts...)
+			if err == nil && after != nil {
+				err = after(c)
+			}
 		}
 		f.mu.Lock()
 		c.end, c.err = time.Now(), err

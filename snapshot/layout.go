@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -25,8 +26,10 @@ const statusWriting = "writing"
 func districtDocID(districtID string) string { return "district_" + districtID }
 
 // districtDoc is the district document: the application's envelope around the
-// district's statistics, which are stored verbatim under data.
-func districtDoc(s *model.Snapshot, d model.DistrictStatistics) map[string]any {
+// district's statistics, which are stored verbatim under data, stamped with
+// the fence of the writer that wrote it (a field the application's readers
+// ignore), so that a commit whose outcome was lost can be checked.
+func districtDoc(s *model.Snapshot, d model.DistrictStatistics, fence string) map[string]any {
 	collected := s.Payload.Metadata.FetchedAt
 	if collected == "" {
 		collected = s.CreatedAt
@@ -37,6 +40,7 @@ func districtDoc(s *model.Snapshot, d model.DistrictStatistics) map[string]any {
 		"collectedAt":  collected,
 		"status":       entrySuccess,
 		"data":         d.Data,
+		"writerFence":  fence,
 	}
 }
 
@@ -49,6 +53,9 @@ type rootInput struct {
 	backend   string
 	startedAt time.Time
 	docSizes  map[string]int // district id → document size, for the manifest
+	// contended is set once a transaction of this write met another's
+	// lock, so that it is explained in one WARNING, not one per retry.
+	contended *atomic.Bool
 }
 
 // rootMetadata is the PerDistrictSnapshotMetadata of the application plus

@@ -28,8 +28,10 @@ var ErrMismatch = errors.New("input does not match the stored snapshot")
 // snapshot that was written; its districts are the source of the re-write.
 //
 // A complete snapshot is left alone: the Result has Skipped set and the
-// error is nil. A snapshot that does not exist is ErrNotFound; an input
-// that does not match the stored manifest is ErrMismatch.
+// error is nil. A snapshot that does not exist is written whole, as Write
+// does (a writer that died before its root leaves nothing to repair but
+// the snapshot still to be written). An input that does not match the
+// stored manifest is ErrMismatch. Errors are those of Write.
 func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
 	if err := model.Validate(snap, id); err != nil {
 		return nil, err
@@ -43,15 +45,17 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	}
 	defer end()
 
-	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
-		docSizes: make(map[string]int, len(snap.Payload.Districts))}
+	in := w.newInput(id, snap, lease, start)
+	todo, rootRes, err := w.takeOver(wctx, in, log)
+	if errors.Is(err, ErrNotFound) {
+		log.Info("nothing is stored under this date; writing the whole snapshot")
+		return w.write(ctx, wctx, lease, in, log)
+	}
 	res := &Result{SnapshotID: id, Fence: in.fence, FailedDistricts: []string{}}
 	log = log.With(zap.String("fence", in.fence))
-
-	todo, rootRes, err := w.takeOver(wctx, in)
 	if errors.Is(err, errSkip) {
 		log.Info("snapshot is complete; nothing to repair")
-		res.Skipped, res.Complete, res.Fence = true, true, ""
+		res.Skipped, res.Complete, res.ManifestRecorded, res.Fence = true, true, true, ""
 		res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
 		return res, nil
 	}
@@ -69,61 +73,56 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 
 	ops := make([]op, 0, len(todo))
 	for _, d := range snap.Payload.Districts {
-		doc := districtDoc(snap, d)
+		doc := districtDoc(snap, d, in.fence)
 		in.docSizes[d.DistrictID] = model.FirestoreSize(doc)
 		if todo[d.DistrictID] {
 			ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
 		}
 	}
-	status, msgs, fenced, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
+	out, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
 	if err != nil {
 		return res, err
 	}
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
-	defer fcancel()
-	finishErr := w.finishRepair(fctx, in, res, status, msgs)
+	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finishRepair(ctx, in, res, out, log) })
 	w.summarize(log, res, start)
-
-	return res, ending(ctx, id, res, lease, finishErr, fenced)
+	return res, w.ending(ctx, id, res, lease, finishErr, out.fenced, log)
 }
 
 // takeOver reads the stored root in a transaction, works out which
 // districts need writing, and moves the root to this writer's fence with
 // status "writing", so that chunks of an older writer still in flight are
 // refused from now on. It returns errSkip for a complete snapshot.
-func (w *Writer) takeOver(ctx context.Context, in rootInput) (map[string]bool, *BatchResult, error) {
+func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (map[string]bool, *BatchResult, error) {
 	ref := w.root(in.id)
 	var todo map[string]bool
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	t0 := time.Now()
-	st, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
-		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			doc, err := tx.Get(ref)
-			if status.Code(err) == codes.NotFound {
-				return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
-			}
-			if err != nil {
-				return err
-			}
-			data := doc.Data()
-			if err := w.checkPrior(data, in); err != nil {
-				return retry.Permanent(err)
-			}
-			todo, err = repairSet(data, in.snap)
-			if err != nil {
-				return retry.Permanent(err)
-			}
-			if len(todo) == 0 && isComplete(data) {
-				return retry.Permanent(errSkip)
-			}
-			return tx.Update(ref, []firestore.Update{
-				{Path: "metadata.writerFence", Value: in.fence},
-				{Path: "metadata.writerLockBackend", Value: in.backend},
-				{Path: "metadata.status", Value: statusWriting},
-				{Path: "metadata.writeComplete", Value: false},
-				{Path: "metadata.repairStartedAt", Value: in.startedAt.UTC().Format(time.RFC3339Nano)},
-			})
-		}, firestore.MaxAttempts(1))
+	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+		doc, err := tx.Get(ref)
+		if status.Code(err) == codes.NotFound {
+			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
+		}
+		if err != nil {
+			return err
+		}
+		data := doc.Data()
+		if err := w.checkPrior(data, in); err != nil {
+			return retry.Permanent(err)
+		}
+		todo, err = repairSet(data, in.snap)
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		if len(todo) == 0 && isComplete(data) {
+			return retry.Permanent(errSkip)
+		}
+		return tx.Update(ref, []firestore.Update{
+			{Path: "metadata.writerFence", Value: in.fence},
+			{Path: "metadata.writerLockBackend", Value: in.backend},
+			{Path: "metadata.status", Value: statusWriting},
+			{Path: "metadata.writeComplete", Value: false},
+			{Path: "metadata.repairStartedAt", Value: in.startedAt.UTC().Format(time.RFC3339Nano)},
+		})
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	switch {
@@ -171,64 +170,74 @@ func repairSet(root map[string]any, snap *model.Snapshot) (map[string]bool, erro
 }
 
 // finishRepair records the repair's outcome: the manifest entries of the
-// re-written districts, the counts, and the snapshot's status.
-func (w *Writer) finishRepair(ctx context.Context, in rootInput, res *Result, entry, msgs map[string]string) error {
+// re-written districts (chunks whose outcome is unknown decided as finish
+// does), the counts, and the snapshot's status.
+func (w *Writer) finishRepair(ctx context.Context, in rootInput, res *Result, out districtOutcome, log *zap.Logger) error {
 	ref := w.root(in.id)
-	now := w.cfg.now().UTC().Format(time.RFC3339Nano)
-	_, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
-		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			doc, err := tx.Get(ref)
-			if status.Code(err) == codes.NotFound {
-				return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
-			}
-			if err != nil {
-				return err
-			}
-			data := doc.Data()
-			md := asMap(data["metadata"])
-			if f, _ := md["writerFence"].(string); f != in.fence {
-				return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
-			}
-			mf := asMap(data["manifest"])
-			entries, _ := mf["districts"].([]any)
-			var ok, bad int64
-			failed := []string{}
-			for _, e := range entries {
-				em := asMap(e)
-				id, _ := em["districtId"].(string)
-				if st, done := entry[id]; done {
-					em["status"] = st
-					em["lastModified"] = now
-					em["fileSize"] = int64(in.docSizes[id])
-					delete(em, "errorMessage")
-					if st == entryFailed && msgs[id] != "" {
-						em["errorMessage"] = msgs[id]
-					}
-				}
-				switch em["status"] {
-				case entrySuccess:
-					ok++
-				default:
-					bad++
-					failed = append(failed, id)
+	var done Result
+	_, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+		doc, err := tx.Get(ref)
+		if status.Code(err) == codes.NotFound {
+			return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
+		}
+		if err != nil {
+			return err
+		}
+		data := doc.Data()
+		md := asMap(data["metadata"])
+		if f, _ := md["writerFence"].(string); f != in.fence {
+			return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
+		}
+		r, out, err := w.resolve(tx, in, res, out)
+		if err != nil {
+			return err
+		}
+		now := w.cfg.now().UTC().Format(time.RFC3339Nano)
+		mf := asMap(data["manifest"])
+		entries, _ := mf["districts"].([]any)
+		var ok, bad int64
+		failed := []string{}
+		for _, e := range entries {
+			em := asMap(e)
+			id, _ := em["districtId"].(string)
+			if st, done := out.status[id]; done {
+				em["status"] = st
+				em["lastModified"] = now
+				em["fileSize"] = int64(in.docSizes[id])
+				delete(em, "errorMessage")
+				if st == entryFailed && out.msgs[id] != "" {
+					em["errorMessage"] = out.msgs[id]
 				}
 			}
-			complete := bad == 0 && res.FailedBatches == 0
-			st := in.snap.Status
-			if !complete {
-				st = "partial"
+			switch em["status"] {
+			case entrySuccess:
+				ok++
+			default:
+				bad++
+				failed = append(failed, id)
 			}
-			return tx.Update(ref, []firestore.Update{
-				{Path: "manifest.districts", Value: entries},
-				{Path: "manifest.successfulDistricts", Value: ok},
-				{Path: "manifest.failedDistricts", Value: bad},
-				{Path: "metadata.status", Value: st},
-				{Path: "metadata.writeComplete", Value: complete},
-				{Path: "metadata.writeFailedDistricts", Value: strs(failed)},
-				{Path: "metadata.writeFinishedAt", Value: now},
-				{Path: "metadata.repairedAt", Value: now},
-			})
-		}, firestore.MaxAttempts(1))
+		}
+		complete := bad == 0 && r.FailedBatches == 0
+		st := in.snap.Status
+		if !complete {
+			st = "partial"
+		}
+		done = r
+		return tx.Update(ref, []firestore.Update{
+			{Path: "manifest.districts", Value: entries},
+			{Path: "manifest.successfulDistricts", Value: ok},
+			{Path: "manifest.failedDistricts", Value: bad},
+			{Path: "metadata.status", Value: st},
+			{Path: "metadata.writeComplete", Value: complete},
+			{Path: "metadata.writeFailedDistricts", Value: strs(failed)},
+			{Path: "metadata.writeFinishedAt", Value: now},
+			{Path: "metadata.repairedAt", Value: now},
+		})
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	*res = done
+	res.ManifestRecorded = true
+	return nil
 }

@@ -159,8 +159,24 @@ func TestRepairRefusesOtherInput(t *testing.T) {
 	if !reflect.DeepEqual(root, e.rootData(day)) {
 		t.Error("the root changed")
 	}
-	if _, err := e.writer().Repair(context.Background(), "2026-01-01", model.Generate("2026-01-01", 3, 1)); !errors.Is(err, ErrNotFound) {
-		t.Errorf("repair of a missing snapshot: %v, want ErrNotFound", err)
+}
+
+// A writer that died before its root leaves nothing stored: Repair writes
+// the whole snapshot.
+func TestRepairOfMissingSnapshotWritesIt(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := model.Generate("2026-01-01", 60, 1)
+	res, err := e.writer().Repair(context.Background(), "2026-01-01", in)
+	if err != nil || !res.Complete || !res.ManifestRecorded || res.DistrictsWritten != 60 {
+		t.Fatalf("Repair = %+v, %v", res, err)
+	}
+	checkInvariants(t, res)
+	if w, f := checkExact(t, e, "2026-01-01"); w != 60 || f != 0 {
+		t.Errorf("manifest %d/%d", w, f)
+	}
+	if got := e.get("2026-01-01"); !model.Equal(got, in) {
+		t.Errorf("read back differs: %s", model.Diff(got, in))
 	}
 }
 

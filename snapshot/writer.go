@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -29,16 +30,28 @@ var (
 	// ErrLockHeld: another writer holds the snapshot's lock and did not let
 	// go within the lock wait. Nothing was written.
 	ErrLockHeld = errors.New("snapshot lock is held by another writer")
-	// ErrFencedOut: a writer with a newer fence wrote this snapshot, or this
-	// writer lost its lock mid-write. Whatever this writer had not committed
-	// was refused; the newer writer's data is intact.
+	// ErrFencedOut: a writer with a newer fence wrote this snapshot.
+	// Whatever this writer had not committed was refused; the newer
+	// writer's data is intact.
 	ErrFencedOut = errors.New("fenced out by a newer writer")
+	// ErrLockLost: this writer's lease ended mid-write (the lock could not
+	// be renewed before it expired) and no newer writer has written the
+	// snapshot. No chunk was started after the loss; what was committed
+	// before it is recorded in the manifest, and Repair completes the rest.
+	ErrLockLost = errors.New("lost the lock")
+	// ErrManifestNotRecorded: the write's outcome could not be recorded in
+	// the root document, which still describes a write in progress. Repair
+	// (or writing the snapshot again) completes it.
+	ErrManifestNotRecorded = errors.New("the manifest was not recorded")
 	// ErrLockBackendSwitch: the snapshot was written under a different lock
 	// backend, whose fences are not comparable with ours.
 	ErrLockBackendSwitch = errors.New("snapshot was written under a different lock backend")
 	// ErrRootFailed: the root document could not be written, so no district
 	// was attempted.
 	ErrRootFailed = errors.New("root document write failed")
+	// ErrTimeout: the lock store did not answer within the lock wait plus
+	// the request timeout. Nothing was written.
+	ErrTimeout = errors.New("no answer from the lock store")
 )
 
 // Defaults from the chunked-write spec.
@@ -48,6 +61,13 @@ const (
 	DefaultConcurrency = 3
 	DefaultLockTTL     = 30 * time.Second
 	DefaultLockWait    = 30 * time.Second
+	// DefaultContentionWait outlasts Firestore's 60 s expiry of an idle
+	// transaction: a writer that died mid-chunk leaves its transaction's
+	// lock on the root document until then.
+	DefaultContentionWait = 90 * time.Second
+	// DefaultRequestTimeout bounds how long acquiring the lock may wait for
+	// the lock store to answer, beyond the lock wait.
+	DefaultRequestTimeout = 30 * time.Second
 	// DefaultGracePeriod leaves room, inside Cloud Run's 10 s between
 	// SIGTERM and SIGKILL, for the manifest and the lock release after the
 	// chunks in flight.
@@ -71,6 +91,8 @@ type config struct {
 	retry        retry.Policy
 	lockTTL      time.Duration
 	lockWait     time.Duration
+	reqTimeout   time.Duration
+	contention   time.Duration
 	grace        time.Duration
 	skipComplete bool
 	log          *zap.Logger
@@ -99,6 +121,18 @@ func WithLockTTL(d time.Duration) Option { return func(c *config) { c.lockTTL = 
 
 // WithLockWait bounds how long Write waits for a held lock (0: try once).
 func WithLockWait(d time.Duration) Option { return func(c *config) { c.lockWait = d } }
+
+// WithContentionWait sets how long a transaction that finds a document
+// locked by another transaction keeps retrying (default 90 s). It replaces
+// the retry policy's ContentionWait: the root, finish and repair
+// transactions and the chunks all use it, while the lease keeps the lock.
+func WithContentionWait(d time.Duration) Option { return func(c *config) { c.contention = d } }
+
+// WithRequestTimeout bounds how long Write waits for the lock store to
+// answer (default 30 s): acquiring the lock gives up after the lock wait
+// plus d with an error wrapping ErrTimeout, so an unreachable store fails
+// the write instead of hanging it.
+func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.reqTimeout = d } }
 
 // WithGracePeriod sets how long chunks already in flight may run on after
 // the write's context ends (default 5 s). A write whose context ends starts
@@ -131,6 +165,8 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		retry:       retry.DefaultPolicy(),
 		lockTTL:     DefaultLockTTL,
 		lockWait:    DefaultLockWait,
+		reqTimeout:  DefaultRequestTimeout,
+		contention:  DefaultContentionWait,
 		grace:       DefaultGracePeriod,
 		log:         zap.NewNop(),
 		now:         time.Now,
@@ -151,9 +187,14 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		return nil, fmt.Errorf("snapshot: lock TTL %s is too short", cfg.lockTTL)
 	case cfg.lockWait < 0:
 		return nil, fmt.Errorf("snapshot: lock wait %s is negative", cfg.lockWait)
+	case cfg.reqTimeout <= 0:
+		return nil, fmt.Errorf("snapshot: request timeout %s must be positive", cfg.reqTimeout)
 	case cfg.grace < 0:
 		return nil, fmt.Errorf("snapshot: grace period %s is negative", cfg.grace)
+	case cfg.contention < 0:
+		return nil, fmt.Errorf("snapshot: contention wait %s is negative", cfg.contention)
 	}
+	cfg.retry.ContentionWait = cfg.contention
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -171,6 +212,11 @@ type BatchResult struct {
 	Error          string   `json:"error,omitempty"`
 	DistrictIDs    []string `json:"districtIds"`
 	deletes        int
+	fenced         bool // refused: the root carries a newer writer's fence
+	// unsure: a commit of this chunk may have been applied although no
+	// attempt was seen to succeed; the finish reads its documents to decide.
+	unsure bool
+	ops    []op
 }
 
 // Result is a write's outcome (the spec's SnapshotWriteResult plus the fence).
@@ -189,6 +235,13 @@ type Result struct {
 	TotalDurationMs   int64         `json:"totalDurationMs"`
 	Fence             string        `json:"fence"`
 	BatchResults      []BatchResult `json:"batchResults"`
+	// ManifestRecorded: the root document records this outcome (or, for a
+	// skipped write, already recorded a complete one). When false, the
+	// root still describes a write in progress and the lists above are
+	// this process's own account; Repair completes the snapshot.
+	ManifestRecorded bool `json:"manifestRecorded"`
+	// LockLost: the lease ended mid-write, without a newer writer.
+	LockLost bool `json:"lockLost,omitempty"`
 }
 
 // op is one write of a chunk: a district set or a stale district delete.
@@ -201,6 +254,11 @@ type op struct {
 // Write stores snap under id: lock, root, chunks, finish, unlock. It returns
 // a Result whenever the root was attempted. A partial write returns a Result
 // with Complete false and a nil error; the manifest records what failed.
+//
+// A write that could not finish cleanly says why: ErrFencedOut (a newer
+// writer took over), ErrLockLost (the lease ended, nobody else wrote; the
+// manifest records what was written), ErrManifestNotRecorded (the outcome
+// could not be stored; Result.ManifestRecorded is false), ErrRootFailed.
 func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
 	if err := model.Validate(snap, id); err != nil {
 		return nil, err
@@ -213,51 +271,62 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 		return nil, err
 	}
 	defer end()
+	return w.write(ctx, wctx, lease, w.newInput(id, snap, lease, start), log)
+}
 
-	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
-		docSizes: make(map[string]int, len(snap.Payload.Districts))}
-	res := &Result{SnapshotID: id, Fence: in.fence, FailedDistricts: []string{}}
+// newInput is what a write or repair by this lease builds its documents from.
+func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) rootInput {
+	return rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
+		docSizes: make(map[string]int, len(snap.Payload.Districts)), contended: new(atomic.Bool)}
+}
+
+// write is Write once the lock is held: root, chunks, finish.
+func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
+	res := &Result{SnapshotID: in.id, Fence: in.fence, FailedDistricts: []string{}}
 	log = log.With(zap.String("fence", in.fence))
 
-	ops := make([]op, 0, len(snap.Payload.Districts))
-	for _, d := range snap.Payload.Districts {
-		doc := districtDoc(snap, d)
+	ops := make([]op, 0, len(in.snap.Payload.Districts))
+	for _, d := range in.snap.Payload.Districts {
+		doc := districtDoc(in.snap, d, in.fence)
 		in.docSizes[d.DistrictID] = model.FirestoreSize(doc)
 		ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
 	}
 
-	rootRes, err := w.writeRoot(wctx, in)
+	rootRes, err := w.writeRoot(wctx, in, log)
 	if errors.Is(err, errSkip) {
 		log.Info("stored snapshot is complete; skipped")
-		res.Skipped, res.Complete = true, true
+		res.Skipped, res.Complete, res.ManifestRecorded = true, true, true
 		res.Fence = ""
-		res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
+		res.TotalDurationMs = w.cfg.now().Sub(in.startedAt).Milliseconds()
 		return res, nil
 	}
 	res.BatchResults = append(res.BatchResults, rootRes)
 	logBatch(log, rootRes)
 	if err != nil {
-		w.summarize(log, res, start)
+		w.summarize(log, res, in.startedAt)
 		return res, w.leaseErr(lease, err)
 	}
 	if w.cfg.beforeChunks != nil {
 		w.cfg.beforeChunks()
 	}
 
-	status, msgs, fenced, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
+	out, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
 	if err != nil {
 		return res, err
 	}
+	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
+	w.summarize(log, res, in.startedAt)
+	return res, w.ending(ctx, in.id, res, lease, finishErr, out.fenced, log)
+}
 
-	// The finish runs even when ctx was cancelled or the lease lost: the
-	// manifest must say what happened, and its fence check keeps it from
-	// touching a newer writer's snapshot.
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
-	defer fcancel()
-	finishErr := w.finish(fctx, in, res, status, msgs)
-	w.summarize(log, res, start)
-
-	return res, ending(ctx, id, res, lease, finishErr, fenced)
+// finishing runs the finish of a write or repair. It runs even when ctx was
+// cancelled or the lease lost: the manifest must say what happened, and its
+// fence check keeps it from touching a newer writer's snapshot.
+func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(context.Context) error) error {
+	log.Info("recording the manifest")
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
+	defer cancel()
+	return finish(fctx)
 }
 
 // begin takes the snapshot's lock. The work of the write runs under the
@@ -265,14 +334,23 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 // the work in flight runs under, ends a grace period later, or at once if
 // the lease is lost. end cancels it and releases the lock.
 func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*locking.Lease, context.Context, func(), error) {
-	lease, err := locking.Acquire(ctx, w.locker, "snapshot:"+id,
+	bound := w.cfg.lockWait + w.cfg.reqTimeout
+	actx, acancel := context.WithTimeoutCause(ctx, bound,
+		fmt.Errorf("%w within %s: %w", ErrTimeout, bound, context.DeadlineExceeded))
+	defer acancel()
+	lease, err := locking.Acquire(actx, w.locker, LockKey(id),
 		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
 	if err != nil {
-		if errors.Is(err, locking.ErrAcquisitionTimeout) {
+		switch {
+		case errors.Is(err, locking.ErrAcquisitionTimeout):
 			return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+		case ctx.Err() == nil && actx.Err() != nil:
+			return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, context.Cause(actx))
 		}
-		return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring lock: %w", id, err)
+		return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, err)
 	}
+	log.Info("snapshot lock acquired", zap.String("fence", lease.Fence()),
+		zap.String("keyHash", locking.HashKey(lease.Key())))
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
 	return lease, wctx, func() {
@@ -281,34 +359,56 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*lockin
 		// Detached from ctx: a cancelled write must still hand the lock back.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer rcancel()
-		if err := lease.Release(rctx); err != nil {
+		if err := lease.Release(rctx); err != nil && !errors.Is(err, locking.ErrLeaseLost) {
 			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
 		}
 	}, nil
 }
 
 // ending is the error a write or repair that got as far as its chunks ends
-// with, most telling first.
-func ending(ctx context.Context, id string, res *Result, lease *locking.Lease, finishErr error, fenced bool) error {
+// with, most telling first, and the log line that says so.
+func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *locking.Lease, finishErr error, fenced bool, log *zap.Logger) error {
+	lost := lease.Err()
+	res.LockLost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
 	switch {
-	case errors.Is(finishErr, ErrFencedOut) || fenced:
+	case errors.Is(finishErr, ErrFencedOut):
+		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
+		return fmt.Errorf("snapshot %s: %w", id, finishErr)
+	case fenced:
+		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written")
 		return fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
-	case lease.Err() != nil:
-		return fmt.Errorf("snapshot %s: %w: %w", id, ErrFencedOut, lease.Err())
 	case finishErr != nil:
-		return fmt.Errorf("snapshot %s: recording the manifest: %w", id, finishErr)
+		err := fmt.Errorf("snapshot %s: %w: %w; the root still says the write is in progress — `snapwriter repair` (or writing it again) completes it",
+			id, ErrManifestNotRecorded, finishErr)
+		if lost != nil {
+			err = fmt.Errorf("%w (and %w: %w)", err, ErrLockLost, lost)
+		}
+		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
+			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
+		return err
+	case lost != nil && !res.Complete:
+		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
+		return fmt.Errorf("snapshot %s: %w: %w; the manifest records what was written — `snapwriter repair` completes it", id, ErrLockLost, lost)
+	case lost != nil:
+		// Every chunk and the finish passed the fence check: what is
+		// stored is this writer's complete snapshot.
+		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
 	case ctx.Err() != nil && !res.Complete:
 		return fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
 	}
 	return nil
 }
 
+// districtOutcome is what the chunks of a write or repair did, per district.
+type districtOutcome struct {
+	status, msgs map[string]string // district → manifest entry status, error message
+	fenced       bool              // a chunk was refused for a newer fence
+}
+
 // writeDistricts adds deletes of the stale district documents to ops,
 // commits them all in chunks (starting chunks only while ctx is live,
-// running them under wctx), and records the outcome in res. It returns each
-// district's manifest status and error message, and whether a chunk was
-// fenced out.
-func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []op, res *Result, log *zap.Logger) (status, msgs map[string]string, fenced bool, err error) {
+// running them under wctx), and records the outcome in res.
+func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []op, res *Result, log *zap.Logger) (districtOutcome, error) {
 	stale, err := w.staleDistricts(wctx, in.id, in.snap)
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
@@ -319,32 +419,34 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
 		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("snapshot %s: planning chunks: %w", in.id, err)
+		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", in.id, err)
 	}
 	first := len(res.BatchResults)
 	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
-		r := w.writeChunk(ctx, wctx, in, first+i, chunk)
+		r := w.writeChunk(ctx, wctx, in, first+i, chunk, log)
 		logBatch(log, r)
 		return r
 	})
 	res.BatchResults = append(res.BatchResults, results...)
+	w.tally(res)
+	out := outcomeOf(results)
+	return out, nil
+}
 
-	status, msgs = map[string]string{}, map[string]string{}
+// outcomeOf reads the per-district outcome from chunk results.
+func outcomeOf(results []BatchResult) districtOutcome {
+	out := districtOutcome{status: map[string]string{}, msgs: map[string]string{}}
 	for _, r := range results {
 		st := entrySuccess
 		if !r.Success {
 			st = entryFailed
-			fenced = fenced || strings.Contains(r.Error, ErrFencedOut.Error())
+			out.fenced = out.fenced || r.fenced
 		}
 		for _, d := range r.DistrictIDs {
-			status[d], msgs[d] = st, r.Error
-		}
-		if r.Success {
-			res.StaleDeleted += r.deletes
+			out.status[d], out.msgs[d] = st, r.Error
 		}
 	}
-	w.tally(res)
-	return status, msgs, fenced, nil
+	return out
 }
 
 // lockRetry waits up to the lock wait for a held lock, polling with the
@@ -359,18 +461,16 @@ func (w *Writer) lockRetry() locking.RetryPolicy {
 	return p
 }
 
+// finishTimeout bounds the finish: long enough to outlast a stalled
+// transaction (the contention wait) plus one attempt.
 func (w *Writer) finishTimeout() time.Duration {
-	if t := w.cfg.retry.TotalTimeout; t > 0 && t < time.Minute {
-		return t
-	}
-	return time.Minute
+	return max(w.cfg.contention+w.cfg.retry.AttemptTimeout, time.Minute)
 }
 
-// leaseErr reports a failure as fenced out when the lease was lost, since
-// that, not the symptom, is why the write stopped.
+// leaseErr adds the lease's loss to a failure it caused.
 func (w *Writer) leaseErr(lease *locking.Lease, err error) error {
-	if lease.Err() != nil && !errors.Is(err, ErrFencedOut) {
-		return fmt.Errorf("%w: %w", ErrFencedOut, lease.Err())
+	if lost := lease.Err(); lost != nil && !errors.Is(err, ErrFencedOut) {
+		return fmt.Errorf("%w (%w: %w)", err, ErrLockLost, lost)
 	}
 	return err
 }
@@ -379,9 +479,29 @@ func (w *Writer) root(id string) *firestore.DocumentRef {
 	return w.client.Collection(w.cfg.collection).Doc(id)
 }
 
+// do runs fn as one transaction per attempt under the writer's retry
+// policy. Contention (ABORTED) is retried for the contention wait, and the
+// first time it happens in this write one WARNING says why. A commit whose
+// outcome is unknown is retried as a fresh transaction: every write is a
+// set or a delete, so repeating one that was applied changes nothing.
+// unsure reports whether any attempt's commit had an unknown outcome.
+func (w *Writer) do(ctx context.Context, in rootInput, log *zap.Logger, fn func(context.Context, *firestore.Transaction) error) (st retry.Stats, unsure bool, err error) {
+	st, err = retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+		err := w.txn(ctx, fn)
+		unsure = unsure || errors.As(err, new(*unknownOutcome))
+		return err
+	}, retry.WithNotify(func(err error, wait time.Duration) {
+		if status.Code(err) == codes.Aborted && in.contended.CompareAndSwap(false, true) {
+			log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
+				zap.Duration("contentionWait", w.cfg.contention), zap.Error(err))
+		}
+	}))
+	return st, unsure, err
+}
+
 // writeRoot commits the root document in a transaction that refuses to
 // replace a root written under a newer fence.
-func (w *Writer) writeRoot(ctx context.Context, in rootInput) (BatchResult, error) {
+func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (BatchResult, error) {
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	doc, err := in.rootDoc()
 	if err != nil {
@@ -389,22 +509,20 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput) (BatchResult, erro
 	}
 	ref := w.root(in.id)
 	t0 := time.Now()
-	st, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
-		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			snap, err := tx.Get(ref)
-			if err != nil && status.Code(err) != codes.NotFound {
-				return err
+	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if err != nil && status.Code(err) != codes.NotFound {
+			return err
+		}
+		if snap.Exists() {
+			if w.cfg.skipComplete && isComplete(snap.Data()) {
+				return retry.Permanent(errSkip)
 			}
-			if snap.Exists() {
-				if w.cfg.skipComplete && isComplete(snap.Data()) {
-					return retry.Permanent(errSkip)
-				}
-				if err := w.checkPrior(snap.Data(), in); err != nil {
-					return retry.Permanent(err)
-				}
+			if err := w.checkPrior(snap.Data(), in); err != nil {
+				return retry.Permanent(err)
 			}
-			return tx.Set(ref, doc)
-		}, firestore.MaxAttempts(1))
+		}
+		return tx.Set(ref, doc)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
@@ -467,8 +585,8 @@ func requireFence(ctx context.Context, tx *firestore.Transaction, ref *firestore
 // writeChunk commits one chunk as a transaction that first verifies the
 // fence. The chunk starts only while start is live; once started it runs
 // under ctx, which outlives start by the grace period.
-func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op) BatchResult {
-	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}}
+func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op, log *zap.Logger) BatchResult {
+	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
 		if o.doc != nil {
 			r.DistrictIDs = append(r.DistrictIDs, o.districtID)
@@ -486,25 +604,23 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	}
 	rootRef := w.root(in.id)
 	districts := rootRef.Collection("districts")
-	st, err := retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
-		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			if err := requireFence(ctx, tx, rootRef, in); err != nil {
-				return err
+	st, unsure, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+		if err := requireFence(ctx, tx, rootRef, in); err != nil {
+			return err
+		}
+		for _, o := range chunk {
+			ref := districts.Doc(districtDocID(o.districtID))
+			var err error
+			if o.doc != nil {
+				err = tx.Set(ref, o.doc)
+			} else {
+				err = tx.Delete(ref)
 			}
-			for _, o := range chunk {
-				ref := districts.Doc(districtDocID(o.districtID))
-				var err error
-				if o.doc != nil {
-					err = tx.Set(ref, o.doc)
-				} else {
-					err = tx.Delete(ref)
-				}
-				if err != nil {
-					return retry.Permanent(err)
-				}
+			if err != nil {
+				return retry.Permanent(err)
 			}
-			return nil
-		}, firestore.MaxAttempts(1))
+		}
+		return nil
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
@@ -512,6 +628,8 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
 		r.Error = err.Error()
+		r.fenced = errors.Is(err, ErrFencedOut)
+		r.unsure = unsure && !r.fenced
 		return r
 	}
 	r.Success = true
@@ -540,38 +658,49 @@ func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snap
 }
 
 // finish records the outcome in the root: manifest entries, counts, status.
-func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, entry, msgs map[string]string) error {
-	now := w.cfg.now()
-	st := in.snap.Status
-	if !res.Complete {
-		st = "partial"
-	}
-	md, err := in.metadata(st, res.Complete, res.FailedDistricts, now)
+// Chunks whose outcome is unknown are decided inside the same transaction,
+// by reading their documents, so the manifest it records is exact.
+func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out districtOutcome, log *zap.Logger) error {
+	ref := w.root(in.id)
+	var done Result
+	_, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+		if err := requireFence(ctx, tx, ref, in); err != nil {
+			return err
+		}
+		r, out, err := w.resolve(tx, in, res, out)
+		if err != nil {
+			return err
+		}
+		now := w.cfg.now()
+		st := in.snap.Status
+		if !r.Complete {
+			st = "partial"
+		}
+		md, err := in.metadata(st, r.Complete, r.FailedDistricts, now)
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		done = r
+		return tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(out.status, out.msgs, now)}})
+	})
 	if err != nil {
 		return err
 	}
-	mf := in.manifest(entry, msgs, now)
-	ref := w.root(in.id)
-	_, err = retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
-		return w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			if err := requireFence(ctx, tx, ref, in); err != nil {
-				return err
-			}
-			return tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}})
-		}, firestore.MaxAttempts(1))
-	})
-	return err
+	*res = done
+	res.ManifestRecorded = true
+	return nil
 }
 
 // tally fills the aggregate counts from the batch results (property 7).
 func (w *Writer) tally(res *Result) {
 	res.TotalBatches = len(res.BatchResults)
-	res.SuccessfulBatches, res.FailedBatches, res.DistrictsWritten = 0, 0, 0
+	res.SuccessfulBatches, res.FailedBatches, res.DistrictsWritten, res.StaleDeleted = 0, 0, 0, 0
 	res.FailedDistricts = []string{}
 	for _, r := range res.BatchResults {
 		if r.Success {
 			res.SuccessfulBatches++
 			res.DistrictsWritten += len(r.DistrictIDs)
+			res.StaleDeleted += r.deletes
 		} else {
 			res.FailedBatches++
 			res.FailedDistricts = append(res.FailedDistricts, r.DistrictIDs...)

@@ -541,7 +541,8 @@ func TestOlderFenceCannotReplaceRoot(t *testing.T) {
 }
 
 // Lease loss: when the heartbeat cannot extend the lock, the remaining
-// chunks are cancelled and the write ends fenced out.
+// chunks are cancelled and the write ends with ErrLockLost (not fenced out:
+// nobody else wrote), its manifest recorded.
 func TestLeaseLossCancelsChunks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -565,8 +566,11 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 	time.Sleep(time.Second) // > TTL/3: the heartbeat's extend finds the lock gone
 	close(resume)
 	got := <-done
-	if !errors.Is(got.err, ErrFencedOut) || !errors.Is(got.err, locking.ErrLeaseLost) {
-		t.Fatalf("err = %v, want ErrFencedOut wrapping ErrLeaseLost", got.err)
+	if !errors.Is(got.err, ErrLockLost) || !errors.Is(got.err, locking.ErrLeaseLost) || errors.Is(got.err, ErrFencedOut) {
+		t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", got.err)
+	}
+	if !got.res.LockLost || !got.res.ManifestRecorded {
+		t.Errorf("result: lockLost %v, manifestRecorded %v; want both", got.res.LockLost, got.res.ManifestRecorded)
 	}
 	if got.res.DistrictsWritten != 0 || len(e.stored(day)) != 0 {
 		t.Errorf("chunks ran after the lease was lost: %d written", got.res.DistrictsWritten)

@@ -1,0 +1,206 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// A transaction left open on the root — as a writer killed mid-chunk leaves
+// its chunk's, until Firestore expires it — holds the root. Without the
+// contention wait the next writer's root transaction gives up; with it, the
+// writer outlasts the stalled transaction, and one WARNING says why.
+func TestStalledTransactionIsOutlasted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	mustWrite(t, e.writer(), day, gen(10, 1))
+	ref := e.clean.Collection(DefaultCollection).Doc(day)
+	const hold = 12 * time.Second
+	held := make(chan struct{})
+	stalled := make(chan error, 1)
+	go func() {
+		stalled <- e.clean.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			if _, err := tx.Get(ref); err != nil {
+				return err
+			}
+			close(held)
+			time.Sleep(hold)
+			return errors.New("abandoned") // rolled back
+		}, firestore.MaxAttempts(1))
+	}()
+	<-held
+	heldSince := time.Now()
+	p := fastPolicy()
+	p.MaxRetries = 0
+	_, err := e.writer(WithRetryPolicy(p), WithContentionWait(0)).Write(ctx, day, gen(10, 2))
+	if !errors.Is(err, ErrRootFailed) || status.Code(err) != codes.Aborted {
+		t.Fatalf("without a contention wait: err = %v, want ErrRootFailed with ABORTED", err)
+	}
+	t.Logf("without a contention wait the root gave up %s after the stall began", time.Since(heldSince).Round(time.Millisecond))
+
+	core, logs := observer.New(zapcore.WarnLevel)
+	in := gen(10, 3)
+	res, err := e.writer(WithRetryPolicy(p), WithContentionWait(45*time.Second), WithLogger(zap.New(core))).Write(ctx, day, in)
+	if err != nil || !res.Complete {
+		t.Fatalf("with a contention wait: %+v, %v", res, err)
+	}
+	took := time.Since(heldSince)
+	t.Logf("with a contention wait the write completed %s after the stall began", took.Round(time.Millisecond))
+	if took < hold {
+		t.Errorf("completed %s into a %s stall: the stalled transaction did not hold the root", took, hold)
+	}
+	if n := logs.FilterMessageSnippet("root locked by another transaction").Len(); n != 1 {
+		t.Errorf("%d contention warnings, want 1", n)
+	}
+	if got := e.get(day); !model.Equal(got, in) {
+		t.Errorf("read back differs: %s", model.Diff(got, in))
+	}
+	<-stalled
+}
+
+// A commit whose outcome is unknown is retried as a fresh transaction, and
+// if it still ends unknown, the finish reads the chunk's documents: success
+// in the manifest means this writer's document is there, failed that it is
+// not.
+func TestUnknownCommitOutcomes(t *testing.T) {
+	t.Parallel()
+	always := func(code codes.Code, msg string) func(*commitCall) error {
+		return func(*commitCall) error { return status.Error(code, msg) }
+	}
+	once := func(code codes.Code, msg string) func(*commitCall) error {
+		var n atomic.Int32
+		return func(*commitCall) error {
+			if n.Add(1) == 1 {
+				return status.Error(code, msg)
+			}
+			return nil
+		}
+	}
+	for _, tc := range []struct {
+		name         string
+		before       func(*commitCall) error // before the commit reaches the emulator
+		after        func(*commitCall) error // after it was applied: the response is lost
+		wantComplete bool
+	}{
+		{name: "response lost once, the client's own retry finds the transaction closed",
+			after: once(codes.Unavailable, "connection reset by peer"), wantComplete: true},
+		{name: "applied, then transaction invalid or closed",
+			after: once(codes.InvalidArgument, "Transaction is invalid or closed"), wantComplete: true},
+		{name: "applied, every response lost",
+			after: always(codes.DeadlineExceeded, "deadline exceeded"), wantComplete: true},
+		{name: "never applied, every outcome unknown",
+			before: always(codes.DeadlineExceeded, "deadline exceeded"), wantComplete: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			in := gen(120, 4)
+			target := in.Payload.Districts[60].DistrictID // in the second chunk
+			only := func(f func(*commitCall) error) func(*commitCall) error {
+				if f == nil {
+					return nil
+				}
+				return func(c *commitCall) error {
+					if c.has(target) {
+						return f(c)
+					}
+					return nil
+				}
+			}
+			e.f.setRule(only(tc.before))
+			e.f.setAfter(only(tc.after))
+			res, err := e.writer().Write(context.Background(), day, in)
+			if err != nil || res == nil {
+				t.Fatalf("Write = %+v, %v", res, err)
+			}
+			checkInvariants(t, res)
+			if !res.ManifestRecorded {
+				t.Error("manifest not recorded")
+			}
+			if res.Complete != tc.wantComplete {
+				t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
+			}
+			if n := e.f.commitsFor(target); n < 2 {
+				t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
+			}
+			w, f := checkExact(t, e, day)
+			switch {
+			case tc.wantComplete && (w != 120 || f != 0):
+				t.Errorf("manifest %d/%d, want 120/0", w, f)
+			case !tc.wantComplete && (w != 70 || f != 50 || !slices.Contains(res.FailedDistricts, target)):
+				t.Errorf("manifest %d/%d, want 70/50 with %s failed", w, f, target)
+			}
+			if tc.wantComplete {
+				if got := e.get(day); !model.Equal(got, in) {
+					t.Errorf("read back differs: %s", model.Diff(got, in))
+				}
+			}
+		})
+	}
+}
+
+// A finish that cannot be recorded says so: ErrManifestNotRecorded, an
+// ERROR log, ManifestRecorded false; Repair then completes the snapshot.
+func TestFinishNotRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(80, 5)
+	var roots atomic.Int32
+	e.f.setRule(func(c *commitCall) error {
+		if c.root && roots.Add(1) > 1 { // the finish, not the root write
+			return status.Error(codes.PermissionDenied, "denied")
+		}
+		return nil
+	})
+	core, logs := observer.New(zapcore.ErrorLevel)
+	res, err := e.writer(WithLogger(zap.New(core))).Write(context.Background(), day, in)
+	if !errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockLost) {
+		t.Fatalf("err = %v, want ErrManifestNotRecorded alone", err)
+	}
+	if res == nil || res.ManifestRecorded || res.DistrictsWritten != 80 {
+		t.Fatalf("result %+v", res)
+	}
+	if logs.FilterMessageSnippet("manifest was not recorded").Len() != 1 {
+		t.Errorf("no ERROR log says the manifest was not recorded: %v", logs.All())
+	}
+	if md := asMap(e.rootData(day)["metadata"]); md["status"] != statusWriting {
+		t.Errorf("root status %v, want it still %q", md["status"], statusWriting)
+	}
+	e.f.setRule(nil)
+	rres, err := e.writer().Repair(context.Background(), day, in)
+	if err != nil || !rres.Complete {
+		t.Fatalf("Repair = %+v, %v", rres, err)
+	}
+	if w, f := checkExact(t, e, day); w != 80 || f != 0 {
+		t.Errorf("manifest %d/%d after repair", w, f)
+	}
+}
+
+// Every district document carries the fence of the writer that wrote it.
+func TestDistrictDocumentsCarryTheFence(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	res := mustWrite(t, e.writer(), day, gen(30, 6))
+	docs, err := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts").Documents(context.Background()).GetAll()
+	if err != nil || len(docs) != 30 {
+		t.Fatalf("%d documents, %v", len(docs), err)
+	}
+	for _, d := range docs {
+		if f := fenceOf(d.Data()); f != res.Fence {
+			t.Errorf("%s: writerFence %q, want %q", d.Ref.ID, f, res.Fence)
+		}
+	}
+}
