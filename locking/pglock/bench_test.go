@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/snapwriter/snapwriter/internal/benchutil"
+	"github.com/snapwriter/snapwriter/internal/faultproxy"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/pgserver"
 )
@@ -52,11 +53,12 @@ func benchPairs(b *testing.B, rtt time.Duration) {
 		if rtt <= 0 {
 			return
 		}
-		proxy, err := benchutil.NewDelayProxy(net.JoinHostPort(c.ConnConfig.Host, strconv.Itoa(int(c.ConnConfig.Port))), rtt/2)
+		proxy, err := faultproxy.New(net.JoinHostPort(c.ConnConfig.Host, strconv.Itoa(int(c.ConnConfig.Port))))
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(proxy.Close)
+		proxy.SetLatency(rtt / 2)
 		host, port, _ := net.SplitHostPort(proxy.Addr())
 		p, _ := strconv.Atoi(port)
 		c.ConnConfig.Host, c.ConnConfig.Port = host, uint16(p)
