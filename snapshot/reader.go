@@ -11,31 +11,96 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 )
 
 // ErrNotFound: no snapshot is stored under that id.
 var ErrNotFound = errors.New("snapshot not found")
 
+// States of a stored snapshot, as Summary.State reports them.
+const (
+	// StateComplete: every district was written (or the root comes from
+	// the TypeScript writer, which records no outcome).
+	StateComplete = "complete"
+	// StatePartial: the write finished with failed districts; the manifest
+	// records which, and Writer.Repair completes it.
+	StatePartial = "partial"
+	// StateWriting: the root says "writing" and a live lock holds the
+	// snapshot's key (LockKey) on the lock backend the root records: a
+	// writer is at work.
+	StateWriting = "writing"
+	// StateInterrupted: the root says "writing" but no live lock holds the
+	// key: the writer died before recording its outcome. Writer.Repair
+	// completes it, or a new write replaces it.
+	StateInterrupted = "interrupted"
+	// StateUnknown: the root says "writing" and its lock backend was not
+	// given to the Reader (WithLockBackends), or the root records none, so
+	// whether a writer is alive cannot be told.
+	StateUnknown = "unknown"
+)
+
 // Reader reads snapshots back in the input format.
 type Reader struct {
 	client     *firestore.Client
 	collection string
+	backends   map[string]locking.Backend
+}
+
+// ReaderOption configures a Reader.
+type ReaderOption func(*Reader)
+
+// WithLockBackends gives the Reader the lock backends it asks whether a
+// snapshot whose root says "writing" has a live writer. Each serves the
+// roots whose metadata.writerLockBackend is its Capabilities().Backend
+// ("firestore", "postgres"); such a root is StateWriting while a live lock
+// (whatever its fence) holds LockKey(id) on it, and StateInterrupted when
+// none does. A root whose backend is not among these is StateUnknown. The
+// backends are only read.
+func WithLockBackends(backends ...locking.Backend) ReaderOption {
+	return func(r *Reader) {
+		for _, b := range backends {
+			if b != nil {
+				r.backends[b.Capabilities().Backend] = b
+			}
+		}
+	}
 }
 
 // NewReader returns a Reader of collection ("" means "snapshots").
-func NewReader(client *firestore.Client, collection string) *Reader {
+func NewReader(client *firestore.Client, collection string, opts ...ReaderOption) *Reader {
 	if collection == "" {
 		collection = DefaultCollection
 	}
-	return &Reader{client: client, collection: collection}
+	r := &Reader{client: client, collection: collection, backends: map[string]locking.Backend{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
+
+// LockCheckError reports that asking a lock backend whether the write of a
+// snapshot is live failed; Err is the backend's error.
+type LockCheckError struct {
+	SnapshotID string
+	Backend    string // the root's writerLockBackend: "firestore", "postgres"
+	Err        error
+}
+
+// Error names the snapshot and the backend, and says what failed.
+func (e *LockCheckError) Error() string {
+	return fmt.Sprintf("checking whether the write of snapshot %s is live (%s lock): %v", e.SnapshotID, e.Backend, e.Err)
+}
+
+// Unwrap returns the backend's error.
+func (e *LockCheckError) Unwrap() error { return e.Err }
 
 // Summary describes one stored snapshot for listings.
 type Summary struct {
 	SnapshotID string `json:"snapshotId"`
-	// State is "complete", "partial" or "writing" (a write in progress, or
-	// one that died before recording its outcome).
+	// State is StateComplete, StatePartial, StateWriting, StateInterrupted
+	// or StateUnknown: see WithLockBackends for how a root that says
+	// "writing" is told apart.
 	State           string   `json:"state"`
 	Status          string   `json:"status"`
 	Districts       int      `json:"districts"`
@@ -110,31 +175,102 @@ func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
 	s := summarize(doc)
+	if err := r.settle(ctx, &s); err != nil {
+		return nil, err
+	}
 	return &s, nil
 }
+
+// summaryFields are the root fields a Summary is made of.
+var summaryFields = []string{"metadata.status", "metadata.writeComplete", "metadata.writeFailedDistricts",
+	"metadata.writerFence", "metadata.writerLockBackend", "metadata.writeFinishedAt",
+	"metadata.configuredDistricts", "manifest.totalDistricts"}
 
 // List returns every snapshot, newest first. The scan runs in ascending id
 // order and is reversed here: the emulator refuses descending key scans,
 // and one summary per day is small.
 func (r *Reader) List(ctx context.Context) ([]Summary, error) {
-	it := r.client.Collection(r.collection).
-		Select("metadata.status", "metadata.writeComplete", "metadata.writeFailedDistricts",
-			"metadata.writerFence", "metadata.writerLockBackend", "metadata.writeFinishedAt",
-			"metadata.configuredDistricts", "manifest.totalDistricts").
+	it := r.client.Collection(r.collection).Select(summaryFields...).
 		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx)
 	defer it.Stop()
 	var out []Summary
 	for {
 		doc, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			slices.Reverse(out)
-			return out, nil
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("listing snapshots: %w", err)
 		}
 		out = append(out, summarize(doc))
 	}
+	for i := range out {
+		if err := r.settle(ctx, &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// settle decides the state of a root that says "writing": StateWriting
+// while a live lock holds its key on the backend it records,
+// StateInterrupted when none does, StateUnknown when that backend cannot
+// be asked. Other roots are left as they are.
+//
+// A writer records its outcome before it unlocks, so a root read as
+// "writing" whose lock is free may have been finished in between; and a
+// new writer may have taken over. So when the lock is free the root is
+// read again: only a root still "writing" under the same fence, whose
+// writer therefore holds no lock, is interrupted; a changed one is settled
+// afresh.
+func (r *Reader) settle(ctx context.Context, s *Summary) error {
+	for range 3 {
+		if s.Status != statusWriting {
+			return nil
+		}
+		b := r.backends[s.LockBackend]
+		if b == nil || s.LockBackend == "" {
+			s.State = StateUnknown
+			return nil
+		}
+		live, err := b.IsLocked(ctx, LockKey(s.SnapshotID))
+		if err != nil {
+			return &LockCheckError{SnapshotID: s.SnapshotID, Backend: s.LockBackend, Err: err}
+		}
+		if live {
+			s.State = StateWriting
+			return nil
+		}
+		fresh, err := r.reread(ctx, s.SnapshotID)
+		if err != nil {
+			return err
+		}
+		if fresh.Status == statusWriting && fresh.WriterFence == s.WriterFence && fresh.LockBackend == s.LockBackend {
+			s.State = StateInterrupted
+			return nil
+		}
+		*s = fresh
+	}
+	if s.Status == statusWriting {
+		// The root kept changing under us: writers are at work.
+		s.State = StateWriting
+	}
+	return nil
+}
+
+// reread reads the summary fields of one root again, through a projection
+// (the whole root carries a manifest entry per district).
+func (r *Reader) reread(ctx context.Context, id string) (Summary, error) {
+	coll := r.client.Collection(r.collection)
+	docs, err := coll.Where(firestore.DocumentID, "==", coll.Doc(id)).Select(summaryFields...).Documents(ctx).GetAll()
+	if err != nil {
+		return Summary{}, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	if len(docs) == 0 {
+		return Summary{}, fmt.Errorf("%s: %w", id, ErrNotFound)
+	}
+	return summarize(docs[0]), nil
 }
 
 // Latest returns the id of the newest snapshot whose status is "success"
@@ -176,11 +312,11 @@ func summarize(doc *firestore.DocumentSnapshot) Summary {
 	complete, hasFlag := md["writeComplete"].(bool)
 	switch {
 	case s.Status == statusWriting:
-		s.State = "writing"
+		s.State = StateUnknown // until settle asks the lock backend
 	case complete || !hasFlag: // roots of the TypeScript writer have no flag
-		s.State = "complete"
+		s.State = StateComplete
 	default:
-		s.State = "partial"
+		s.State = StatePartial
 	}
 	return s
 }

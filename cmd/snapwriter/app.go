@@ -52,8 +52,10 @@ type app struct {
 	writerOptions []snapshot.Option
 
 	global globalFlags
-	log    *zap.Logger
-	ran    bool // a command's RunE started: errors after it are not usage errors
+	// timeout is the running command's --timeout (see timeout.go).
+	timeout time.Duration
+	log     *zap.Logger
+	ran     bool // a command's RunE started: errors after it are not usage errors
 }
 
 type globalFlags struct {
@@ -126,7 +128,13 @@ func exitCode(err error) int {
 		return exitFenced
 	case errors.Is(err, snapshot.ErrLockHeld):
 		return exitLockHeld
-	case errors.Is(err, errPartial):
+	case errors.Is(err, snapshot.ErrManifestNotRecorded), errors.Is(err, snapshot.ErrRootFailed):
+		// Checked before ErrLockLost, which either may also carry: the
+		// manifest does not record the write, so this is no partial.
+		return exitError
+	case errors.Is(err, errPartial), errors.Is(err, snapshot.ErrLockLost):
+		// A lost lock without a newer writer: the manifest records what
+		// was written, like any partial write.
 		return exitPartial
 	default:
 		return exitError
@@ -159,13 +167,18 @@ failure in the snapshot's manifest.
 The emulator is used when FIRESTORE_EMULATOR_HOST is set. Every flag can also be
 set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 
-Exit codes: 0 complete, 1 runtime failure, 2 usage or invalid input (nothing
-written), 3 partial, 4 lock held by another writer, 5 fenced out.`,
+Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
+be recorded), 2 usage or invalid input (nothing written), 3 partial (including a
+lock lost mid-write; the manifest records what was written), 4 lock held by
+another writer, 5 fenced out by a newer writer.`,
 		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.applyEnv(cmd); err != nil {
+				return err
+			}
+			if err := a.readTimeout(cmd); err != nil {
 				return err
 			}
 			return a.setupLogger()
@@ -280,12 +293,12 @@ func (a *app) openFirestore(ctx context.Context, project, database string) (*fir
 	return firestore.NewClientWithDatabase(ctx, project, database)
 }
 
-// client opens Firestore for a command, with a bounded connect time.
+// client opens Firestore for a command, connecting within --timeout.
 func (a *app) client(ctx context.Context) (*firestore.Client, error) {
 	if a.global.collection == "" || strings.Contains(a.global.collection, "/") {
 		return nil, usagef("--collection %q: want a top-level collection name", a.global.collection)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
 	c, err := a.newClient(cctx, a.global.project, a.global.database)
 	if err != nil {
@@ -293,7 +306,7 @@ func (a *app) client(ctx context.Context) (*firestore.Client, error) {
 		if errors.As(err, &u) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("connecting to Firestore: %w", err)
+		return nil, a.firestoreWait(fmt.Errorf("connecting to Firestore: %w", err))
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -221,6 +222,7 @@ date was done) over 5 (fenced out) over 4 (lock held) over 3 (partial) over 0.`,
 	fl.BoolVar(&b.asJSON, "json", false, "print the summary as JSON")
 	fl.StringVar(&b.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, or log")
 	f.register(fl)
+	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input-dir")
 	return cmd
 }
@@ -267,9 +269,11 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	// parses nor locks the old ones. The writer checks again under the lock.
 	complete := map[string]string{} // date → writer fence
 	if b.skipComplete {
-		list, err := reader.List(ctx)
+		lctx, cancel := context.WithTimeout(ctx, a.bound())
+		list, err := reader.List(lctx)
+		cancel()
 		if err != nil {
-			return err
+			return a.firestoreWait(err)
 		}
 		for _, s := range list {
 			if s.State == "complete" {
@@ -303,17 +307,25 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	}
 	defer closeLocker()
 	sum := backfillSummary{TaskIndex: index, TaskCount: count, Dates: []dateResult{}}
+	// A store that did not answer stops the backfill: every further date
+	// would wait as long in vain. A rerun with --skip-complete resumes.
+	var stopped string
 	for _, in := range mine {
 		var r dateResult
 		if fence, done := complete[in.date]; done {
 			r = dateResult{Date: in.date, Outcome: outcomeSkipped, Fence: fence}
 		} else if ctx.Err() != nil {
 			r = dateResult{Date: in.date, Outcome: outcomeNotStarted, ExitCode: exitError, Error: "not started: " + context.Cause(ctx).Error()}
+		} else if stopped != "" {
+			r = dateResult{Date: in.date, Outcome: outcomeNotStarted, ExitCode: exitError, Error: "not started: " + stopped}
 		} else {
 			if bar != nil {
 				bar.Describe(in.date)
 			}
-			r = a.backfillDate(cmd, w, reader, in, b.skipComplete)
+			var werr *waitError
+			if r, werr = a.backfillDate(cmd, f, w, reader, in, b.skipComplete); werr != nil {
+				stopped = fmt.Sprintf("the backfill stopped at %s: %s", in.date, werr.short())
+			}
 		}
 		sum.add(r)
 		fields := []zap.Field{zap.String("date", r.Date), zap.String("outcome", r.Outcome), zap.String("fence", r.Fence),
@@ -367,8 +379,10 @@ func loadDated(in backfillInput) (*model.Snapshot, error) {
 	return snap, nil
 }
 
-// backfillDate writes one date and reports how it went.
-func (a *app) backfillDate(cmd *cobra.Command, w *snapshot.Writer, reader *snapshot.Reader, in backfillInput, skipComplete bool) dateResult {
+// backfillDate writes one date and reports how it went. A non-nil
+// waitError says that Firestore or the lock store did not answer, which
+// stops the backfill.
+func (a *app) backfillDate(cmd *cobra.Command, f writeFlags, w *snapshot.Writer, reader *snapshot.Reader, in backfillInput, skipComplete bool) (dateResult, *waitError) {
 	ctx := cmd.Context()
 	t0 := time.Now()
 	r := dateResult{Date: in.date}
@@ -376,24 +390,34 @@ func (a *app) backfillDate(cmd *cobra.Command, w *snapshot.Writer, reader *snaps
 	if skipComplete {
 		// A read first, so a rerun over finished dates takes no locks;
 		// the writer checks again under the lock.
-		if s, err := reader.Summary(ctx, in.date); err == nil && s.State == "complete" {
+		rctx, cancel := context.WithTimeout(ctx, a.bound())
+		s, err := reader.Summary(rctx, in.date)
+		cancel()
+		if err == nil && s.State == snapshot.StateComplete {
 			r.Outcome, r.Fence = outcomeSkipped, s.WriterFence
-			return done()
+			return done(), nil
+		}
+		var we *waitError
+		if err != nil && ctx.Err() == nil && errors.As(a.firestoreWait(err), &we) {
+			r.Outcome, r.ExitCode, r.Error = outcomeFailed, exitError, we.Error()
+			return done(), we
 		}
 	}
 	snap, err := loadDated(in)
 	if err != nil {
 		r.Outcome, r.ExitCode, r.Error = outcomeFailed, exitCode(err), err.Error()
-		return done()
+		return done(), nil
 	}
 	res, werr := w.Write(ctx, in.date, snap)
 	if res != nil {
 		r.Fence, r.DistrictsWritten, r.FailedDistricts = res.Fence, res.DistrictsWritten, res.FailedDistricts
 	}
-	err = outcome(res, werr)
+	err = a.writeWait(outcome(res, werr), f)
 	r.ExitCode = exitCode(err)
+	var stop *waitError
 	if err != nil {
 		r.Error = err.Error()
+		errors.As(err, &stop)
 	}
 	switch {
 	case res != nil && res.Skipped:
@@ -409,7 +433,7 @@ func (a *app) backfillDate(cmd *cobra.Command, w *snapshot.Writer, reader *snaps
 	default:
 		r.Outcome = outcomeFailed
 	}
-	return done()
+	return done(), stop
 }
 
 func (s *backfillSummary) add(r dateResult) {

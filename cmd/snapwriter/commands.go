@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -55,6 +53,7 @@ type writeFlags struct {
 	lockTTL     time.Duration
 	lockWait    time.Duration
 	grace       time.Duration
+	contention  time.Duration
 	allowSwitch bool
 	lock        lockFlags
 }
@@ -66,6 +65,8 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
 	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
 	fl.DurationVar(&f.grace, "grace-period", snapshot.DefaultGracePeriod, "on SIGTERM/SIGINT, how long chunks in flight may take to finish")
+	fl.DurationVar(&f.contention, "contention-wait", snapshot.DefaultContentionWait,
+		"how long a transaction that finds the snapshot locked by another transaction keeps retrying (a writer that died mid-chunk holds it until Firestore expires it, within 60 s)")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
 	f.lock.register(fl)
 }
@@ -84,6 +85,8 @@ func (f writeFlags) validate() error {
 		return usagef("--lock-wait %s: must not be negative", f.lockWait)
 	case f.grace < 0:
 		return usagef("--grace-period %s: must not be negative", f.grace)
+	case f.contention < 0:
+		return usagef("--contention-wait %s: must not be negative", f.contention)
 	}
 	return f.lock.validate()
 }
@@ -104,7 +107,9 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 		snapshot.WithRetryPolicy(policy),
 		snapshot.WithLockTTL(f.lockTTL),
 		snapshot.WithLockWait(f.lockWait),
+		snapshot.WithRequestTimeout(a.bound()),
 		snapshot.WithGracePeriod(f.grace),
+		snapshot.WithContentionWait(f.contention),
 		snapshot.WithLogger(a.log),
 		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
 	}, extra...)
@@ -172,6 +177,7 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.register(fl)
+	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
 }
@@ -206,7 +212,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, input, date string, asJS
 			return err
 		}
 	}
-	return outcome(res, werr)
+	return a.writeWait(outcome(res, werr), f)
 }
 
 func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
@@ -227,6 +233,9 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 		res.SnapshotID, state, res.DistrictsWritten, res.TotalBatches, res.FailedBatches, res.Fence, res.TotalDurationMs)
 	if len(res.FailedDistricts) > 0 {
 		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
+	}
+	if !res.ManifestRecorded && res.TotalBatches > 1 {
+		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
 	}
 	if res.StaleDeleted > 0 {
 		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)
@@ -250,7 +259,9 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 			if date != "latest" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date or \"latest\"", date)
 			}
-			ctx := cmd.Context()
+			// --timeout bounds the whole command.
+			ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
+			defer cancel()
 			client, err := a.client(ctx)
 			if err != nil {
 				return err
@@ -259,7 +270,7 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 			r := snapshot.NewReader(client, a.global.collection)
 			if date == "latest" {
 				if date, err = r.Latest(ctx); err != nil {
-					return err
+					return a.firestoreWait(err)
 				}
 			}
 			var v any
@@ -269,7 +280,7 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 				v, err = r.Get(ctx, date)
 			}
 			if err != nil {
-				return err
+				return a.firestoreWait(err)
 			}
 			if district != "" {
 				// model.Marshal keeps 1.0 a float, as the input had it.
@@ -297,49 +308,7 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)
 	cmd.Flags().BoolVar(&compact, "json", false, "print compact JSON on one line")
 	cmd.Flags().StringVar(&district, "district", "", "print only this district's statistics (as in payload.districts)")
+	registerTimeout(cmd.Flags(), defaultReadTimeout, getTimeoutUsage)
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
-}
-
-func (a *app) listCommand() *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "list [--json]",
-		Short: "List snapshots with their write state",
-		Example: `  snapwriter list
-  snapwriter list --json | jq '.[] | select(.state != "complete")'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			client, err := a.client(ctx)
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			list, err := snapshot.NewReader(client, a.global.collection).List(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if list == nil {
-					list = []snapshot.Summary{}
-				}
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
-			}
-			return printList(a.stdout, list)
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return cmd
-}
-
-func printList(w io.Writer, list []snapshot.Summary) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATE\tSTATE\tSTATUS\tDISTRICTS\tFAILED\tFENCE")
-	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.SnapshotID, s.State, s.Status, s.Districts, len(s.FailedDistricts), s.WriterFence)
-	}
-	return tw.Flush()
 }

@@ -63,7 +63,8 @@ where others can read it.
 
 Exit status: 0 whether the key is locked or not (read "locked" in the --json
 output, or the first line of the text output); 2 for an invalid key (nothing
-read); 1 when the lock store (Firestore or PostgreSQL) fails.`,
+read); 1 when the lock store (Firestore or PostgreSQL) fails or does not answer
+within --timeout (default 30 s, for the whole command).`,
 		Example: `  snapwriter lock status --key snapshot:2026-11-20
   snapwriter lock status --key snapshot:2026-11-20 --json | jq .locked
   SNAPWRITER_KEY=snapshot:2026-11-20 snapwriter lock status --raw`,
@@ -75,6 +76,7 @@ read); 1 when the lock store (Firestore or PostgreSQL) fails.`,
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVar(&raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
 	lf.register(fl)
+	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
 	_ = cmd.MarkFlagRequired("key")
 	return cmd
 }
@@ -97,7 +99,8 @@ the process list and shell history.
 
 Exit status: 0 released; 1 not released because no live lock carries the lockId
 (it expired, was released already, or never existed; the message says which),
-or the lock store failed; 2 for a malformed lockId (nothing read or changed).`,
+or the lock store failed or did not answer within --timeout (default 30 s, for
+the whole command); 2 for a malformed lockId (nothing read or changed).`,
 		Example: `  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA
   printf '%s\n' "$LOCK_ID" | snapwriter lock release --lock-id -`,
 		Args: cobra.NoArgs,
@@ -107,6 +110,7 @@ or the lock store failed; 2 for a malformed lockId (nothing read or changed).`,
 	fl.StringVar(&lockID, "lock-id", "", `lockId of the lock to release, or "-" to read it from stdin (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	lf.register(fl)
+	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
 	_ = cmd.MarkFlagRequired("lock-id")
 	return cmd
 }
@@ -169,6 +173,9 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key string, asJSON, 
 		return lockUsage(err)
 	}
 	keyHash := locking.HashKey(nkey)
+	// --timeout bounds the whole command.
+	ctx, cancel := context.WithTimeout(ctx, a.bound())
+	defer cancel()
 	b, closeLocker, err := a.locker(ctx, lf)
 	if err != nil {
 		return err
@@ -180,13 +187,13 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key string, asJSON, 
 	if raw {
 		d, err := locking.GetByKeyRaw(ctx, b, key)
 		if err != nil {
-			return lockUsage(err)
+			return a.lockWait(lockUsage(fmt.Errorf("reading the lock (key hash %s): %w", keyHash, err)), lf)
 		}
 		if d != nil {
 			info, rawKey, rawID = &d.LockInfo, d.Key, d.LockID
 		}
 	} else if info, err = locking.GetByKey(ctx, b, key); err != nil {
-		return lockUsage(err)
+		return a.lockWait(lockUsage(fmt.Errorf("reading the lock (key hash %s): %w", keyHash, err)), lf)
 	}
 	now := time.Now()
 	a.log.Debug("lock status", zap.String("keyHash", keyHash), zap.Bool("locked", info != nil))
@@ -249,6 +256,9 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 		return usagef("--lock-id: %v", err)
 	}
 	idHash := locking.HashKey(lockID)
+	// --timeout bounds the whole command.
+	ctx, cancel := context.WithTimeout(ctx, a.bound())
+	defer cancel()
 	b, closeLocker, err := a.locker(ctx, lf)
 	if err != nil {
 		return err
@@ -259,7 +269,7 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 	// only: the release below re-checks everything in its transaction.
 	info, err := locking.GetByID(ctx, b, lockID)
 	if err != nil {
-		return lockUsage(err)
+		return a.lockWait(lockUsage(fmt.Errorf("looking up lock %s: %w", idHash, err)), lf)
 	}
 	var released bool
 	var reason locking.Reason
@@ -269,7 +279,7 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 		released, err = b.Release(ctx, lockID)
 	}
 	if err != nil {
-		return lockUsage(err)
+		return a.lockWait(lockUsage(fmt.Errorf("releasing lock %s: %w", idHash, err)), lf)
 	}
 	out := lockReleaseJSON{Released: released, LockIDHash: idHash}
 	fields := []zap.Field{zap.String("lockIdHash", idHash)}

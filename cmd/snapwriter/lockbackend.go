@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -127,19 +126,20 @@ func dsnPasswords(dsn string) []string {
 // openLocker returns the lock backend the flags name and a func that
 // releases what it holds. The Firestore backend uses client; the
 // PostgreSQL one opens a pool of its own (and creates its tables if they
-// are missing), so a database that cannot be reached fails here, before
-// anything is written.
-func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags) (locking.Backend, func(), error) {
+// are missing, unless pgOpts say otherwise) within --timeout, so a
+// database that cannot be reached fails here, before anything is written,
+// with its host:port named.
+func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
 	if f.backend != backendPostgres {
 		b, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
 		return b, func() {}, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
 	pool, err := pglock.NewPool(cctx, f.dsn)
 	var b *pglock.Backend
 	if err == nil {
-		if b, err = pglock.New(cctx, pool, pglock.WithLogger(a.log)); err != nil {
+		if b, err = pglock.New(cctx, pool, append([]pglock.Option{pglock.WithLogger(a.log)}, pgOpts...)...); err != nil {
 			pool.Close()
 		}
 	}
@@ -148,7 +148,7 @@ func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFl
 		if errors.Is(err, locking.ErrInvalidArgument) {
 			return nil, nil, fmt.Errorf("PostgreSQL lock tables: %w", err)
 		}
-		return nil, nil, fmt.Errorf("connecting to the PostgreSQL lock database: %w", err)
+		return nil, nil, a.postgresWait(fmt.Errorf("connecting to the PostgreSQL lock database: %w", err), f.dsn)
 	}
 	return b, pool.Close, nil
 }

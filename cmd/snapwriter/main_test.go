@@ -67,10 +67,21 @@ func (c *cli) run(stdin string, args ...string) (int, string, string) {
 		if project == "" {
 			return nil, usagef("--project (or GOOGLE_CLOUD_PROJECT) is required")
 		}
-		return emu.Client(ctx, project, c.interceptors...)
+		return c.dial(ctx, project)
 	}
 	code := a.run(context.Background(), args)
 	return code, out.String(), errb.String()
+}
+
+// dial opens a client on the host FIRESTORE_EMULATOR_HOST names in c.env,
+// as the Firestore client would: the shared emulator, or an address a test
+// made unreachable.
+func (c *cli) dial(ctx context.Context, project string) (*firestore.Client, error) {
+	e := emu
+	if h := c.env["FIRESTORE_EMULATOR_HOST"]; h != emu.Host {
+		e = &emulator.Emulator{Host: h}
+	}
+	return e.Client(ctx, project, c.interceptors...)
 }
 
 func (c *cli) client() *firestore.Client { return emu.TestClientFor(c.t, c.project) }

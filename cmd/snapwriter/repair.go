@@ -41,6 +41,7 @@ complete is left alone (exit 0). Exit codes are those of 'write'.`,
 	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, or "-" (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.register(fl)
+	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("date")
 	_ = cmd.MarkFlagRequired("input")
 	return cmd

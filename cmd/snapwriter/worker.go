@@ -74,6 +74,7 @@ manifest records the partial state, the lock is released), and the worker exits 
 	fl.IntVar(&s.dateOffset, "date-offset", 0, "days added to the tick's date to get the snapshot date (-1: yesterday)")
 	fl.DurationVar(&s.httpTimeout, "http-timeout", 2*time.Minute, "timeout of one --input-url download")
 	f.register(fl)
+	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("cron")
 	return cmd
 }
@@ -82,6 +83,7 @@ manifest records the partial state, the lock is released), and the worker exits 
 type scheduleRun struct {
 	a      *app
 	s      scheduleFlags
+	f      writeFlags
 	loc    *time.Location
 	writer *snapshot.Writer
 	http   *http.Client
@@ -128,7 +130,7 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 	}
 	defer closeLocker()
 	log := a.log.With(zap.String("cron", s.cron), zap.String("timezone", loc.String()))
-	r := &scheduleRun{a: a, s: s, loc: loc, writer: w, http: &http.Client{Timeout: s.httpTimeout}, log: log}
+	r := &scheduleRun{a: a, s: s, f: f, loc: loc, writer: w, http: &http.Client{Timeout: s.httpTimeout}, log: log}
 
 	var running atomic.Bool
 	c := cron.New(cron.WithLocation(loc), cron.WithParser(cronParser()), cron.WithLogger(cronLogger{log}))
@@ -168,7 +170,7 @@ func (r *scheduleRun) run(ctx context.Context, tick time.Time) {
 		return
 	}
 	res, werr := r.writer.Write(ctx, date, snap)
-	err = outcome(res, werr)
+	err = r.a.writeWait(outcome(res, werr), r.f)
 	fields := []zap.Field{zap.Int("exitCode", exitCode(err)), zap.Int64("durationMs", time.Since(t0).Milliseconds())}
 	if res != nil {
 		fields = append(fields, zap.Bool("complete", res.Complete), zap.String("fence", res.Fence),

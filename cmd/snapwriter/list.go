@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/locking/pglock"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+func (a *app) listCommand() *cobra.Command {
+	var asJSON bool
+	var lf lockFlags
+	cmd := &cobra.Command{
+		Use:   "list [--json] [--lock-backend postgres --lock-dsn DSN]",
+		Short: "List snapshots with their write state",
+		Long: `List every snapshot, newest first: date, state, status, districts, failed
+districts and writer fence. The state is
+
+  complete     every district written
+  partial      written with failed districts: 'snapwriter repair' completes it
+  writing      the root says "writing" and a live lock holds the snapshot's key:
+               a writer is at work
+  interrupted  the root says "writing" but no live lock holds the key: the
+               writer died before recording its outcome; 'snapwriter repair'
+               completes it, or write it again
+  unknown      the root says "writing" and was written under the PostgreSQL lock,
+               which this list was not given (--lock-backend postgres --lock-dsn),
+               or records no lock backend at all
+
+Locks in Firestore are always checked; --lock-backend postgres --lock-dsn DSN
+(or SNAPWRITER_LOCK_BACKEND and SNAPWRITER_LOCK_DSN) adds the PostgreSQL lock
+database, only read. Below the table, the text output says what to do about
+each snapshot that is not complete.`,
+		Example: `  snapwriter list
+  snapwriter list --json | jq '.[] | select(.state != "complete")'
+  SNAPWRITER_LOCK_BACKEND=postgres SNAPWRITER_LOCK_DSN=postgres://locker@db/ops snapwriter list`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.list(cmd.Context(), lf, asJSON) },
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&asJSON, "json", false, "print JSON")
+	lf.register(fl)
+	registerTimeout(fl, defaultReadTimeout, listTimeoutUsage)
+	return cmd
+}
+
+func (a *app) list(ctx context.Context, lf lockFlags, asJSON bool) error {
+	if err := lf.validate(); err != nil {
+		return err
+	}
+	// --timeout bounds the whole command.
+	ctx, cancel := context.WithTimeout(ctx, a.bound())
+	defer cancel()
+	client, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	fsLock, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
+	if err != nil {
+		return err
+	}
+	backends := []locking.Backend{fsLock}
+	if lf.backend == backendPostgres {
+		// Only read: the tables are not created here.
+		pgLock, closePG, err := a.openLocker(ctx, nil, lf, pglock.WithAutoCreateTables(false))
+		if err != nil {
+			return err
+		}
+		defer closePG()
+		backends = append(backends, pgLock)
+	}
+	list, err := snapshot.NewReader(client, a.global.collection, snapshot.WithLockBackends(backends...)).List(ctx)
+	if err != nil {
+		var lc *snapshot.LockCheckError
+		if errors.As(err, &lc) && lc.Backend == backendPostgres {
+			return a.postgresWait(err, lf.dsn)
+		}
+		return a.firestoreWait(err)
+	}
+	if asJSON {
+		if list == nil {
+			list = []snapshot.Summary{}
+		}
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	return printList(a.stdout, list)
+}
+
+// printList prints the table, then the next step for each snapshot that
+// is not complete.
+func printList(w io.Writer, list []snapshot.Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATE\tSTATE\tSTATUS\tDISTRICTS\tFAILED\tFENCE")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.SnapshotID, s.State, s.Status, s.Districts, len(s.FailedDistricts), s.WriterFence)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	header := false
+	for _, s := range list {
+		hint := nextStep(s)
+		if hint == "" {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nnext steps (FILE: the snapshot's input, as given to write):")
+			header = true
+		}
+		if _, err := fmt.Fprintf(w, "  %s %s: %s\n", s.SnapshotID, s.State, hint); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextStep is what an operator should do about a snapshot in state s, or
+// "" for nothing.
+func nextStep(s snapshot.Summary) string {
+	repair := fmt.Sprintf("snapwriter repair --date %s --input FILE", s.SnapshotID)
+	switch s.State {
+	case snapshot.StatePartial:
+		return fmt.Sprintf("%d districts failed; run `%s`", len(s.FailedDistricts), repair)
+	case snapshot.StateInterrupted:
+		return fmt.Sprintf("its writer died before recording the outcome (no live lock); run `%s`, or write it again", repair)
+	case snapshot.StateUnknown:
+		switch s.LockBackend {
+		case "":
+			return `the root says "writing" but records no lock backend (not written by snapwriter); ask its writer, or write it again`
+		case backendPostgres:
+			return "written under the PostgreSQL lock, which was not checked; run `snapwriter list --lock-backend postgres --lock-dsn DSN` to tell a live write from a dead one"
+		}
+		return fmt.Sprintf("written under the %q lock, which snapwriter cannot check; ask its writer, or write it again", s.LockBackend)
+	}
+	return ""
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/locking/pglock"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// abandon makes the root of date look as a writer killed mid-write leaves
+// it: status "writing", not complete, under the writer's fence.
+func abandon(t *testing.T, c *cli, date string) {
+	t.Helper()
+	if _, err := c.client().Collection("snapshots").Doc(date).Update(context.Background(), []firestore.Update{
+		{Path: "metadata.status", Value: "writing"},
+		{Path: "metadata.writeComplete", Value: false},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listStates runs list --json with extra args and returns date → state.
+func listStates(t *testing.T, c *cli, extra ...string) map[string]string {
+	t.Helper()
+	code, out, errs := c.run("", append([]string{"list", "--json"}, extra...)...)
+	var list []snapshot.Summary
+	if code != exitOK || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("list --json: exit %d\n%s\n%s", code, out, errs)
+	}
+	states := map[string]string{}
+	for _, s := range list {
+		states[s.SnapshotID] = s.State
+	}
+	return states
+}
+
+// listText runs list with extra args and returns its output.
+func listText(t *testing.T, c *cli, extra ...string) string {
+	t.Helper()
+	code, out, errs := c.run("", append([]string{"list"}, extra...)...)
+	if code != exitOK {
+		t.Fatalf("list: exit %d\n%s\n%s", code, out, errs)
+	}
+	return out
+}
+
+// row returns the table row of date in list's text output.
+func row(out, date string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, date+" ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// A root left "writing" is interrupted while no lock holds its key, and
+// writing while one does; complete and partial snapshots are as before.
+// The text output says what to do next; --json shows the same states.
+func TestListLiveness(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	const done, part = "2026-11-18", "2026-11-19"
+	for _, d := range []string{done, day} {
+		if code, _, errs := c.run(genJSON(t, d, 5), "write", "--input", "-"); code != exitOK {
+			t.Fatalf("write %s: exit %d\n%s", d, code, errs)
+		}
+	}
+	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
+	c.interceptors = []grpc.UnaryClientInterceptor{func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if cr, ok := req.(*firestorepb.CommitRequest); ok {
+			for _, w := range cr.GetWrites() {
+				if strings.HasSuffix(w.GetUpdate().GetName(), "/district_7") {
+					return status.Error(codes.PermissionDenied, "injected")
+				}
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}}
+	if code, _, errs := c.run(genJSON(t, part, 60), "write", "--input", "-"); code != exitPartial {
+		t.Fatalf("partial write: exit %d\n%s", code, errs)
+	}
+	c.interceptors = nil
+	delete(c.env, "SNAPWRITER_MAX_RETRIES")
+	abandon(t, c, day)
+
+	want := map[string]string{done: "complete", part: "partial", day: "interrupted"}
+	if got := listStates(t, c); !maps.Equal(got, want) {
+		t.Errorf("dead writer: states %v, want %v", got, want)
+	}
+	out := listText(t, c)
+	if r := row(out, day); !strings.Contains(r, "interrupted") || !strings.Contains(r, "writing") {
+		t.Errorf("row of %s: %q\n%s", day, r, out)
+	}
+	for _, want := range []string{
+		day + " interrupted: its writer died",
+		"snapwriter repair --date " + day + " --input FILE",
+		"or write it again",
+		part + " partial: 50 districts failed; run `snapwriter repair --date " + part + " --input FILE`",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, done+" complete:") {
+		t.Errorf("a next step for a complete snapshot:\n%s", out)
+	}
+
+	// A live lock on the key, whatever its fence: a writer is at work.
+	c.acquire(snapshot.LockKey(day), time.Minute)
+	want[day] = "writing"
+	if got := listStates(t, c); !maps.Equal(got, want) {
+		t.Errorf("live lock: states %v, want %v", got, want)
+	}
+	out = listText(t, c)
+	if r := row(out, day); !strings.Contains(r, "writing") || strings.Contains(r, "interrupted") {
+		t.Errorf("row of %s with a live lock: %q", day, r)
+	}
+	if strings.Contains(out, day+" writing:") || strings.Contains(out, "--date "+day) {
+		t.Errorf("a next step for a live write:\n%s", out)
+	}
+}
+
+// A root written under the PostgreSQL lock is unknown without the lock
+// database, interrupted with it and no lock, and writing with a live one;
+// a Firestore-locked root is checked in Firestore either way.
+func TestListLivenessPostgres(t *testing.T) {
+	t.Parallel()
+	c, dsn, pool := pgCLI(t)
+	const fsDay = "2026-11-19"
+	pgFlags := []string{"--lock-backend", "postgres", "--lock-dsn", dsn}
+	if code, _, errs := c.run(genJSON(t, day, 5), append([]string{"write", "--input", "-"}, pgFlags...)...); code != exitOK {
+		t.Fatalf("write: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := c.run(genJSON(t, fsDay, 5), "write", "--input", "-"); code != exitOK {
+		t.Fatalf("write: exit %d\n%s", code, errs)
+	}
+	abandon(t, c, day)
+	abandon(t, c, fsDay)
+
+	if got, want := listStates(t, c), map[string]string{day: "unknown", fsDay: "interrupted"}; !maps.Equal(got, want) {
+		t.Errorf("without the DSN: states %v, want %v", got, want)
+	}
+	out := listText(t, c)
+	if !strings.Contains(out, day+" unknown: written under the PostgreSQL lock, which was not checked; run `snapwriter list --lock-backend postgres --lock-dsn DSN`") {
+		t.Errorf("list without the DSN does not say how to check:\n%s", out)
+	}
+	if got, want := listStates(t, c, pgFlags...), map[string]string{day: "interrupted", fsDay: "interrupted"}; !maps.Equal(got, want) {
+		t.Errorf("with the DSN, no lock: states %v, want %v", got, want)
+	}
+
+	b, err := pglock.New(context.Background(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Acquire(context.Background(), snapshot.LockKey(day), time.Minute); err != nil || !r.OK {
+		t.Fatal(r, err)
+	}
+	if got, want := listStates(t, c, pgFlags...), map[string]string{day: "writing", fsDay: "interrupted"}; !maps.Equal(got, want) {
+		t.Errorf("with the DSN, lock held: states %v, want %v", got, want)
+	}
+	out = listText(t, c, pgFlags...)
+	if r := row(out, day); !strings.Contains(r, " writing ") {
+		t.Errorf("row of %s: %q\n%s", day, r, out)
+	}
+	noSecrets(t, "list output", out, dsn)
+	// The same lock is invisible to Firestore: without the DSN, unknown.
+	if got := listStates(t, c); got[day] != "unknown" {
+		t.Errorf("without the DSN, lock held: %s is %s, want unknown", day, got[day])
+	}
+	// list only reads the lock database: it does not create the tables,
+	// and a database without them (the wrong DSN) is a runtime failure.
+	fresh := pg.TestDatabase(t)
+	if code, _, errs := c.run("", "list", "--lock-backend", "postgres", "--lock-dsn", fresh); code != exitError ||
+		!strings.Contains(errs, "PostgreSQL lock tables") || !strings.Contains(errs, "does not exist") {
+		t.Errorf("list on a database without lock tables: exit %d\n%s", code, errs)
+	}
+	fp, err := pglock.NewPool(context.Background(), fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fp.Close()
+	var created bool
+	if err := fp.QueryRow(context.Background(), `SELECT to_regclass('syncguard_locks') IS NOT NULL`).Scan(&created); err != nil || created {
+		t.Errorf("list created the lock table (%v)", err)
+	}
+	// Bad lock flags are usage errors, as for every command.
+	if code, _, errs := c.run("", "list", "--lock-backend", "postgres"); code != exitUsage || !strings.Contains(errs, "--lock-dsn") {
+		t.Errorf("list --lock-backend postgres without a DSN: exit %d\n%s", code, errs)
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// commitHook is an interceptor that runs fn on every Commit before it is sent.
+func commitHook(fn func(ctx context.Context, cr *firestorepb.CommitRequest) error) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if cr, ok := req.(*firestorepb.CommitRequest); ok {
+			if err := fn(ctx, cr); err != nil {
+				return err
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// writesDistricts reports whether a commit writes district documents.
+func writesDistricts(cr *firestorepb.CommitRequest) bool {
+	for _, w := range cr.GetWrites() {
+		if strings.Contains(w.GetUpdate().GetName()+w.GetDelete(), "/districts/") {
+			return true
+		}
+	}
+	return false
+}
+
+// writesRoot reports whether a commit writes the snapshot's root document.
+func writesRoot(cr *firestorepb.CommitRequest) bool {
+	for _, w := range cr.GetWrites() {
+		if name := w.GetUpdate().GetName(); name != "" && strings.HasSuffix(name, "/snapshots/"+day) {
+			return true
+		}
+	}
+	return false
+}
+
+// A writer whose lease ends mid-write, with no newer writer, exits 3 with
+// "lost the lock"; its manifest is recorded and exact, and repair completes it.
+func TestLockLostExit3(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	in := genJSON(t, day, 150)
+	var chunks atomic.Int32
+	c.interceptors = []grpc.UnaryClientInterceptor{commitHook(func(ctx context.Context, cr *firestorepb.CommitRequest) error {
+		if !writesDistricts(cr) || chunks.Add(1) != 1 {
+			return nil
+		}
+		// The first chunk: the lock disappears and the commit stalls past
+		// the heartbeat, which then finds the lock gone.
+		if _, err := c.client().Collection("locks").Doc("snapshot:" + day).Delete(context.Background()); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		return nil
+	})}
+	code, out, errs := c.run(in, "write", "--input", "-", "--json", "--lock-ttl", "1s", "--concurrency", "1")
+	if code != exitPartial || !strings.Contains(errs, "lost the lock") || strings.Contains(errs, "fenced out") {
+		t.Fatalf("exit %d, want 3 with \"lost the lock\"\n%s\n%s", code, out, errs)
+	}
+	var res snapshot.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.LockLost || !res.ManifestRecorded || res.Complete {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	written, failed := manifestExact(t, c, day)
+	if written+failed != 150 || written != res.DistrictsWritten {
+		t.Errorf("manifest %d/%d, result says %d written", written, failed, res.DistrictsWritten)
+	}
+	c.interceptors = nil
+	if code, _, errs := c.run(in, "repair", "--date", day, "--input", "-"); code != exitOK {
+		t.Fatalf("repair: exit %d\n%s", code, errs)
+	}
+	checkRoundTrip(t, c, in)
+}
+
+// A finish that cannot be recorded: exit 1, stderr and the ERROR log say the
+// manifest was not recorded and that repair completes it.
+func TestManifestNotRecordedExit1(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	in := genJSON(t, day, 60)
+	var roots atomic.Int32
+	c.interceptors = []grpc.UnaryClientInterceptor{commitHook(func(_ context.Context, cr *firestorepb.CommitRequest) error {
+		if writesRoot(cr) && roots.Add(1) > 1 {
+			return status.Error(codes.PermissionDenied, "injected")
+		}
+		return nil
+	})}
+	code, out, errs := c.run(in, "write", "--input", "-", "--json")
+	if code != exitError || !strings.Contains(errs, "manifest was not recorded") || !strings.Contains(errs, "repair") ||
+		!strings.Contains(errs, `"severity":"ERROR"`) {
+		t.Fatalf("exit %d, want 1 saying the manifest was not recorded\n%s", code, errs)
+	}
+	var res snapshot.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.ManifestRecorded {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	c.interceptors = nil
+	if code, _, errs := c.run(in, "repair", "--date", day, "--input", "-"); code != exitOK {
+		t.Fatalf("repair: exit %d\n%s", code, errs)
+	}
+	checkRoundTrip(t, c, in)
+}

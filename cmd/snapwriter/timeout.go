@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// Defaults of --timeout, the bound on waiting for Firestore or the
+// PostgreSQL lock database. The write commands (write, repair, backfill,
+// schedule) default to snapshot.DefaultRequestTimeout.
+const (
+	// defaultReadTimeout bounds get and list, the whole command.
+	defaultReadTimeout = 60 * time.Second
+	// defaultLockCommandTimeout bounds lock status and lock release, the
+	// whole command.
+	defaultLockCommandTimeout = 30 * time.Second
+	// fallbackTimeout bounds waits of a command without --timeout.
+	fallbackTimeout = 30 * time.Second
+)
+
+// Usage texts of --timeout.
+const (
+	getTimeoutUsage  = "give up (exit 1) when Firestore has not answered within this time; bounds the whole command"
+	listTimeoutUsage = "give up (exit 1) when Firestore or the PostgreSQL lock database has not answered within this time; " +
+		"bounds the whole command"
+	lockTimeoutUsage  = "give up (exit 1) when the lock store has not answered within this time; bounds the whole command"
+	writeTimeoutUsage = "give up (exit 1) when Firestore or the PostgreSQL lock database does not answer: bounds connecting, " +
+		"backfill's --skip-complete reads, and acquiring the lock (to --lock-wait plus this time)"
+)
+
+// registerTimeout adds --timeout (env SNAPWRITER_TIMEOUT) to a command.
+// The root command's pre-run reads it into app.timeout.
+func registerTimeout(fl *pflag.FlagSet, def time.Duration, usage string) {
+	fl.Duration("timeout", def, usage)
+}
+
+// readTimeout sets a.timeout from the command's --timeout, if it has one;
+// a timeout that is not positive is a usage error.
+func (a *app) readTimeout(cmd *cobra.Command) error {
+	if cmd.Flags().Lookup("timeout") == nil {
+		return nil
+	}
+	d, err := cmd.Flags().GetDuration("timeout")
+	if err != nil {
+		return usagef("--timeout: %v", err)
+	}
+	if d <= 0 {
+		return usagef("--timeout %s (or SNAPWRITER_TIMEOUT): want a positive duration such as 30s", d)
+	}
+	a.timeout = d
+	return nil
+}
+
+// bound is the running command's --timeout.
+func (a *app) bound() time.Duration {
+	if a.timeout > 0 {
+		return a.timeout
+	}
+	return fallbackTimeout
+}
+
+// waitError says that a store (Firestore, the PostgreSQL lock database)
+// did not answer in time or could not be reached. Its message names the
+// store by endpoint, never by credentials, and how long it was given; the
+// error it wraps says what the command was doing.
+type waitError struct {
+	store  string // "the Firestore emulator at 127.0.0.1:8080"
+	within string // "2s (--timeout)"; "" when no bound of ours ran out
+	err    error
+}
+
+// Error names the store and the bound, then says what was being done.
+func (e *waitError) Error() string { return e.short() + ": " + e.err.Error() }
+
+// short is the message without the wrapped error.
+func (e *waitError) short() string {
+	if e.within == "" {
+		return e.store + " is unreachable"
+	}
+	return fmt.Sprintf("no answer from %s within %s", e.store, e.within)
+}
+
+// Unwrap returns the error of what was being done.
+func (e *waitError) Unwrap() error { return e.err }
+
+// timedOut reports whether err means a store did not answer in time.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, snapshot.ErrTimeout) ||
+		errors.Is(err, locking.ErrNetworkTimeout) || status.Code(err) == codes.DeadlineExceeded
+}
+
+// unreachable reports whether err means a store did not answer in time or
+// refused the connection. A cancellation (a signal) is neither.
+func unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	return timedOut(err) || errors.Is(err, locking.ErrServiceUnavailable) || status.Code(err) == codes.Unavailable
+}
+
+// named wraps err, when it says store did not answer, in a waitError
+// naming store; within describes the bound that ran out.
+func named(err error, store, within string) error {
+	if !unreachable(err) || errors.As(err, new(*waitError)) {
+		return err
+	}
+	if !timedOut(err) {
+		within = ""
+	}
+	return &waitError{store: store, within: within, err: err}
+}
+
+// firestoreWait names Firestore in err when err says it did not answer.
+func (a *app) firestoreWait(err error) error {
+	return named(err, a.firestoreEndpoint(), a.bound().String()+" (--timeout)")
+}
+
+// postgresWait names the PostgreSQL lock database dsn points at in err
+// when err says it did not answer.
+func (a *app) postgresWait(err error, dsn string) error {
+	return named(err, postgresEndpoint(dsn), a.bound().String()+" (--timeout)")
+}
+
+// lockWait names the lock store lf chooses in err when err says it did not
+// answer.
+func (a *app) lockWait(err error, lf lockFlags) error {
+	if lf.backend == backendPostgres {
+		return a.postgresWait(err, lf.dsn)
+	}
+	return a.firestoreWait(err)
+}
+
+// writeWait names the store a write, repair or scheduled run waited on in
+// vain: the lock store when acquiring the lock ran out of time
+// (snapshot.ErrTimeout) or the lock backend failed, Firestore otherwise.
+// Only runtime failures (exit 1) are touched.
+func (a *app) writeWait(err error, f writeFlags) error {
+	if err == nil || exitCode(err) != exitError {
+		return err
+	}
+	within := a.bound().String() + " (--timeout)"
+	fromLock := errors.As(err, new(*locking.Error))
+	if errors.Is(err, snapshot.ErrTimeout) {
+		fromLock = true
+		within = fmt.Sprintf("--lock-wait %s + --timeout %s", f.lockWait, a.bound())
+	}
+	if fromLock && f.lock.backend == backendPostgres {
+		return named(err, postgresEndpoint(f.lock.dsn), within)
+	}
+	return named(err, a.firestoreEndpoint(), within)
+}
+
+// firestoreEndpoint names the Firestore the commands talk to: the
+// emulator FIRESTORE_EMULATOR_HOST names, or the production endpoint with
+// the database (and project, when given).
+func (a *app) firestoreEndpoint() string {
+	if h, ok := a.lookupEnv("FIRESTORE_EMULATOR_HOST"); ok && h != "" {
+		return "the Firestore emulator at " + h
+	}
+	s := "Firestore at firestore.googleapis.com:443 (database " + a.global.database
+	if a.global.project != "" {
+		s += ", project " + a.global.project
+	}
+	return s + ")"
+}
+
+// postgresEndpoint names the server dsn points at, host:port and database,
+// never its user or password.
+func postgresEndpoint(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "the PostgreSQL lock database"
+	}
+	addr := func(host string, port uint16) string {
+		if strings.HasPrefix(host, "/") {
+			return "socket " + host + "/.s.PGSQL." + strconv.Itoa(int(port))
+		}
+		return net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	hosts := []string{addr(cfg.Host, cfg.Port)}
+	for _, fb := range cfg.Fallbacks {
+		if h := addr(fb.Host, fb.Port); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	s := "the PostgreSQL lock database at " + strings.Join(hosts, ", ")
+	if cfg.Database != "" {
+		s += " (database " + cfg.Database + ")"
+	}
+	// Belt and braces: nothing above comes from the password, but a
+	// malformed DSN could put it where a host is expected.
+	return maskPasswords(dsn, s)
+}
