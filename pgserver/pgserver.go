@@ -43,6 +43,9 @@ type Server struct {
 
 	dir, bin string
 	owned    bool // started by us (false: reused from DSNEnv)
+	// What pg_ctl start was given, for Restart.
+	settings string
+	down     bool // killed, not yet restarted
 }
 
 // Option configures Start.
@@ -106,24 +109,72 @@ func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	if !cfg.durable {
 		settings = append(settings, "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off")
 	}
-	logFile := filepath.Join(dir, "server.log")
-	if out, err := s.run(ctx, asPostgres, "pg_ctl", "-D", data, "-l", logFile, "-o", strings.Join(settings, " "), "-w", "-t", "60", "start"); err != nil {
-		log, _ := os.ReadFile(logFile)
-		return fail(fmt.Errorf("pgserver: pg_ctl start: %w\n%s\n%s", err, out, harness.Tail(string(log), 2000)))
+	s.settings = strings.Join(settings, " ")
+	if err := s.start(ctx); err != nil {
+		return fail(err)
 	}
 	s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-	// pg_ctl -w waits for the server to accept connections; one query
-	// proves it.
+	if err := s.ping(ctx); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs pg_ctl start on the cluster's data directory and waits until
+// the server accepts connections.
+func (s *Server) start(ctx context.Context) error {
+	logFile := filepath.Join(s.dir, "server.log")
+	if out, err := s.run(ctx, os.Geteuid() == 0, "pg_ctl", "-D", filepath.Join(s.dir, "data"), "-l", logFile, "-o", s.settings, "-w", "-t", "60", "start"); err != nil {
+		log, _ := os.ReadFile(logFile)
+		return fmt.Errorf("pgserver: pg_ctl start: %w\n%s\n%s", err, out, harness.Tail(string(log), 2000))
+	}
+	return nil
+}
+
+// ping proves with one query that the server answers (pg_ctl -w waits for
+// it to accept connections).
+func (s *Server) ping(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, s.DSN)
 	if err == nil {
 		err = conn.Ping(ctx)
 		_ = conn.Close(ctx)
 	}
 	if err != nil {
-		_ = s.Stop()
-		return nil, fmt.Errorf("pgserver: cluster started but does not answer: %w", err)
+		return fmt.Errorf("pgserver: cluster started but does not answer: %w", err)
 	}
-	return s, nil
+	return nil
+}
+
+// Kill stops a cluster Start started as a crash would (pg_ctl stop -m
+// immediate: every server process ends at once, connections are dropped,
+// no shutdown checkpoint), keeping its data directory and port for
+// Restart. Tests use it to take the database away mid-operation. Without
+// Durable the cluster commits before its WAL is written, so a Kill may lose
+// the last fraction of a second of commits, as a crash would. A reused
+// cluster (DSNEnv) is never killed: that is an error.
+func (s *Server) Kill(ctx context.Context) error {
+	if !s.owned {
+		return errors.New("pgserver: Kill needs a cluster this process started (Start with WithoutReuse)")
+	}
+	if out, err := s.run(ctx, os.Geteuid() == 0, "pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop"); err != nil {
+		return fmt.Errorf("pgserver: pg_ctl stop -m immediate: %w\n%s", err, out)
+	}
+	s.down = true
+	return nil
+}
+
+// Restart starts a killed cluster again on the same port and data
+// directory (PostgreSQL runs crash recovery) and waits until it answers.
+func (s *Server) Restart(ctx context.Context) error {
+	if !s.owned {
+		return errors.New("pgserver: Restart needs a cluster this process started (Start with WithoutReuse)")
+	}
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	s.down = false
+	return s.ping(ctx)
 }
 
 // Stop stops a cluster Start started and removes its files; a reused one is
@@ -135,7 +186,11 @@ func (s *Server) Stop() error {
 	s.owned = false
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := s.run(ctx, os.Geteuid() == 0, "pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
+	var out []byte
+	var err error
+	if !s.down {
+		out, err = s.run(ctx, os.Geteuid() == 0, "pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
+	}
 	if rmErr := os.RemoveAll(s.dir); err == nil && rmErr != nil {
 		err = rmErr
 	}

@@ -41,3 +41,49 @@ func TestStartStop(t *testing.T) {
 		t.Error("the cluster still answers after Stop")
 	}
 }
+
+// Kill takes the cluster away as a crash would; Restart brings it back on
+// the same port with its data (a durable cluster: the default one commits
+// without waiting for the WAL, so a crash may lose its last commits); a
+// reused cluster is never killed.
+func TestKillRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, WithoutReuse(), Durable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	conn, err := pgx.Connect(ctx, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (v int); INSERT INTO kept VALUES (42)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Kill(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Ping(ctx); err == nil {
+		t.Error("a connection still answers after Kill")
+	}
+	_ = conn.Close(ctx)
+	if _, err := pgx.Connect(ctx, s.DSN); err == nil {
+		t.Error("the cluster accepts connections after Kill")
+	}
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pgx.Connect(ctx, s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v); err != nil || v != 42 {
+		t.Errorf("after Restart: %d, %v; want the row written before Kill", v, err)
+	}
+	if err := (&Server{DSN: s.DSN}).Kill(ctx); err == nil {
+		t.Error("Kill of a reused cluster succeeded")
+	}
+}
