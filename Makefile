@@ -9,7 +9,7 @@ WITH_PG     := $(GO) run ./pgserver/withpostgres --
 WITH_PG_DUR := $(GO) run ./pgserver/withpostgres --durable --
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-short demo bench lint fmt tidy clean
+.PHONY: all build test test-short demo bench chaos lint fmt tidy clean
 
 all: lint test
 
@@ -32,6 +32,15 @@ demo: build
 # (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
 bench:
 	JAVA_TOOL_OPTIONS=-XX:MaxRAMPercentage=75 $(WITH_EMU) $(WITH_PG_DUR) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./snapshot/ ./locking/...
+
+# The chaos suite (chaos/, build tag chaos): the built binary against a real
+# emulator and PostgreSQL through a fault-injecting proxy (SIGKILL/SIGSTOP
+# mid-write, black holes, latency, connection resets, a PostgreSQL crash,
+# unreachable stores), each checked as an operator would: exit codes, get ==
+# input, the manifest against the documents, no lock left. Prints the fault
+# matrix (README.md). About 3-5 minutes.
+chaos:
+	$(WITH_EMU) $(WITH_PG) $(GO) test -tags chaos -count=1 -timeout 30m -v ./chaos/
 
 lint:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \

@@ -1,0 +1,510 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/emulator"
+	"github.com/snapwriter/snapwriter/internal/faultproxy"
+	"github.com/snapwriter/snapwriter/model"
+)
+
+const day = "2026-11-20"
+
+// input is a generated snapshot: its file and its decoded form.
+type input struct {
+	path string
+	snap *model.Snapshot
+}
+
+var inputs struct {
+	sync.Mutex
+	m map[string]*inputOnce
+}
+
+type inputOnce struct {
+	once sync.Once
+	in   *input
+	err  error
+}
+
+// generated returns `snapwriter generate --date date --districts n --seed
+// seed`, generated once per run and shared by the scenarios.
+func generated(t *testing.T, date string, n int, seed int) *input {
+	t.Helper()
+	key := fmt.Sprintf("%s-%d-%d", date, n, seed)
+	inputs.Lock()
+	if inputs.m == nil {
+		inputs.m = map[string]*inputOnce{}
+	}
+	o := inputs.m[key]
+	if o == nil {
+		o = &inputOnce{}
+		inputs.m[key] = o
+	}
+	inputs.Unlock()
+	o.once.Do(func() {
+		out, err := exec.Command(bin, "generate", "--date", date, "--districts", fmt.Sprint(n), "--seed", fmt.Sprint(seed)).Output()
+		if err != nil {
+			o.err = fmt.Errorf("snapwriter generate: %w", err)
+			return
+		}
+		path := filepath.Join(work, key+".json")
+		if err := os.WriteFile(path, out, 0o600); err != nil {
+			o.err = err
+			return
+		}
+		snap, err := model.Decode(bytes.NewReader(out))
+		if err != nil {
+			o.err = fmt.Errorf("decoding the generated input: %w", err)
+			return
+		}
+		o.in = &input{path: path, snap: snap}
+	})
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	return o.in
+}
+
+// notApplicable is lost for a scenario that writes nothing.
+const notApplicable = -2
+
+// scenario is one row of the fault matrix: its own emulator project, its
+// own fault proxy in front of the emulator, and what it measured.
+type scenario struct {
+	t       *testing.T
+	name    string
+	project string
+	proxy   *faultproxy.Proxy
+	client  *firestore.Client // direct to the emulator, for the checks
+
+	mu       sync.Mutex
+	procs    []*proc
+	codes    []string
+	recovery time.Duration // < 0: not recovered / not applicable
+	lost     int           // districts of the input missing or different at the end; -1 unknown, notApplicable
+	notes    []string
+}
+
+// newScenario sets up a scenario; its matrix row is logged (and kept for
+// the summary) when the test ends.
+func newScenario(t *testing.T, name string) *scenario {
+	t.Helper()
+	p, err := faultproxy.New(emu.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &scenario{t: t, name: name, project: emulator.ProjectID(t), proxy: p, recovery: -1, lost: -1}
+	s.client = emu.TestClientFor(t, s.project)
+	t.Cleanup(func() {
+		// Nothing may outlive the scenario.
+		for _, pr := range s.procs {
+			if pr.cmd.Process != nil {
+				_ = pr.cmd.Process.Kill()
+			}
+		}
+		p.Close()
+		s.report()
+	})
+	return s
+}
+
+// start starts snapwriter against host (the proxy or the emulator).
+func (s *scenario) start(spec procSpec) *proc {
+	s.t.Helper()
+	if spec.project == "" {
+		spec.project = s.project
+	}
+	p := startProc(spec)
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+	return p
+}
+
+// viaProxy and direct are the two FIRESTORE_EMULATOR_HOST values.
+func (s *scenario) viaProxy() string { return s.proxy.Addr() }
+func (s *scenario) direct() string   { return emu.Host }
+
+// run starts snapwriter and waits for it.
+func (s *scenario) run(name, host string, args ...string) *proc {
+	s.t.Helper()
+	p := s.start(procSpec{name: name, host: host, args: args})
+	p.wait()
+	return p
+}
+
+// exited records p's exit in the matrix row and fails the scenario unless
+// it is one of want.
+func (s *scenario) exited(p *proc, want ...int) bool {
+	s.t.Helper()
+	code := p.wait()
+	s.mu.Lock()
+	s.codes = append(s.codes, fmt.Sprintf("%s %s", p.spec.name, p.outcome()))
+	s.mu.Unlock()
+	for _, w := range want {
+		if code == w && !p.wasHung() {
+			return true
+		}
+	}
+	s.t.Errorf("%s: exit %s, want %s\n%s", p.spec.name, p.outcome(), codeList(want), p.describe())
+	return false
+}
+
+// killed records a process this scenario killed on purpose; it fails the
+// scenario (the harness could not inject the fault) if it ended otherwise.
+func (s *scenario) killed(p *proc, what string) {
+	s.t.Helper()
+	p.wait()
+	s.mu.Lock()
+	s.codes = append(s.codes, fmt.Sprintf("%s %s", p.spec.name, p.outcome()))
+	s.mu.Unlock()
+	if p.outcome() != "SIGKILL" {
+		s.t.Fatalf("%s ended before %s, so the fault could not be injected\n%s", p.spec.name, what, p.describe())
+	}
+}
+
+func codeList(want []int) string {
+	var ss []string
+	for _, w := range want {
+		ss = append(ss, fmt.Sprint(w))
+	}
+	return strings.Join(ss, " or ")
+}
+
+func (s *scenario) recovered(d time.Duration) {
+	s.mu.Lock()
+	s.recovery = d
+	s.mu.Unlock()
+	s.t.Logf("recovered %s after the fault", d.Round(100*time.Millisecond))
+}
+
+func (s *scenario) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.notes = append(s.notes, msg)
+	s.mu.Unlock()
+	s.t.Log(msg)
+}
+
+// report logs the scenario's matrix row and keeps it for the summary.
+func (s *scenario) report() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	outcome := "ok"
+	if len(s.notes) > 0 {
+		outcome = "ok: " + strings.Join(s.notes, "; ")
+	}
+	if s.t.Failed() {
+		outcome = "**FAILED** (see the test log)"
+	}
+	if s.t.Skipped() {
+		outcome = "skipped"
+	}
+	rec := "—"
+	if s.recovery >= 0 {
+		rec = fmt.Sprintf("%.1f s", s.recovery.Seconds())
+	}
+	lost := "?" // the final get failed
+	switch {
+	case s.lost >= 0:
+		lost = fmt.Sprint(s.lost)
+	case s.lost == notApplicable:
+		lost = "—"
+	}
+	codes := strings.Join(s.codes, ", ")
+	if codes == "" {
+		codes = "—"
+	}
+	r := [5]string{s.name, outcome, codes, rec, lost}
+	addRow(r)
+	s.t.Log("chaos: " + formatRow(r))
+}
+
+// ---- What an operator checks ----
+
+// checkGet runs `snapwriter get --date D --json` against the emulator
+// itself and compares it with want; it records how many of want's
+// districts are missing or differ (documents lost).
+func (s *scenario) checkGet(want *input) bool {
+	s.t.Helper()
+	p := s.run("get", s.direct(), "get", "--date", day, "--json")
+	if p.wait() != 0 || p.wasHung() {
+		s.t.Errorf("get: exit %s\n%s", p.outcome(), p.describe())
+		return false
+	}
+	got, err := model.Decode(strings.NewReader(p.stdoutString()))
+	if err != nil {
+		s.t.Errorf("get printed what model.Decode refuses: %v", err)
+		return false
+	}
+	lost := lostDistricts(want.snap, got)
+	s.mu.Lock()
+	s.lost = lost
+	s.mu.Unlock()
+	if !model.Equal(got, want.snap) {
+		s.t.Errorf("get differs from the input (%d of %d districts missing or different): %s",
+			lost, len(want.snap.Payload.Districts), model.Diff(got, want.snap))
+		return false
+	}
+	return true
+}
+
+// lostDistricts counts want's districts that got lacks or holds otherwise.
+func lostDistricts(want, got *model.Snapshot) int {
+	have := map[string][]byte{}
+	for _, d := range got.Payload.Districts {
+		b, _ := model.Marshal(d.Data)
+		have[d.DistrictID] = b
+	}
+	n := 0
+	for _, d := range want.Payload.Districts {
+		b, _ := model.Marshal(d.Data)
+		if g, ok := have[d.DistrictID]; !ok || !bytes.Equal(g, b) {
+			n++
+		}
+	}
+	return n
+}
+
+// stored is what Firestore holds for the snapshot.
+type stored struct {
+	rootExists bool
+	rootFence  string
+	rootStatus string
+	entries    map[string]string // district id → manifest status
+	docs       map[string]docInfo
+}
+
+type docInfo struct {
+	fence   string
+	updated time.Time
+}
+
+// count of manifest entries with status st.
+func (st stored) count(want string) int {
+	n := 0
+	for _, v := range st.entries {
+		if v == want {
+			n++
+		}
+	}
+	return n
+}
+
+func (st stored) String() string {
+	if !st.rootExists {
+		return fmt.Sprintf("no root document; %d district documents", len(st.docs))
+	}
+	return fmt.Sprintf("root fence %s status %q; manifest %d success, %d failed, %d pending of %d; %d district documents",
+		st.rootFence, st.rootStatus, st.count("success"), st.count("failed"), st.count("pending"), len(st.entries), len(st.docs))
+}
+
+// read reads the root and every district document (their writerFence
+// only) with a client of the emulator's own.
+func (s *scenario) read() stored {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root := s.client.Collection("snapshots").Doc(day)
+	st := stored{entries: map[string]string{}, docs: map[string]docInfo{}}
+	snap, err := root.Get(ctx)
+	switch {
+	case err == nil:
+		st.rootExists = true
+		md, _ := snap.Data()["metadata"].(map[string]any)
+		st.rootFence, _ = md["writerFence"].(string)
+		st.rootStatus, _ = md["status"].(string)
+		mf, _ := snap.Data()["manifest"].(map[string]any)
+		list, _ := mf["districts"].([]any)
+		for _, x := range list {
+			e, _ := x.(map[string]any)
+			id, _ := e["districtId"].(string)
+			entry, _ := e["status"].(string)
+			st.entries[id] = entry
+		}
+	case status.Code(err) == codes.NotFound:
+	default:
+		s.t.Fatalf("reading the root: %v", err)
+	}
+	docs, err := root.Collection("districts").Select("writerFence").Documents(ctx).GetAll()
+	if err != nil {
+		s.t.Fatalf("reading the district documents: %v", err)
+	}
+	for _, d := range docs {
+		f, _ := d.Data()["writerFence"].(string)
+		st.docs[strings.TrimPrefix(d.Ref.ID, "district_")] = docInfo{fence: f, updated: d.UpdateTime}
+	}
+	return st
+}
+
+// manifestOpts loosens checkManifest where the scenario requires it.
+type manifestOpts struct {
+	// pendingOK: the writer was killed, so entries may still be pending.
+	pendingOK bool
+	// repairedFrom: fences of writers whose successful districts a repair
+	// kept (repair re-writes only what the manifest does not record as
+	// written, so those documents keep their writer's fence).
+	repairedFrom []string
+}
+
+// checkManifest checks the manifest against the documents actually
+// present (manifestProblems) and fails the scenario if it is not exact.
+func (s *scenario) checkManifest(st stored, o manifestOpts) bool {
+	s.t.Helper()
+	bad := manifestProblems(st, o)
+	if len(bad) > 0 {
+		s.t.Errorf("manifest is not exact (%s):\n%s", st, firstLines(bad, 10))
+		return false
+	}
+	return true
+}
+
+// manifestProblems lists where the manifest is not exact: every "success"
+// entry must have its document, carrying the root's writerFence (or, after
+// a repair, the fence of the writer the repair completed); no "failed"
+// entry may have a document carrying the root's writerFence; no entry may
+// be left "pending" unless pendingOK.
+func manifestProblems(st stored, o manifestOpts) []string {
+	if !st.rootExists {
+		return []string{fmt.Sprintf("no root document snapshots/%s", day)}
+	}
+	var bad []string
+	if st.rootFence == "" {
+		bad = append(bad, "the root has no metadata.writerFence")
+	}
+	okFence := map[string]bool{st.rootFence: true}
+	for _, f := range o.repairedFrom {
+		if f != "" {
+			okFence[f] = true
+		}
+	}
+	ids := make([]string, 0, len(st.entries))
+	for id := range st.entries {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		d, exists := st.docs[id]
+		switch entry := st.entries[id]; entry {
+		case "success":
+			switch {
+			case !exists:
+				bad = append(bad, fmt.Sprintf("district %s: manifest says success, no document", id))
+			case !okFence[d.fence]:
+				bad = append(bad, fmt.Sprintf("district %s: manifest says success, document carries writerFence %q, root %q", id, d.fence, st.rootFence))
+			}
+		case "failed":
+			if exists && d.fence == st.rootFence {
+				bad = append(bad, fmt.Sprintf("district %s: manifest says failed, document carries the root's writerFence %s", id, d.fence))
+			}
+		case "pending":
+			if !o.pendingOK {
+				bad = append(bad, fmt.Sprintf("district %s: still pending after the process ended", id))
+			}
+		default:
+			bad = append(bad, fmt.Sprintf("district %s: manifest status %q", id, entry))
+		}
+	}
+	return bad
+}
+
+func firstLines(lines []string, n int) string {
+	if len(lines) <= n {
+		return strings.Join(lines, "\n")
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… and %d more", len(lines)-n)
+}
+
+// checkAllFence checks that the root and every district document carry
+// fence (the writer that must own the whole snapshot).
+func (s *scenario) checkAllFence(st stored, fence, who string) bool {
+	s.t.Helper()
+	if bad := fenceProblems(st, fence, who); len(bad) > 0 {
+		s.t.Errorf("%s", strings.Join(bad, "\n"))
+		return false
+	}
+	return true
+}
+
+func fenceProblems(st stored, fence, who string) []string {
+	if fence == "" {
+		return []string{fmt.Sprintf("%s's fence is unknown (no \"snapshot lock acquired\" line)", who)}
+	}
+	var bad []string
+	if st.rootFence != fence {
+		bad = append(bad, fmt.Sprintf("the root carries writerFence %q, want %s's %s", st.rootFence, who, fence))
+	}
+	var other []string
+	for id, d := range st.docs {
+		if d.fence != fence {
+			other = append(other, fmt.Sprintf("%s (%q)", id, d.fence))
+		}
+	}
+	if len(other) > 0 {
+		sort.Strings(other)
+		bad = append(bad, fmt.Sprintf("%d of %d district documents do not carry %s's writerFence %s: %s",
+			len(other), len(st.docs), who, fence, strings.Join(other[:min(len(other), 10)], ", ")))
+	}
+	return bad
+}
+
+// checkNoLocks checks that no lock document is left in Firestore.
+func (s *scenario) checkNoLocks() bool {
+	s.t.Helper()
+	if left := s.locksLeft(); len(left) > 0 {
+		s.t.Errorf("%d lock document(s) left behind: %s", len(left), strings.Join(left, "; "))
+		return false
+	}
+	return true
+}
+
+// locksLeft describes the documents of the locks collection.
+func (s *scenario) locksLeft() []string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	docs, err := s.client.Collection("locks").Documents(ctx).GetAll()
+	if err != nil {
+		s.t.Fatalf("reading the locks: %v", err)
+	}
+	var left []string
+	for _, d := range docs {
+		left = append(left, fmt.Sprintf("%s %v", d.Ref.ID, d.Data()))
+	}
+	return left
+}
+
+// checkFinal is the whole operator check after processes that ended
+// normally: get == want, an exact manifest without pending entries, and no
+// lock left. It returns what is stored.
+func (s *scenario) checkFinal(want *input, o manifestOpts) stored {
+	s.t.Helper()
+	s.checkGet(want)
+	st := s.read()
+	s.checkManifest(st, o)
+	if n := len(st.entries); st.rootExists && n != len(want.snap.Payload.Districts) {
+		s.t.Errorf("the manifest has %d entries, the input %d districts", n, len(want.snap.Payload.Districts))
+	}
+	s.checkNoLocks()
+	return st
+}
+
+// sleepUntil sleeps until t.
+func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
