@@ -357,8 +357,13 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		return err
 	}
 	if sum.ExitCode != exitOK {
-		return errBackfill{code: sum.ExitCode, msg: fmt.Sprintf("backfill: %d complete, %d partial, %d failed, %d skipped, %d not started",
-			sum.Complete, sum.Partial, sum.Failed, sum.Skipped, sum.NotStarted)}
+		msg := fmt.Sprintf("backfill: %d complete, %d partial, %d failed, %d skipped, %d not started",
+			sum.Complete, sum.Partial, sum.Failed, sum.Skipped, sum.NotStarted)
+		if stopped != "" {
+			// Say which store did not answer, not just the count.
+			msg += "; " + stopped
+		}
+		return errBackfill{code: sum.ExitCode, msg: msg}
 	}
 	return nil
 }

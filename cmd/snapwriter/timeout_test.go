@@ -104,7 +104,7 @@ func TestUnreachableFirestoreExits1(t *testing.T) {
 		{"backfill --skip-complete", "", []string{"backfill", "--input-dir", dir, "--skip-complete", "--timeout", "2s"}, nil, 2 * time.Second, []string{"listing snapshots"}},
 		// The first date's lock times out; the second is not started.
 		{"backfill", "", []string{"backfill", "--input-dir", dir, "--lock-wait", "0s", "--timeout", "2s"}, nil, 2 * time.Second,
-			[]string{"acquiring the snapshot lock", "not-started", "the backfill stopped at 2026-11-19"}},
+			[]string{"acquiring the snapshot lock", "not-started", "not started; the backfill stopped at 2026-11-19: no answer from"}},
 	}
 	for _, target := range []struct {
 		name string
