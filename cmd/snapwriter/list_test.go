@@ -9,10 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking/pglock"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -78,16 +75,7 @@ func TestListLiveness(t *testing.T) {
 		}
 	}
 	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
-	c.interceptors = []grpc.UnaryClientInterceptor{func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if cr, ok := req.(*firestorepb.CommitRequest); ok {
-			for _, w := range cr.GetWrites() {
-				if strings.HasSuffix(w.GetUpdate().GetName(), "/district_7") {
-					return status.Error(codes.PermissionDenied, "injected")
-				}
-			}
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}}
+	c.interceptors = []grpc.UnaryClientInterceptor{denyDistrict("7")}
 	if code, _, errs := c.run(genJSON(t, part, 60), "write", "--input", "-"); code != exitPartial {
 		t.Fatalf("partial write: exit %d\n%s", code, errs)
 	}

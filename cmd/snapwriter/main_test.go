@@ -13,10 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
@@ -331,16 +328,7 @@ func TestPartialExit3(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
-	c.interceptors = []grpc.UnaryClientInterceptor{func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if cr, ok := req.(*firestorepb.CommitRequest); ok {
-			for _, w := range cr.GetWrites() {
-				if strings.HasSuffix(w.GetUpdate().GetName(), "/district_7") {
-					return status.Error(codes.PermissionDenied, "injected")
-				}
-			}
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}}
+	c.interceptors = []grpc.UnaryClientInterceptor{denyDistrict("7")}
 	code, out, errs := c.run(genJSON(t, day, 60), "write", "--input", "-")
 	if code != exitPartial {
 		t.Fatalf("exit %d, want 3\n%s\n%s", code, out, errs)

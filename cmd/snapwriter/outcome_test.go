@@ -28,6 +28,18 @@ func commitHook(fn func(ctx context.Context, cr *firestorepb.CommitRequest) erro
 	}
 }
 
+// denyDistrict fails every commit that writes district id, permanently.
+func denyDistrict(id string) grpc.UnaryClientInterceptor {
+	return commitHook(func(_ context.Context, cr *firestorepb.CommitRequest) error {
+		for _, w := range cr.GetWrites() {
+			if strings.HasSuffix(w.GetUpdate().GetName(), "/district_"+id) {
+				return status.Error(codes.PermissionDenied, "injected")
+			}
+		}
+		return nil
+	})
+}
+
 // writesDistricts reports whether a commit writes district documents.
 func writesDistricts(cr *firestorepb.CommitRequest) bool {
 	for _, w := range cr.GetWrites() {
