@@ -429,8 +429,7 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 	})
 	res.BatchResults = append(res.BatchResults, results...)
 	w.tally(res)
-	out := outcomeOf(results)
-	return out, nil
+	return outcomeOf(results), nil
 }
 
 // outcomeOf reads the per-district outcome from chunk results.
