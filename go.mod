@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	cloud.google.com/go/firestore v1.29.0
 	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/go-json-experiment/json v1.27.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/schollz/progressbar/v3 v3.19.1

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -102,28 +104,70 @@ func Validate(s *Snapshot, id string) error {
 	if s.Rankings != nil {
 		checkValue(map[string]any(s.Rankings), "$.rankings", 1, false, p.add)
 	}
-	if n := rootDocEstimate(s); n > MaxDocumentBytes {
-		p.add("$", "the snapshot's root document (metadata, manifest of %d districts, rankings) would be about %d bytes, over Firestore's %d-byte (1 MiB) limit",
-			len(s.Payload.Districts), n, MaxDocumentBytes)
+	if parts, n := rootDocParts(s); n > MaxDocumentBytes {
+		// Name the culprits: a 200 MB unknown field, not "the rankings".
+		var largest []string
+		for _, part := range parts[:min(3, len(parts))] {
+			largest = append(largest, fmt.Sprintf("%s (from %s) %d bytes", part.field, part.from, part.size))
+		}
+		p.add("$", "the snapshot's root document would be about %d bytes, over Firestore's %d-byte (1 MiB) limit; its largest fields: %s",
+			n, MaxDocumentBytes, strings.Join(largest, ", "))
 	}
 	return p.err()
 }
 
-// rootDocEstimate bounds the root document from above: the payload metadata
-// twice (the application's fields and the verbatim copy), the input's extra
-// fields, the rankings, the id lists, and a manifest entry per district.
-func rootDocEstimate(s *Snapshot) int {
-	n := 8 << 10 // fixed fields, names, overhead
-	n += 2 * FirestoreSize(s.Payload.Metadata.tree())
-	n += FirestoreSize(map[string]any(s.Extra)) + FirestoreSize(map[string]any(s.Payload.Extra))
-	n += FirestoreSize(map[string]any(s.Rankings))
+// rootPart is one top-level field of the root document as it would be
+// stored (or one member of its inputExtra), where in the input it comes
+// from, and its estimated size.
+type rootPart struct {
+	field, from string
+	size        int
+}
+
+// rootDocParts estimates the root document from above, field by field,
+// largest first, and returns the total. metadata holds the application's
+// fields (the payload metadata's known fields a second time), the id lists,
+// the errors and payloadMetadata, the input's payload.metadata verbatim;
+// manifest an entry per district; rankings the input's rankings verbatim;
+// inputExtra the input's unknown top-level and payload fields.
+func rootDocParts(s *Snapshot) ([]rootPart, int) {
+	md := s.Payload.Metadata
+	meta := 6 << 10 // fixed fields, names, overhead
+	meta += 2*FirestoreSize(md.tree()) - FirestoreSize(map[string]any(md.Extra))
 	for _, e := range s.Errors {
-		n += len(e) + 1
+		meta += len(e) + 1
 	}
+	manifest := 1 << 10
 	for _, d := range s.Payload.Districts {
-		// configured + successful lists, and the manifest entry's keys,
-		// id, file name, status, size and timestamp.
-		n += 2*(len(d.DistrictID)+1) + 125 + 2*len(d.DistrictID)
+		// configured + successful lists; the manifest entry's keys, id,
+		// file name, status, size and timestamp.
+		meta += 2 * (len(d.DistrictID) + 1)
+		manifest += 125 + 2*len(d.DistrictID)
 	}
-	return n
+	parts := []rootPart{
+		{"metadata", "$.payload.metadata and $.errors", meta},
+		{"manifest", fmt.Sprintf("$.payload.districts, %d entries", len(s.Payload.Districts)), manifest},
+	}
+	if s.Rankings != nil {
+		parts = append(parts, rootPart{"rankings", "$.rankings", len("rankings") + 1 + FirestoreSize(map[string]any(s.Rankings))})
+	}
+	for _, x := range []struct {
+		field, from string
+		extra       Object
+	}{{"inputExtra.snapshot", "$", s.Extra}, {"inputExtra.payload", "$.payload", s.Payload.Extra}} {
+		for k, v := range x.extra {
+			parts = append(parts, rootPart{childPath(x.field, k), childPath(x.from, k), len(k) + 1 + FirestoreSize(v)})
+		}
+	}
+	total := 1 << 10 // the document's name, inputExtra's own keys
+	for _, part := range parts {
+		total += part.size
+	}
+	sort.Slice(parts, func(i, j int) bool {
+		if parts[i].size != parts[j].size {
+			return parts[i].size > parts[j].size
+		}
+		return parts[i].field < parts[j].field
+	})
+	return parts, total
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -20,7 +19,9 @@ type Object = map[string]any
 
 // DecodeObject reads exactly one JSON object from r into canonical form.
 // Numbers written with a fraction or exponent become float64, the rest int64;
-// trailing data after the object is an error.
+// trailing data after the object is an error, and so are a key repeated in
+// an object, a lone UTF-16 surrogate escape, invalid UTF-8 and a leading
+// byte-order mark (see decodeValue).
 func DecodeObject(r io.Reader) (Object, error) {
 	v, err := decodeValue(r)
 	if err != nil {
@@ -33,40 +34,6 @@ func DecodeObject(r io.Reader) (Object, error) {
 	return o, nil
 }
 
-// decodeValue reads one JSON value and canonicalises it.
-func decodeValue(r io.Reader) (any, error) {
-	// Buffered whole so syntax errors can be reported by line and column.
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading input: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, jsonError(data, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		off := dec.InputOffset()
-		line, col := position(data, off)
-		return nil, invalid("$", "invalid JSON: unexpected data after the top-level value at line %d, column %d", line, col)
-	}
-	return canonical(v, &pathElem{root: "$"})
-}
-
-func jsonError(data []byte, err error) error {
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		// Offset counts the offending byte; report that byte's position.
-		line, col := position(data, max(syn.Offset-1, 0))
-		return invalid("$", "invalid JSON at line %d, column %d: %v", line, col, err)
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return invalid("$", "invalid JSON: input ends before the value is complete")
-	}
-	return invalid("$", "invalid JSON: %v", err)
-}
-
 func position(data []byte, off int64) (line, col int) {
 	if off > int64(len(data)) {
 		off = int64(len(data))
@@ -75,38 +42,6 @@ func position(data []byte, off int64) (line, col int) {
 	line = bytes.Count(prefix, []byte("\n")) + 1
 	col = int(off) - bytes.LastIndexByte(prefix, '\n')
 	return line, col
-}
-
-// canonical converts a decoded (UseNumber) tree into canonical values.
-func canonical(v any, path *pathElem) (any, error) {
-	switch x := v.(type) {
-	case json.Number:
-		n, err := parseNumber(string(x), "")
-		if err != nil {
-			return nil, invalid(path.String(), "%s", err.(*ValidationError).Problems[0].Message)
-		}
-		return n, nil
-	case []any:
-		for i, e := range x {
-			c, err := canonical(e, &pathElem{parent: path, index: i})
-			if err != nil {
-				return nil, err
-			}
-			x[i] = c
-		}
-		return x, nil
-	case map[string]any:
-		for k, e := range x {
-			c, err := canonical(e, &pathElem{parent: path, key: k, isKey: true})
-			if err != nil {
-				return nil, err
-			}
-			x[k] = c
-		}
-		return x, nil
-	default:
-		return v, nil
-	}
 }
 
 func parseNumber(s, path string) (any, error) {
@@ -367,23 +302,23 @@ func checkValue(v any, path string, depth int, inArray bool, add func(path, form
 
 // pathElem is one step of a JSON path: a key or an array index.
 type pathElem struct {
-	parent *pathElem
-	root   string
-	key    string
-	index  int
-	isKey  bool
+	key   string
+	index int
+	isKey bool
 }
 
-// String formats the path from the root; only problems need it, so paths
-// are never formatted up front.
-func (p *pathElem) String() string {
-	if p.parent == nil {
-		return p.root
+// formatPath formats the path of steps below root; only problems need it,
+// so paths are never formatted up front.
+func formatPath(root string, steps []pathElem) string {
+	p := root
+	for _, s := range steps {
+		if s.isKey {
+			p = childPath(p, s.key)
+		} else {
+			p = fmt.Sprintf("%s[%d]", p, s.index)
+		}
 	}
-	if p.isKey {
-		return childPath(p.parent.String(), p.key)
-	}
-	return fmt.Sprintf("%s[%d]", p.parent.String(), p.index)
+	return p
 }
 
 // walker checks a value tree, keeping the current path as a stack of steps
@@ -394,17 +329,7 @@ type walker struct {
 	add   func(path, format string, args ...any)
 }
 
-func (w *walker) path() string {
-	p := w.root
-	for _, s := range w.steps {
-		if s.isKey {
-			p = childPath(p, s.key)
-		} else {
-			p = fmt.Sprintf("%s[%d]", p, s.index)
-		}
-	}
-	return p
-}
+func (w *walker) path() string { return formatPath(w.root, w.steps) }
 
 func (w *walker) check(v any, depth int, inArray bool) (size int) {
 	if depth > maxDepth {

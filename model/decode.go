@@ -1,0 +1,239 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// maxInputDepth bounds the nesting the decoder accepts. Firestore stores at
+// most maxDepth (20) levels and a district's data sits two levels below the
+// input's root, so nothing nested this deep could be stored; Validate names
+// the first value past Firestore's own limit. The bound also keeps a
+// malicious input from costing more than a few path steps.
+const maxInputDepth = 64
+
+// byteOrderMarks are the byte-order marks a text editor may put before JSON,
+// longest first (UTF-32's little-endian mark starts with UTF-16's).
+var byteOrderMarks = []struct{ bom, name string }{
+	{"\x00\x00\xFE\xFF", "UTF-32 big-endian, 00 00 FE FF"},
+	{"\xFF\xFE\x00\x00", "UTF-32 little-endian, FF FE 00 00"},
+	{"\xEF\xBB\xBF", "UTF-8, EF BB BF"},
+	{"\xFE\xFF", "UTF-16 big-endian, FE FF"},
+	{"\xFF\xFE", "UTF-16 little-endian, FF FE"},
+}
+
+// decodeValue reads one JSON value and builds its canonical form. It is
+// strict where encoding/json is lenient, because leniency would store
+// something other than the input: a key given twice in one object, a lone
+// UTF-16 surrogate escape and invalid UTF-8 are errors (encoding/json keeps
+// the last of two equal keys and turns lone surrogates and invalid UTF-8
+// into U+FFFD), and so is a byte-order mark. Every problem names its JSON
+// path.
+func decodeValue(r io.Reader) (any, error) {
+	// Buffered whole so errors can be reported by line and column.
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading input: %w", err)
+	}
+	for _, m := range byteOrderMarks {
+		if bytes.HasPrefix(data, []byte(m.bom)) {
+			return nil, invalid("$", "file starts with a byte-order mark (%s): JSON input must be UTF-8 without one", m.name)
+		}
+	}
+	// jsontext is encoding/json/v2's tokenizer. Its defaults reject invalid
+	// UTF-8 and lone surrogates; duplicate keys are found below, where the
+	// object is built anyway and the path is at hand.
+	d := &decoder{data: data, dec: jsontext.NewDecoder(bytes.NewBuffer(data), jsontext.AllowDuplicateNames(true))}
+	tok, err := d.dec.ReadToken()
+	if err == io.EOF {
+		return nil, invalid("$", "invalid JSON: the input is empty")
+	}
+	if err != nil {
+		return nil, d.syntaxError(err, false)
+	}
+	v, err := d.value(tok)
+	if err != nil {
+		return nil, err
+	}
+	end := d.dec.InputOffset()
+	if _, err := d.dec.ReadToken(); err != io.EOF {
+		line, col := position(data, skipSpace(data, end))
+		return nil, invalid("$", "invalid JSON: unexpected data after the top-level value at line %d, column %d", line, col)
+	}
+	return v, nil
+}
+
+// decoder builds the canonical tree from jsontext's tokens. steps is the
+// path of the value being read; it is formatted only for a problem.
+type decoder struct {
+	data  []byte
+	dec   *jsontext.Decoder
+	steps []pathElem
+}
+
+func (d *decoder) path() string { return formatPath("$", d.steps) }
+
+// value converts the token just read, reading the rest of an object or
+// array.
+func (d *decoder) value(tok jsontext.Token) (any, error) {
+	switch tok.Kind() {
+	case 'n':
+		return nil, nil
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
+	case '"':
+		return tok.String(), nil
+	case '0':
+		// The token's raw text: exact, and an integer stays an integer.
+		n, err := parseNumber(tok.String(), "")
+		if err != nil {
+			var ve *ValidationError
+			errors.As(err, &ve)
+			return nil, invalid(d.path(), "%s", ve.Problems[0].Message)
+		}
+		return n, nil
+	case '{':
+		return d.object()
+	case '[':
+		return d.array()
+	}
+	return nil, invalid(d.path(), "invalid JSON: unexpected %s", tok.Kind())
+}
+
+func (d *decoder) tooDeep() error {
+	return invalid(d.path(), "nested more than %d levels deep (Firestore stores at most %d)", maxInputDepth, maxDepth)
+}
+
+func (d *decoder) object() (any, error) {
+	if len(d.steps) >= maxInputDepth {
+		return nil, d.tooDeep()
+	}
+	m := map[string]any{}
+	for {
+		before := d.dec.InputOffset()
+		tok, err := d.dec.ReadToken()
+		if err != nil {
+			return nil, d.syntaxError(err, true)
+		}
+		if tok.Kind() == '}' {
+			return m, nil
+		}
+		k := tok.String()
+		d.steps = append(d.steps, pathElem{key: k, isKey: true})
+		if _, dup := m[k]; dup {
+			line, col := position(d.data, keyStart(d.data, before))
+			return nil, invalid(d.path(), "duplicate key %q at line %d, column %d: this object already has it, and only one of the values could be stored", k, line, col)
+		}
+		if tok, err = d.dec.ReadToken(); err != nil {
+			return nil, d.syntaxError(err, false)
+		}
+		v, err := d.value(tok)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+		d.steps = d.steps[:len(d.steps)-1]
+	}
+}
+
+func (d *decoder) array() (any, error) {
+	if len(d.steps) >= maxInputDepth {
+		return nil, d.tooDeep()
+	}
+	a := []any{}
+	for i := 0; ; i++ {
+		d.steps = append(d.steps, pathElem{index: i})
+		tok, err := d.dec.ReadToken()
+		if err != nil {
+			return nil, d.syntaxError(err, false)
+		}
+		if tok.Kind() == ']' {
+			d.steps = d.steps[:len(d.steps)-1]
+			return a, nil
+		}
+		v, err := d.value(tok)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		d.steps = d.steps[:len(d.steps)-1]
+	}
+}
+
+// syntaxError turns the tokenizer's error into a problem at the current
+// path, with the line and column of the offending byte. inKey says that an
+// object key (or the object's end) was expected.
+func (d *decoder) syntaxError(err error, inKey bool) error {
+	path := d.path()
+	var se *jsontext.SyntacticError
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return invalid(path, "invalid JSON: the input ends before the value is complete")
+	}
+	if !errors.As(err, &se) {
+		return invalid(path, "invalid JSON: %v", err)
+	}
+	off := se.ByteOffset
+	line, col := position(d.data, off)
+	where := "in a string"
+	if inKey {
+		where = "in a key"
+	}
+	if esc, high, ok := surrogateAt(d.data, off); ok {
+		why := `a low surrogate (\udc00–\udfff) must follow a high one (\ud800–\udbff)`
+		if high {
+			why = `a high surrogate (\ud800–\udbff) must be followed by a low one (\udc00–\udfff)`
+		}
+		return invalid(path, "invalid surrogate %s %s at line %d, column %d: %s; alone it is no character (it would be stored as U+FFFD)",
+			esc, where, line, col, why)
+	}
+	if off < int64(len(d.data)) {
+		if r, size := utf8.DecodeRune(d.data[off:]); r == utf8.RuneError && size == 1 {
+			return invalid(path, "invalid JSON at line %d, column %d: byte 0x%02x is not valid UTF-8 (JSON input must be UTF-8)", line, col, d.data[off])
+		}
+	}
+	return invalid(path, "invalid JSON at line %d, column %d: %v", line, col, se.Err)
+}
+
+// surrogateAt reports whether data holds a UTF-16 surrogate escape (\uD800
+// to \uDFFF) at off, and whether it is a high one.
+func surrogateAt(data []byte, off int64) (esc string, high, ok bool) {
+	if off < 0 || off+6 > int64(len(data)) || data[off] != '\\' || data[off+1] != 'u' {
+		return "", false, false
+	}
+	v, err := strconv.ParseUint(string(data[off+2:off+6]), 16, 16)
+	if err != nil || !utf16.IsSurrogate(rune(v)) {
+		return "", false, false
+	}
+	return string(data[off : off+6]), v < 0xdc00, true
+}
+
+// keyStart is the offset of the key that follows off: past whitespace and
+// the comma before it.
+func keyStart(data []byte, off int64) int64 {
+	off = skipSpace(data, off)
+	if off < int64(len(data)) && data[off] == ',' {
+		off = skipSpace(data, off+1)
+	}
+	return off
+}
+
+func skipSpace(data []byte, off int64) int64 {
+	for off < int64(len(data)) {
+		switch data[off] {
+		case ' ', '\t', '\n', '\r':
+			off++
+		default:
+			return off
+		}
+	}
+	return off
+}
