@@ -52,7 +52,13 @@ type rootInput struct {
 	fence     string
 	backend   string
 	startedAt time.Time
-	docSizes  map[string]int // district id → document size, for the manifest
+	docs      map[string]map[string]any // district id → its document
+	docSizes  map[string]int            // district id → document size, for the manifest
+	hashes    map[string]string         // district id → the hash of its document
+	// dataHashes: district id → the hash of its data alone.
+	dataHashes map[string]string
+	// payloadHash is the hash of the snapshot's own payload (payloadHash).
+	payloadHash string
 	// contended is set once a transaction of this write met another's
 	// lock, so that it is explained in one WARNING, not one per retry.
 	contended *atomic.Bool
@@ -102,6 +108,7 @@ func (in rootInput) metadata(status string, complete bool, failed []string, fini
 		"writerFence":          in.fence,
 		"writerLockBackend":    in.backend,
 		"writeStartedAt":       in.startedAt.UTC().Format(time.RFC3339Nano),
+		"payloadHash":          in.payloadHash,
 		"payloadMetadata":      verbatim,
 	}
 	if !finishedAt.IsZero() {
@@ -129,6 +136,7 @@ func (in rootInput) manifest(status map[string]string, errMsg map[string]string,
 			"fileName":     districtDocID(d.DistrictID),
 			"status":       st,
 			"fileSize":     int64(in.docSizes[d.DistrictID]),
+			"contentHash":  in.hashes[d.DistrictID],
 			"lastModified": modified.UTC().Format(time.RFC3339Nano),
 		}
 		switch st {

@@ -27,16 +27,18 @@ const (
 	// records which, and Writer.Repair completes it.
 	StatePartial = "partial"
 	// StateWriting: the root says "writing" and a live lock holds the
-	// snapshot's key (LockKey) on the lock backend the root records: a
-	// writer is at work.
+	// snapshot's key on the lock backend the root records (the key the
+	// root's writerLockKeyHash names: LockScope.LockKey, or LegacyLockKey
+	// for a root that records none): a writer is at work.
 	StateWriting = "writing"
 	// StateInterrupted: the root says "writing" but no live lock holds the
 	// key: the writer died before recording its outcome. Writer.Repair
 	// completes it, or a new write replaces it.
 	StateInterrupted = "interrupted"
 	// StateUnknown: the root says "writing" and its lock backend was not
-	// given to the Reader (WithLockBackends), or the root records none, so
-	// whether a writer is alive cannot be told.
+	// given to the Reader (WithLockBackends), or the root records none, or
+	// it records a lock key this Reader's scope does not give (another
+	// snapwriter version), so whether a writer is alive cannot be told.
 	StateUnknown = "unknown"
 )
 
@@ -45,6 +47,8 @@ type Reader struct {
 	client     *firestore.Client
 	collection string
 	backends   map[string]locking.Backend
+	scope      LockScope // names the lock keys liveness is checked on
+	scopeErr   error     // why scope could not be read from the client
 }
 
 // ReaderOption configures a Reader.
@@ -54,9 +58,11 @@ type ReaderOption func(*Reader)
 // snapshot whose root says "writing" has a live writer. Each serves the
 // roots whose metadata.writerLockBackend is its Capabilities().Backend
 // ("firestore", "postgres"); such a root is StateWriting while a live lock
-// (whatever its fence) holds LockKey(id) on it, and StateInterrupted when
-// none does. A root whose backend is not among these is StateUnknown. The
-// backends are only read.
+// (whatever its fence) holds the snapshot's key on it — the key writers of
+// the Reader's project, database and collection take
+// (LockScope.LockKey), or LegacyLockKey(id) for a root written before keys
+// named the document — and StateInterrupted when none does. A root whose
+// backend is not among these is StateUnknown. The backends are only read.
 func WithLockBackends(backends ...locking.Backend) ReaderOption {
 	return func(r *Reader) {
 		for _, b := range backends {
@@ -76,6 +82,7 @@ func NewReader(client *firestore.Client, collection string, opts ...ReaderOption
 	for _, o := range opts {
 		o(r)
 	}
+	r.scope, r.scopeErr = ScopeOf(client, collection)
 	return r
 }
 
@@ -107,7 +114,10 @@ type Summary struct {
 	FailedDistricts []string `json:"failedDistricts"`
 	WriterFence     string   `json:"writerFence"`
 	LockBackend     string   `json:"writerLockBackend,omitempty"`
-	WriteFinishedAt string   `json:"writeFinishedAt,omitempty"`
+	// LockKeyHash is the locking.HashKey of the lock key the writer held
+	// (writerLockKeyHash; empty for roots of earlier snapwriter versions).
+	LockKeyHash     string `json:"writerLockKeyHash,omitempty"`
+	WriteFinishedAt string `json:"writeFinishedAt,omitempty"`
 }
 
 // Get returns the snapshot stored under id, rebuilt in the input format.
@@ -183,7 +193,7 @@ func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
 
 // summaryFields are the root fields a Summary is made of.
 var summaryFields = []string{"metadata.status", "metadata.writeComplete", "metadata.writeFailedDistricts",
-	"metadata.writerFence", "metadata.writerLockBackend", "metadata.writeFinishedAt",
+	"metadata.writerFence", "metadata.writerLockBackend", "metadata.writerLockKeyHash", "metadata.writeFinishedAt",
 	"metadata.configuredDistricts", "manifest.totalDistricts"}
 
 // List returns every snapshot, newest first. The scan runs in ascending id
@@ -234,7 +244,15 @@ func (r *Reader) settle(ctx context.Context, s *Summary) error {
 			s.State = StateUnknown
 			return nil
 		}
-		live, err := b.IsLocked(ctx, LockKey(s.SnapshotID))
+		key, known, err := r.lockKey(s)
+		if err != nil {
+			return &LockCheckError{SnapshotID: s.SnapshotID, Backend: s.LockBackend, Err: err}
+		}
+		if !known {
+			s.State = StateUnknown
+			return nil
+		}
+		live, err := b.IsLocked(ctx, key)
 		if err != nil {
 			return &LockCheckError{SnapshotID: s.SnapshotID, Backend: s.LockBackend, Err: err}
 		}
@@ -246,7 +264,8 @@ func (r *Reader) settle(ctx context.Context, s *Summary) error {
 		if err != nil {
 			return err
 		}
-		if fresh.Status == statusWriting && fresh.WriterFence == s.WriterFence && fresh.LockBackend == s.LockBackend {
+		if fresh.Status == statusWriting && fresh.WriterFence == s.WriterFence && fresh.LockBackend == s.LockBackend &&
+			fresh.LockKeyHash == s.LockKeyHash {
 			s.State = StateInterrupted
 			return nil
 		}
@@ -257,6 +276,24 @@ func (r *Reader) settle(ctx context.Context, s *Summary) error {
 		s.State = StateWriting
 	}
 	return nil
+}
+
+// lockKey returns the key the writer of root s held on its lock backend:
+// the key writers of this Reader's scope take, when the root records its
+// hash; LegacyLockKey for a root that records none. known is false for a
+// root recording another key, which this Reader cannot name.
+func (r *Reader) lockKey(s *Summary) (key string, known bool, err error) {
+	if s.LockKeyHash == "" {
+		return LegacyLockKey(s.SnapshotID), true, nil
+	}
+	if r.scopeErr != nil {
+		return "", false, r.scopeErr
+	}
+	key, err = r.scope.LockKey(s.LockBackend, s.SnapshotID)
+	if err != nil {
+		return "", false, err
+	}
+	return key, locking.HashKey(key) == s.LockKeyHash, nil
 }
 
 // reread reads the summary fields of one root again, through a projection
@@ -297,6 +334,7 @@ func summarize(doc *firestore.DocumentSnapshot) Summary {
 	s.Status, _ = md["status"].(string)
 	s.WriterFence, _ = md["writerFence"].(string)
 	s.LockBackend, _ = md["writerLockBackend"].(string)
+	s.LockKeyHash, _ = md["writerLockKeyHash"].(string)
 	s.WriteFinishedAt, _ = md["writeFinishedAt"].(string)
 	if n, ok := asMap(data["manifest"])["totalDistricts"].(int64); ok {
 		s.Districts = int(n)

@@ -98,7 +98,7 @@ func TestReaderLiveness(t *testing.T) {
 		t.Errorf("dead writer: %s, want interrupted", st)
 	}
 	// Any live lock on the key means a writer at work, whatever its fence.
-	r, err := locker.Acquire(ctx, LockKey(day), time.Minute)
+	r, err := locker.Acquire(ctx, e.lockKey(day), time.Minute)
 	if err != nil || !r.OK {
 		t.Fatal(r, err)
 	}

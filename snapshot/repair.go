@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -17,15 +18,30 @@ import (
 )
 
 // ErrMismatch: the input given to Repair is not the snapshot that was
-// written (other snapshot id or other districts). Nothing was written.
+// written (other districts, another root payload, or districts whose
+// stored, intact documents hold other data). Nothing was written.
 var ErrMismatch = errors.New("input does not match the stored snapshot")
+
+// errReplace: WithRewriteChanged found the input's root payload differs
+// from the stored one; the repair becomes a whole write.
+var errReplace = errors.New("the root payload differs")
+
+// maxListed bounds how many differences an ErrMismatch names.
+const maxListed = 5
 
 // Repair completes a partial write of snapshot id: under the snapshot's
 // lock it takes the root over with its own fence, re-writes exactly the
 // districts the manifest does not record as written (failed, or still
-// pending after a write that died), deletes district documents the snapshot
-// does not have, and records the outcome like Write does. snap must be the
-// snapshot that was written; its districts are the source of the re-write.
+// pending after a write that died) and those whose document is missing or
+// no longer matches the content hash the manifest recorded, deletes
+// district documents the snapshot does not have, and records the outcome
+// like Write does. snap must be the snapshot that was written: the same
+// districts, the same root payload (by hash, where the root recorded one)
+// and, for every district already written, the same data; otherwise Repair
+// refuses with ErrMismatch, naming the first differences, and writes
+// nothing — unless WithRewriteChanged, which re-writes the differing
+// districts too (and the whole snapshot when the root payload differs).
+// Either way a repaired snapshot never mixes two inputs.
 //
 // A complete snapshot is left alone: the Result has Skipped set and the
 // error is nil. A snapshot that does not exist is written whole, as Write
@@ -45,10 +61,21 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	}
 	defer end()
 
-	in := w.newInput(id, snap, lease, start)
-	todo, rootRes, err := w.takeOver(wctx, in, log)
-	if errors.Is(err, ErrNotFound) {
+	in, err := w.newInput(id, snap, lease, start)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := w.storedDistricts(wctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: reading the stored districts: %w", id, err)
+	}
+	todo, rootRes, err := w.takeOver(wctx, in, stored, log)
+	switch {
+	case errors.Is(err, ErrNotFound):
 		log.Info("nothing is stored under this date; writing the whole snapshot")
+		return w.write(ctx, wctx, lease, in, log)
+	case errors.Is(err, errReplace):
+		log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot (--rewrite-changed)")
 		return w.write(ctx, wctx, lease, in, log)
 	}
 	res := &Result{SnapshotID: id, Fence: in.fence, FailedDistricts: []string{}}
@@ -71,15 +98,7 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	}
 	log.Info("repairing districts", zap.Int("districts", len(todo)))
 
-	ops := make([]op, 0, len(todo))
-	for _, d := range snap.Payload.Districts {
-		doc := districtDoc(snap, d, in.fence)
-		in.docSizes[d.DistrictID] = model.FirestoreSize(doc)
-		if todo[d.DistrictID] {
-			ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
-		}
-	}
-	out, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
+	out, err := w.writeDistricts(ctx, wctx, in, in.ops(todo), res, log)
 	if err != nil {
 		return res, err
 	}
@@ -92,7 +111,7 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 // districts need writing, and moves the root to this writer's fence with
 // status "writing", so that chunks of an older writer still in flight are
 // refused from now on. It returns errSkip for a complete snapshot.
-func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (map[string]bool, *BatchResult, error) {
+func (w *Writer) takeOver(ctx context.Context, in rootInput, stored map[string]storedDistrict, log *zap.Logger) (map[string]bool, *BatchResult, error) {
 	ref := w.root(in.id)
 	var todo map[string]bool
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
@@ -106,10 +125,10 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 			return err
 		}
 		data := doc.Data()
-		if err := w.checkPrior(data, in); err != nil {
+		if err := w.checkPrior(ctx, data, in); err != nil {
 			return retry.Permanent(err)
 		}
-		todo, err = repairSet(data, in.snap)
+		todo, err = w.repairSet(data, in, stored)
 		if err != nil {
 			return retry.Permanent(err)
 		}
@@ -119,6 +138,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		return tx.Update(ref, []firestore.Update{
 			{Path: "metadata.writerFence", Value: in.fence},
 			{Path: "metadata.writerLockBackend", Value: in.backend},
+			{Path: "metadata.writerLockKeyHash", Value: w.lockKeyHash(in.id)},
 			{Path: "metadata.status", Value: statusWriting},
 			{Path: "metadata.writeComplete", Value: false},
 			{Path: "metadata.repairStartedAt", Value: in.startedAt.UTC().Format(time.RFC3339Nano)},
@@ -128,11 +148,11 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 	switch {
 	case errors.Is(err, errSkip):
 		return nil, nil, err
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrMismatch):
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrMismatch), errors.Is(err, errReplace):
 		return nil, nil, err
 	case err != nil:
 		r.Error = err.Error()
-		if errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) {
+		if refusedByPrior(err) {
 			return nil, &r, fmt.Errorf("snapshot %s: %w", in.id, err)
 		}
 		return nil, &r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
@@ -141,30 +161,88 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 	return todo, &r, nil
 }
 
-// repairSet checks that snap is the snapshot the stored root describes and
-// returns the districts its manifest does not record as written.
-func repairSet(root map[string]any, snap *model.Snapshot) (map[string]bool, error) {
-	md := asMap(root["metadata"])
-	if stored, _ := md["snapshotId"].(string); stored != snap.SnapshotID {
-		return nil, fmt.Errorf("%w: stored snapshot_id %q, input %q", ErrMismatch, stored, snap.SnapshotID)
+// storedDistrict is what Repair and Verify need of a stored district
+// document: its districtHash and the hash of its data alone.
+type storedDistrict struct{ hash, dataHash string }
+
+// storedDistricts reads every district document of snapshot id.
+func (w *Writer) storedDistricts(ctx context.Context, id string) (map[string]storedDistrict, error) {
+	return readStoredDistricts(ctx, w.root(id))
+}
+
+func readStoredDistricts(ctx context.Context, root *firestore.DocumentRef) (map[string]storedDistrict, error) {
+	docs, err := root.Collection("districts").Documents(ctx).GetAll()
+	if err != nil {
+		return nil, err
 	}
+	out := make(map[string]storedDistrict, len(docs))
+	for _, d := range docs {
+		h, dh, err := districtHashes(d.Data())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
+		}
+		out[strings.TrimPrefix(d.Ref.ID, "district_")] = storedDistrict{hash: h, dataHash: dh}
+	}
+	return out, nil
+}
+
+// repairSet checks that the input is the snapshot the stored root
+// describes and returns the districts to write: those the manifest does
+// not record as written, and those whose document is missing or altered
+// (it no longer matches the hash the manifest recorded). A district written
+// intact with other data than the input's, or another root payload, is
+// ErrMismatch — or, WithRewriteChanged, a district to write again and
+// errReplace.
+func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]storedDistrict) (map[string]bool, error) {
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
-	stored := make([]string, 0, len(entries))
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		id, _ := asMap(e)["districtId"].(string)
+		ids = append(ids, id)
+	}
+	given := districtIDs(in.snap)
+	slices.Sort(ids)
+	slices.Sort(given)
+	if !slices.Equal(ids, given) {
+		return nil, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
+			ErrMismatch, len(ids), len(given))
+	}
+	var diffs []string
+	// Roots written before content hashes (or by the TypeScript
+	// application) did not record one: their payload is not compared.
+	if rec, _ := asMap(root["metadata"])["payloadHash"].(string); rec != "" && rec != in.payloadHash {
+		if w.cfg.rewriteChanged {
+			return nil, errReplace
+		}
+		diffs = append(diffs, "the root payload (metadata, rankings, …)")
+	}
 	todo := map[string]bool{}
 	for _, e := range entries {
 		em := asMap(e)
 		id, _ := em["districtId"].(string)
-		stored = append(stored, id)
-		if st, _ := em["status"].(string); st != entrySuccess {
-			todo[id] = true
+		recorded, _ := em["contentHash"].(string)
+		s, present := stored[id]
+		switch st, _ := em["status"].(string); {
+		case st != entrySuccess, !present:
+			todo[id] = true // not written, or missing
+		case recorded != "" && s.hash != recorded:
+			todo[id] = true // altered since it was written
+		case s.dataHash != in.dataHashes[id]:
+			if w.cfg.rewriteChanged {
+				todo[id] = true
+				continue
+			}
+			diffs = append(diffs, "district "+id)
 		}
 	}
-	given := districtIDs(snap)
-	slices.Sort(stored)
-	slices.Sort(given)
-	if !slices.Equal(stored, given) {
-		return nil, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
-			ErrMismatch, len(stored), len(given))
+	if len(diffs) > 0 {
+		listed := diffs[:min(len(diffs), maxListed)]
+		more := ""
+		if n := len(diffs) - len(listed); n > 0 {
+			more = fmt.Sprintf(" and %d more", n)
+		}
+		return nil, fmt.Errorf("%w: the input differs from what is stored in %s%s; write the snapshot instead (it replaces it under the lock), or repair with --rewrite-changed to re-write what differs",
+			ErrMismatch, strings.Join(listed, ", "), more)
 	}
 	return todo, nil
 }
@@ -204,6 +282,7 @@ func (w *Writer) finishRepair(ctx context.Context, in rootInput, res *Result, ou
 				em["status"] = st
 				em["lastModified"] = now
 				em["fileSize"] = int64(in.docSizes[id])
+				em["contentHash"] = in.hashes[id]
 				delete(em, "errorMessage")
 				if st == entryFailed && out.msgs[id] != "" {
 					em["errorMessage"] = out.msgs[id]
@@ -232,6 +311,7 @@ func (w *Writer) finishRepair(ctx context.Context, in rootInput, res *Result, ou
 			{Path: "metadata.writeFailedDistricts", Value: strs(failed)},
 			{Path: "metadata.writeFinishedAt", Value: now},
 			{Path: "metadata.repairedAt", Value: now},
+			{Path: "metadata.payloadHash", Value: in.payloadHash},
 		})
 	})
 	if err != nil {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -286,5 +288,76 @@ func TestSkipComplete(t *testing.T) {
 	res, err = e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
 	if err != nil || res.Skipped || !res.Complete {
 		t.Fatalf("Write over a partial snapshot = %+v, %v", res, err)
+	}
+}
+
+// Repair with another export of the same date and districts: refused with
+// nothing written, or, WithRewriteChanged, the new export whole — never a
+// mix of the two marked success.
+func TestRepairWithAnotherExport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := gen(120, 31), gen(120, 32) // same date and district ids, other data
+	victim := a.Payload.Districts[60].DistrictID
+	e.f.setRule(func(c *commitCall) error {
+		if c.has(victim) {
+			return status.Error(codes.PermissionDenied, "injected")
+		}
+		return nil
+	})
+	if res, err := e.writer().Write(context.Background(), day, a); err != nil || res.Complete {
+		t.Fatalf("partial write of A: %+v, %v", res, err)
+	}
+	e.f.setRule(nil)
+	root := e.rootData(day)
+	before := len(e.f.commits())
+	_, err := e.writer().Repair(context.Background(), day, b)
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "root payload") || !strings.Contains(err.Error(), "write the snapshot instead") {
+		t.Fatalf("repair with B: %v, want ErrMismatch naming the differences", err)
+	}
+	if n := len(e.f.commits()) - before; n != 0 { // the lock lives on the clean client
+		t.Errorf("%d commits for a refused repair", n)
+	}
+	if !reflect.DeepEqual(root, e.rootData(day)) {
+		t.Error("the root changed")
+	}
+	res, err := e.writer(WithRewriteChanged(true)).Repair(context.Background(), day, b)
+	if err != nil || !res.Complete {
+		t.Fatalf("repair --rewrite-changed: %+v, %v", res, err)
+	}
+	if got := e.get(day); !model.Equal(got, b) {
+		t.Errorf("not B after --rewrite-changed: %s", model.Diff(got, b))
+	}
+	if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, b); err != nil || !rep.Intact || !rep.Complete {
+		t.Errorf("verify after repair: %+v, %v", rep, err)
+	}
+}
+
+// Repair re-writes districts whose documents went missing or were altered
+// after a complete write, and only those.
+func TestRepairRewritesMissingAndAltered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(60, 33)
+	mustWrite(t, e.writer(), day, in)
+	root := e.clean.Collection(DefaultCollection).Doc(day)
+	gone, edited := in.Payload.Districts[3].DistrictID, in.Payload.Districts[40].DistrictID
+	ctx := context.Background()
+	if _, err := root.Collection("districts").Doc(districtDocID(gone)).Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Collection("districts").Doc(districtDocID(edited)).Update(ctx,
+		[]firestore.Update{{Path: "data.membership.total", Value: int64(-1)}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.writer().Repair(ctx, day, in)
+	if err != nil || !res.Complete || res.DistrictsWritten != 2 {
+		t.Fatalf("Repair = %+v, %v; want the 2 damaged districts re-written", res, err)
+	}
+	if got := e.get(day); !model.Equal(got, in) {
+		t.Errorf("read back differs: %s", model.Diff(got, in))
+	}
+	if rep, err := NewReader(e.clean, "").Verify(ctx, day, in); err != nil || !rep.Intact {
+		t.Errorf("verify after repair: %+v, %v", rep, err)
 	}
 }

@@ -46,6 +46,9 @@ var (
 	// ErrLockBackendSwitch: the snapshot was written under a different lock
 	// backend, whose fences are not comparable with ours.
 	ErrLockBackendSwitch = errors.New("snapshot was written under a different lock backend")
+	// ErrLockKeySwitch: the snapshot was written under another lock key
+	// (on the same backend), whose fences are not comparable with ours.
+	ErrLockKeySwitch = errors.New("snapshot was written under a different lock key")
 	// ErrRootFailed: the root document could not be written, so no district
 	// was attempted.
 	ErrRootFailed = errors.New("root document write failed")
@@ -82,6 +85,7 @@ type Writer struct {
 	locker   locking.Backend
 	cfg      config
 	lockName string
+	scope    LockScope // names the snapshots' lock keys (LockScope.LockKey)
 }
 
 type config struct {
@@ -95,10 +99,13 @@ type config struct {
 	contention   time.Duration
 	grace        time.Duration
 	skipComplete bool
-	log          *zap.Logger
-	allowSwitch  bool
-	now          func() time.Time
-	beforeChunks func() // test hook: runs between the root commit and the chunks
+	// rewriteChanged: Repair re-writes what differs from the input
+	// instead of refusing it.
+	rewriteChanged bool
+	log            *zap.Logger
+	allowSwitch    bool
+	now            func() time.Time
+	beforeChunks   func() // test hook: runs between the root commit and the chunks
 }
 
 // Option configures a Writer.
@@ -146,17 +153,27 @@ func WithGracePeriod(d time.Duration) Option { return func(c *config) { c.grace 
 // two writers racing over the same date write it once.
 func WithSkipComplete(skip bool) Option { return func(c *config) { c.skipComplete = skip } }
 
+// WithRewriteChanged makes Repair re-write the districts whose stored data
+// differs from the input (and the whole snapshot when the root payload
+// does) instead of refusing with ErrMismatch.
+func WithRewriteChanged(rewrite bool) Option { return func(c *config) { c.rewriteChanged = rewrite } }
+
 // WithLogger sets the logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithAllowLockBackendSwitch lets a write replace a snapshot whose writer
 // used another lock backend — the one-time step of migrating backends after
-// every writer of the old one has stopped.
+// every writer of the old one has stopped — or another lock key on this
+// backend (ErrLockKeySwitch): either way its fence is not comparable with
+// ours.
 func WithAllowLockBackendSwitch(allow bool) Option {
 	return func(c *config) { c.allowSwitch = allow }
 }
 
-// NewWriter returns a Writer that guards each snapshot with locker.
+// NewWriter returns a Writer that guards each snapshot with locker, under
+// the key LockScope.LockKey gives for the client's project and database and
+// the collection (ScopeOf). It fails when that key cannot be formed: an
+// unknown project on a lock backend other than Firestore's.
 func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option) (*Writer, error) {
 	cfg := config{
 		collection:  DefaultCollection,
@@ -198,7 +215,15 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	return &Writer{client: client, locker: locker, cfg: cfg, lockName: locker.Capabilities().Backend}, nil
+	lockName := locker.Capabilities().Backend
+	scope, err := ScopeOf(client, cfg.collection)
+	if err == nil {
+		err = scope.validate(lockName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope}, nil
 }
 
 // BatchResult is one chunk's outcome (the spec's BatchWriteResult). Batch 0
@@ -271,13 +296,47 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 		return nil, err
 	}
 	defer end()
-	return w.write(ctx, wctx, lease, w.newInput(id, snap, lease, start), log)
+	in, err := w.newInput(id, snap, lease, start)
+	if err != nil {
+		return nil, err
+	}
+	return w.write(ctx, wctx, lease, in, log)
 }
 
-// newInput is what a write or repair by this lease builds its documents from.
-func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) rootInput {
-	return rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
-		docSizes: make(map[string]int, len(snap.Payload.Districts)), contended: new(atomic.Bool)}
+// newInput is what a write or repair by this lease builds its documents
+// from: every district's document, size and hash, and the payload's hash.
+func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) (rootInput, error) {
+	n := len(snap.Payload.Districts)
+	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
+		docs: make(map[string]map[string]any, n), docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n),
+		contended: new(atomic.Bool)}
+	for _, d := range snap.Payload.Districts {
+		doc := districtDoc(snap, d, in.fence)
+		h, dh, err := districtHashes(doc)
+		if err != nil {
+			return in, fmt.Errorf("snapshot %s: district %s: %w", id, d.DistrictID, err)
+		}
+		in.docs[d.DistrictID], in.docSizes[d.DistrictID] = doc, model.FirestoreSize(doc)
+		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = h, dh
+	}
+	var err error
+	if in.payloadHash, err = payloadHash(snap); err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// ops are the sets of the districts want selects (every district when
+// want is nil), in input order.
+func (in rootInput) ops(want map[string]bool) []op {
+	ops := make([]op, 0, len(in.docs))
+	for _, d := range in.snap.Payload.Districts {
+		if want == nil || want[d.DistrictID] {
+			doc := in.docs[d.DistrictID]
+			ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
+		}
+	}
+	return ops
 }
 
 // write is Write once the lock is held: root, chunks, finish.
@@ -285,13 +344,7 @@ func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootI
 	res := &Result{SnapshotID: in.id, Fence: in.fence, FailedDistricts: []string{}}
 	log = log.With(zap.String("fence", in.fence))
 
-	ops := make([]op, 0, len(in.snap.Payload.Districts))
-	for _, d := range in.snap.Payload.Districts {
-		doc := districtDoc(in.snap, d, in.fence)
-		in.docSizes[d.DistrictID] = model.FirestoreSize(doc)
-		ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
-	}
-
+	ops := in.ops(nil)
 	rootRes, err := w.writeRoot(wctx, in, log)
 	if errors.Is(err, errSkip) {
 		log.Info("stored snapshot is complete; skipped")
@@ -338,7 +391,11 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*lockin
 	actx, acancel := context.WithTimeoutCause(ctx, bound,
 		fmt.Errorf("%w within %s: %w", ErrTimeout, bound, context.DeadlineExceeded))
 	defer acancel()
-	lease, err := locking.Acquire(actx, w.locker, LockKey(id),
+	key, err := w.scope.LockKey(w.lockName, id)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	lease, err := locking.Acquire(actx, w.locker, key,
 		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
 	if err != nil {
 		switch {
@@ -506,6 +563,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	if err != nil {
 		return r, err
 	}
+	w.stampLockKey(asMap(doc["metadata"]), in.id)
 	ref := w.root(in.id)
 	t0 := time.Now()
 	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -517,7 +575,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 			if w.cfg.skipComplete && isComplete(snap.Data()) {
 				return retry.Permanent(errSkip)
 			}
-			if err := w.checkPrior(snap.Data(), in); err != nil {
+			if err := w.checkPrior(ctx, snap.Data(), in); err != nil {
 				return retry.Permanent(err)
 			}
 		}
@@ -529,7 +587,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 		if errors.Is(err, errSkip) {
 			return r, err
 		}
-		if errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) {
+		if refusedByPrior(err) {
 			return r, fmt.Errorf("snapshot %s: %w", in.id, err)
 		}
 		return r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
@@ -538,22 +596,92 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	return r, nil
 }
 
+// refusedByPrior reports whether err is checkPrior's refusal to replace the
+// stored root, which is not a failure to write it.
+func refusedByPrior(err error) bool {
+	return errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) || errors.Is(err, ErrLockKeySwitch) ||
+		errors.Is(err, ErrLockHeld)
+}
+
 // checkPrior decides whether a stored root may be replaced by this writer.
-func (w *Writer) checkPrior(data map[string]any, in rootInput) error {
+// Fence counters are per lock backend and per key, so the stored
+// writerFence is compared with ours only when it was issued on our backend
+// (writerLockBackend) and our key (writerLockKeyHash):
+//
+//   - another backend: ErrLockBackendSwitch, unless allowed;
+//   - another key on our backend: ErrLockKeySwitch, unless allowed;
+//   - a fence but no key: the root of a snapwriter from before keys named
+//     the snapshot's document, whose fence counts on LegacyLockKey(id). It
+//     is replaced (once: the new root records our key) unless a live lock
+//     holds that key on our backend — a writer of that version at work —
+//     which is ErrLockHeld (see checkLegacy);
+//   - our key: ErrFencedOut when the stored fence is newer than ours.
+func (w *Writer) checkPrior(ctx context.Context, data map[string]any, in rootInput) error {
 	md := asMap(data["metadata"])
 	storedBackend, _ := md["writerLockBackend"].(string)
 	storedFence, _ := md["writerFence"].(string)
-	if storedBackend != "" && storedBackend != in.backend {
+	storedKey, _ := md["writerLockKeyHash"].(string)
+	ourKey := w.lockKeyHash(in.id)
+	switch {
+	case storedBackend != "" && storedBackend != in.backend:
 		if w.cfg.allowSwitch {
 			return nil
 		}
 		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q; stop every %s writer, then rerun once with --allow-lock-backend-switch",
 			ErrLockBackendSwitch, storedBackend, in.backend, storedBackend)
+	case storedKey == "" && storedFence != "":
+		return w.checkLegacy(ctx, in.id)
+	case storedKey != "" && storedKey != ourKey:
+		if w.cfg.allowSwitch {
+			return nil
+		}
+		return fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable; stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch",
+			ErrLockKeySwitch, storedKey, ourKey)
 	}
 	if fenceNewer(storedFence, in.fence) {
 		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, storedFence, in.fence)
 	}
 	return nil
+}
+
+// checkLegacy decides whether a root written under LegacyLockKey(id), by
+// a snapwriter from before keys named the snapshot's document, may be
+// replaced: only while no live lock holds that key on this writer's
+// backend. Writers of that version do not take our key, so a live one
+// would not be excluded by our lock; while one is at work on the snapshot
+// this is ErrLockHeld. Its fence and ours count on different keys and are
+// not compared.
+func (w *Writer) checkLegacy(ctx context.Context, id string) error {
+	key := LegacyLockKey(id)
+	live, err := w.locker.IsLocked(ctx, key)
+	if err != nil {
+		return fmt.Errorf("checking the lock of earlier snapwriter versions on this snapshot (key hash %s): %w", locking.HashKey(key), err)
+	}
+	if live {
+		return fmt.Errorf("%w: a writer of an earlier snapwriter version holds its lock on this snapshot's date (the key snapshot:<date>, hash %s), which our lock does not exclude; let it finish and stop every writer of that version, then rerun",
+			ErrLockHeld, locking.HashKey(key))
+	}
+	return nil
+}
+
+// lockKeyHash is the locking.HashKey of this writer's lock key for
+// snapshot id, as the root records it in writerLockKeyHash (and as logs and
+// `snapwriter lock status` show it).
+func (w *Writer) lockKeyHash(id string) string {
+	key, err := w.scope.LockKey(w.lockName, id)
+	if err != nil {
+		// Unreachable once begin has taken the lock of id.
+		return ""
+	}
+	return locking.HashKey(key)
+}
+
+// stampLockKey records in root metadata md the key whose counter issued
+// the writer's fence: fences of different keys are not comparable.
+func (w *Writer) stampLockKey(md map[string]any, id string) {
+	if md != nil {
+		md["writerLockKeyHash"] = w.lockKeyHash(id)
+	}
 }
 
 // requireFence is the check every chunk and the finish make inside their
@@ -679,6 +807,7 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 		if err != nil {
 			return retry.Permanent(err)
 		}
+		w.stampLockKey(md, in.id)
 		done = r
 		return tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(out.status, out.msgs, now)}})
 	})

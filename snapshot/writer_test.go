@@ -400,7 +400,7 @@ func TestRootFailureWritesNothing(t *testing.T) {
 	if ids := e.stored(day); len(ids) != 0 {
 		t.Errorf("districts stored: %v", ids)
 	}
-	if ok, _ := e.locker().IsLocked(context.Background(), "snapshot:"+day); ok {
+	if ok, _ := e.locker().IsLocked(context.Background(), e.lockKey(day)); ok {
 		t.Error("lock still held after the write returned")
 	}
 }
@@ -462,7 +462,7 @@ func TestRewriteRemovesDroppedDistricts(t *testing.T) {
 func TestLockHeld(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	held, err := e.locker().Acquire(context.Background(), "snapshot:"+day, time.Minute)
+	held, err := e.locker().Acquire(context.Background(), e.lockKey(day), time.Minute)
 	if err != nil || !held.OK {
 		t.Fatalf("pre-acquire: %+v %v", held, err)
 	}
@@ -497,7 +497,7 @@ func TestStaleWriterIsFencedOut(t *testing.T) {
 	}()
 	<-rootDone
 	// A's lock "expires" (a GC pause, a partition): remove it behind A's back.
-	if _, err := e.clean.Collection("locks").Doc("snapshot:" + day).Delete(ctx); err != nil {
+	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
 	bRes := mustWrite(t, e.writer(), day, bIn)
@@ -560,7 +560,7 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 		done <- out{res, err}
 	}()
 	<-rootDone
-	if _, err := e.clean.Collection("locks").Doc("snapshot:" + day).Delete(ctx); err != nil {
+	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // > TTL/3: the heartbeat's extend finds the lock gone
