@@ -26,6 +26,9 @@ const (
 	exitPartial  = 3
 	exitLockHeld = 4
 	exitFenced   = 5
+	// exitNotIntact: verify found the stored snapshot contradicting its
+	// manifest, its content hashes or the input.
+	exitNotIntact = 6
 )
 
 // usageError marks a bad command line: exit 2, nothing written.
@@ -39,6 +42,13 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // errPartial is returned when a write finished with failed chunks; the
 // result has been printed and the manifest records them.
 var errPartial = errors.New("snapshot written partially; the manifest records the failed districts (run `snapwriter repair`)")
+
+// errIncomplete is returned by get and verify for a snapshot whose write is
+// not complete: what was printed holds only the districts written.
+var errIncomplete = errors.New("snapshot incomplete")
+
+// errNotIntact is returned by verify when it found problems (exit 6).
+var errNotIntact = errors.New("snapshot not intact")
 
 // app is the CLI with its surroundings injected, so tests run it in process
 // (with a Firestore client that injects faults) as well as a binary.
@@ -132,7 +142,9 @@ func exitCode(err error) int {
 		// Checked before ErrLockLost, which either may also carry: the
 		// manifest does not record the write, so this is no partial.
 		return exitError
-	case errors.Is(err, errPartial), errors.Is(err, snapshot.ErrLockLost):
+	case errors.Is(err, errNotIntact):
+		return exitNotIntact
+	case errors.Is(err, errPartial), errors.Is(err, snapshot.ErrLockLost), errors.Is(err, errIncomplete):
 		// A lost lock without a newer writer: the manifest records what
 		// was written, like any partial write.
 		return exitPartial
@@ -170,12 +182,18 @@ set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
 be recorded), 2 usage or invalid input (nothing written), 3 partial (including a
 lock lost mid-write; the manifest records what was written), 4 lock held by
-another writer, 5 fenced out by a newer writer.`,
+another writer, 5 fenced out by a newer writer, 6 (verify) the stored snapshot
+contradicts its manifest, its content hashes or the input.`,
 		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := a.applyEnv(cmd); err != nil {
+				return err
+			}
+			// Before any command touches Firestore: a reserved name would
+			// fail only after the lock had created its collections.
+			if err := checkCollection(a.global.collection); err != nil {
 				return err
 			}
 			if err := a.readTimeout(cmd); err != nil {
@@ -195,7 +213,7 @@ another writer, 5 fenced out by a newer writer.`,
 	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
-		a.repairCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand())
+		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand())
 	return root
 }
 
@@ -295,8 +313,8 @@ func (a *app) openFirestore(ctx context.Context, project, database string) (*fir
 
 // client opens Firestore for a command, connecting within --timeout.
 func (a *app) client(ctx context.Context) (*firestore.Client, error) {
-	if a.global.collection == "" || strings.Contains(a.global.collection, "/") {
-		return nil, usagef("--collection %q: want a top-level collection name", a.global.collection)
+	if err := checkCollection(a.global.collection); err != nil {
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()

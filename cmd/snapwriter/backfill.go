@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,14 +28,24 @@ import (
 
 // backfillInput is one date's input under --input-dir: a Snapshot JSON
 // file DIR/YYYY-MM-DD.json or a per-district directory DIR/YYYY-MM-DD/.
+// problem, when set, says why the entry cannot be used; such an entry is
+// reported, never skipped.
 type backfillInput struct {
-	date string
-	path string
+	date    string
+	path    string
+	problem string
 }
 
-// listInputs finds the dated inputs in dir, oldest first. Entries whose
-// name is not a date are ignored; a date given both as a file and as a
-// directory is ambiguous and refused.
+// datedName matches the entries backfill reads: YYYY-MM-DD.json files and
+// YYYY-MM-DD directories.
+var datedName = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2})(\.json)?$`)
+
+// listInputs finds the dated inputs in dir, oldest first. Symbolic links
+// are followed, to files and to directories alike. Entries whose name does
+// not look like a date are ignored; one that does but cannot be used (not a
+// real date, a broken link, a directory named .json, a file without .json,
+// a FIFO, …) is listed with its problem. A date given both as a file and as
+// a directory is ambiguous and refused.
 func listInputs(dir string) ([]backfillInput, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -42,20 +54,16 @@ func listInputs(dir string) ([]backfillInput, error) {
 	byDate := map[string]backfillInput{}
 	for _, e := range entries {
 		name := e.Name()
-		date := name
-		if !e.IsDir() {
-			var ok bool
-			if date, ok = strings.CutSuffix(name, ".json"); !ok {
-				continue
-			}
-		}
-		if !model.ValidDate(date) {
+		m := datedName.FindStringSubmatch(name)
+		if m == nil {
 			continue
 		}
-		if prev, dup := byDate[date]; dup {
-			return nil, usagef("--input-dir: %s is given twice (%s and %s)", date, filepath.Base(prev.path), name)
+		in := backfillInput{date: m[1], path: filepath.Join(dir, name)}
+		in.problem = entryProblem(in.path, m[1], m[2] == ".json")
+		if prev, dup := byDate[in.date]; dup {
+			return nil, usagef("--input-dir: %s is given twice (%s and %s)", in.date, filepath.Base(prev.path), name)
 		}
-		byDate[date] = backfillInput{date: date, path: filepath.Join(dir, name)}
+		byDate[in.date] = in
 	}
 	out := make([]backfillInput, 0, len(byDate))
 	for _, in := range byDate {
@@ -63,6 +71,65 @@ func listInputs(dir string) ([]backfillInput, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].date < out[j].date })
 	return out, nil
+}
+
+// entryProblem says why the dated entry at path cannot be used, or "" when
+// it can: a .json name must be a regular file, a bare date a directory,
+// after following symbolic links.
+func entryProblem(path, date string, isFile bool) string {
+	if !model.ValidDate(date) {
+		return fmt.Sprintf("%s is not a real date", date)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Sprintf("broken symbolic link to %s", target)
+			}
+			return fmt.Sprintf("symbolic link to %s cannot be followed: %v", target, unwrapPath(err))
+		}
+		return fmt.Sprintf("cannot be read: %v", unwrapPath(err))
+	}
+	kind := describeMode(fi.Mode())
+	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(path)
+		kind = fmt.Sprintf("a symbolic link to %s, %s", target, kind)
+	}
+	switch {
+	case isFile && !fi.Mode().IsRegular():
+		return fmt.Sprintf("is %s; a snapshot file YYYY-MM-DD.json must be a regular file (a snapshot directory is named YYYY-MM-DD)", kind)
+	case !isFile && !fi.IsDir():
+		return fmt.Sprintf("is %s; a snapshot directory YYYY-MM-DD must be a directory (a snapshot file is named YYYY-MM-DD.json)", kind)
+	}
+	return ""
+}
+
+// describeMode names a file's type for a message.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "a regular file"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "a special file (" + m.Type().String() + ")"
+}
+
+// unwrapPath drops the *fs.PathError's repetition of the path the message
+// already names.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // shardOf is the task that writes date when count tasks share a backfill:
@@ -192,8 +259,11 @@ func (a *app) backfillCommand() *cobra.Command {
 DIR/YYYY-MM-DD/) whose date is within --from..--to (inclusive), oldest first,
 one date at a time, each under its own snapshot lock.
 
-Every input of this task is read and validated before the first write: one bad
-file stops the backfill with exit 2 and nothing written.
+Symbolic links are followed, to files and to directories. An entry named like a
+date that cannot be used (a broken link, a directory named .json, a file without
+.json, a FIFO, a date that does not exist) is reported, never skipped. Every input
+of this task is read and validated before the first write: one bad or unusable
+input stops the backfill with exit 2, every such input listed, nothing written.
 
 Cloud Run job tasks split the dates between them: with CLOUD_RUN_TASK_INDEX and
 CLOUD_RUN_TASK_COUNT set (or --task-index/--task-count), a task writes the dates
@@ -252,7 +322,10 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	}
 	var mine []backfillInput
 	for _, in := range all {
-		if (b.from == "" || in.date >= b.from) && (b.to == "" || in.date <= b.to) && shardOf(in.date, count) == index {
+		// A name that is no real date belongs to no task: every task
+		// reports it.
+		shard := shardOf(in.date, count)
+		if (b.from == "" || in.date >= b.from) && (b.to == "" || in.date <= b.to) && (shard == index || shard < 0) {
 			mine = append(mine, in)
 		}
 	}
@@ -283,13 +356,8 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	}
 	// Validate everything first: a bad file found halfway through would
 	// leave the backfill half done for a reason known from the start.
-	for _, in := range mine {
-		if _, done := complete[in.date]; done {
-			continue
-		}
-		if _, err := loadDated(in); err != nil {
-			return err
-		}
+	if err := validateInputs(mine, complete); err != nil {
+		return err
 	}
 	log := a.log.With(zap.Int("taskIndex", index), zap.Int("taskCount", count))
 	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),
@@ -366,6 +434,36 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		return errBackfill{code: sum.ExitCode, msg: msg}
 	}
 	return nil
+}
+
+// validateInputs reads and validates every input of this task that is not
+// already complete, and reports every one that cannot be used: an entry
+// that is no usable file or directory (a broken link, a FIFO, …) as well as
+// invalid content. Any of them is exit 2, before the first write.
+func validateInputs(mine []backfillInput, complete map[string]string) error {
+	var bad []string
+	checked := 0
+	for _, in := range mine {
+		if _, done := complete[in.date]; done {
+			continue
+		}
+		checked++
+		if in.problem != "" {
+			bad = append(bad, in.path+": "+in.problem)
+			continue
+		}
+		if _, err := loadDated(in); err != nil {
+			if !errors.Is(err, model.ErrInvalid) {
+				return err
+			}
+			bad = append(bad, strings.ReplaceAll(err.Error(), "\n", "\n    "))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return errBackfill{code: exitUsage, msg: fmt.Sprintf("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
+		len(bad), checked, strings.Join(bad, "\n  "))}
 }
 
 // loadDated reads and validates one date's input; its own dataAsOfDate, if

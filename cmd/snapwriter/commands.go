@@ -152,8 +152,8 @@ retry transient failures, record the outcome in the manifest, release the lock.
 
 The input is a Snapshot JSON file, "-" for stdin, or a per-district snapshot
 directory (metadata.json, manifest.json, district_{id}.json). The snapshot id is
---date, else payload.metadata.dataAsOfDate. Input is validated before anything
-is written.
+payload.metadata.dataAsOfDate; --date names it for an input without one and must
+agree with it otherwise. Input is validated before anything is written.
 
 On SIGTERM or SIGINT no new chunk starts; chunks in flight get --grace-period to
 finish, the manifest records what was and was not written, the lock is released,
@@ -174,7 +174,7 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
-	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate")
+	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate, which it must equal when the input has one")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
@@ -186,9 +186,12 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 // (nothing touches Firestore before that), build the writer, run op under
 // the snapshot's id (date, else the input's dataAsOfDate), print the result.
 func (a *app) writeOp(cmd *cobra.Command, f writeFlags, input, date string, asJSON bool,
-	op func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)) error {
+	op func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error), extra ...snapshot.Option) error {
 	snap, err := model.Load(input, a.stdin)
 	if err != nil {
+		return err
+	}
+	if err := checkDate(snap, date); err != nil {
 		return err
 	}
 	id := snap.ID(date)
@@ -201,7 +204,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, input, date string, asJS
 		return err
 	}
 	defer client.Close()
-	w, closeLocker, err := a.newWriter(ctx, client, f)
+	w, closeLocker, err := a.newWriter(ctx, client, f, extra...)
 	if err != nil {
 		return err
 	}
@@ -249,8 +252,10 @@ func (a *app) getCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get --date D [--district ID] [--json]",
 		Short: "Read a snapshot back, in the input format",
-		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. Districts whose
-write failed are absent; 'list' shows which. --json prints it on one line.`,
+		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. --json prints
+it on one line. A snapshot whose write is not complete (partial, being written, or
+interrupted) is printed as it is, with only the districts written, and get then
+warns on stderr and exits 3.`,
 		Example: `  snapwriter get --date 2026-11-20 > back.json
   snapwriter get --date latest
   snapwriter get --date 2026-11-20 --district 42`,
@@ -258,6 +263,11 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if date != "latest" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date or \"latest\"", date)
+			}
+			if cmd.Flags().Changed("district") {
+				if err := checkDistrictFlag(district); err != nil {
+					return err
+				}
 			}
 			// --timeout bounds the whole command.
 			ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
@@ -302,7 +312,10 @@ write failed are absent; 'list' shows which. --json prints it on one line.`,
 			if !compact {
 				enc.SetIndent("", "  ")
 			}
-			return enc.Encode(v)
+			if err := enc.Encode(v); err != nil {
+				return err
+			}
+			return a.warnIncomplete(ctx, r, date, len(v.(*model.Snapshot).Payload.Districts))
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)

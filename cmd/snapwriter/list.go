@@ -141,6 +141,10 @@ func nextStep(s snapshot.Summary) string {
 			return `the root says "writing" but records no lock backend (not written by snapwriter); ask its writer, or write it again`
 		case backendPostgres:
 			return "written under the PostgreSQL lock, which was not checked; run `snapwriter list --lock-backend postgres --lock-dsn DSN` to tell a live write from a dead one"
+		case backendFirestore:
+			// Firestore locks are always checked: the root names a lock
+			// key this snapwriter does not take.
+			return fmt.Sprintf("written under a lock key this snapwriter does not take (key hash %s: another snapwriter version?), which cannot be checked; ask its writer, or write it again", s.LockKeyHash)
 		}
 		return fmt.Sprintf("written under the %q lock, which snapwriter cannot check; ask its writer, or write it again", s.LockBackend)
 	}

@@ -106,7 +106,7 @@ func TestListLiveness(t *testing.T) {
 	}
 
 	// A live lock on the key, whatever its fence: a writer is at work.
-	c.acquire(snapshot.LockKey(day), time.Minute)
+	c.acquire(c.snapKey("firestore", day), time.Minute)
 	want[day] = "writing"
 	if got := listStates(t, c); !maps.Equal(got, want) {
 		t.Errorf("live lock: states %v, want %v", got, want)
@@ -152,7 +152,7 @@ func TestListLivenessPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := b.Acquire(context.Background(), snapshot.LockKey(day), time.Minute); err != nil || !r.OK {
+	if r, err := b.Acquire(context.Background(), c.snapKey("postgres", day), time.Minute); err != nil || !r.OK {
 		t.Fatal(r, err)
 	}
 	if got, want := listStates(t, c, pgFlags...), map[string]string{day: "writing", fsDay: "interrupted"}; !maps.Equal(got, want) {

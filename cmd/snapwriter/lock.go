@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
 )
 
 // errNotReleased is returned by `lock release` when no live lock carries
@@ -30,12 +32,23 @@ Firestore collections "locks" and "fence_counters", or with --lock-backend
 postgres in the tables "syncguard_locks" and "syncguard_fence_counters", in the
 layout SyncGuard clients share.
 
-A snapshot write holds the key "snapshot:<YYYY-MM-DD>". Keys and lockIds are
-never logged; logs and the default output name them by hash (the first 24 hex
-characters of their SHA-256).`,
-		Example: `  snapwriter lock status --key snapshot:2026-11-20
+A snapshot write holds a key that names the snapshot's document: with the
+Firestore lock "snapshot:<database>:<collection>:<YYYY-MM-DD>", with the
+PostgreSQL lock, which several projects may share,
+"snapshot:<project>:<database>:<collection>:<YYYY-MM-DD>" — for example
+"snapshot:(default):snapshots:2026-11-20". A ":", "%" or any byte other than
+A-Z a-z 0-9 - . _ ~ ( ) in a name is written %XX, and a name whose written
+form is over 120 bytes becomes "#" and 32 hex digits of its SHA-256.
+'lock status --date D' computes the key for --project, --database, --collection
+and --lock-backend.
+Writers of snapwriter versions before these keys held "snapshot:<YYYY-MM-DD>".
+
+Keys and lockIds are never logged; logs and the default output name them by
+hash (the first 24 hex characters of their SHA-256).`,
+		Example: `  snapwriter lock status --date 2026-11-20
+  snapwriter lock status --key 'snapshot:(default):snapshots:2026-11-20'
   snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA
-  SNAPWRITER_LOCK_DSN=postgres://locker@db/ops snapwriter lock status --key snapshot:2026-11-20 --lock-backend postgres`,
+  SNAPWRITER_LOCK_DSN=postgres://locker@db/ops snapwriter lock status --date 2026-11-20 --lock-backend postgres`,
 		Args: cobra.NoArgs,
 		// Runnable, so that `lock bogus` is an unknown command (exit 2)
 		// rather than help with exit 0.
@@ -46,38 +59,47 @@ characters of their SHA-256).`,
 }
 
 func (a *app) lockStatusCommand() *cobra.Command {
-	var key string
+	var key, date string
 	var asJSON, raw bool
 	var lf lockFlags
 	cmd := &cobra.Command{
-		Use:   "status --key K [--json] [--raw]",
+		Use:   "status --key K | --date D [--json] [--raw]",
 		Short: "Describe the live lock on a key, or say it is not locked",
 		Long: `Describe the live lock on --key: key hash, lockId hash, fence, acquired and
 expiry times, and the remaining time to live. A lock stays live until 1 s after
 its expiry (the clock-skew tolerance every client shares), so "remaining" is 0
 during that last second.
 
+--date D instead of --key: the lock a write of the snapshot of D holds, in
+--project (or the detected one), --database and --collection, on --lock-backend;
+the output also shows that key.
+
 --raw also prints the raw key and lockId as stored. The lockId is the capability
 to release the lock: use --raw for debugging only, and do not paste its output
 where others can read it.
 
 Exit status: 0 whether the key is locked or not (read "locked" in the --json
-output, or the first line of the text output); 2 for an invalid key (nothing
-read); 1 when the lock store (Firestore or PostgreSQL) fails or does not answer
+output, or the first line of the text output); 2 for an invalid key or --date
+(nothing read); 1 when the lock store (Firestore or PostgreSQL) fails or does not answer
 within --timeout (default 30 s, for the whole command).`,
-		Example: `  snapwriter lock status --key snapshot:2026-11-20
-  snapwriter lock status --key snapshot:2026-11-20 --json | jq .locked
-  SNAPWRITER_KEY=snapshot:2026-11-20 snapwriter lock status --raw`,
+		Example: `  snapwriter lock status --date 2026-11-20
+  snapwriter --collection daily lock status --date 2026-11-20 --json | jq .locked
+  snapwriter lock status --key 'snapshot:(default):snapshots:2026-11-20'
+  SNAPWRITER_KEY=report:2026-11 snapwriter lock status --raw`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockStatus(cmd.Context(), lf, key, asJSON, raw) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.lockStatus(cmd.Context(), lf, key, date, asJSON, raw)
+		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&key, "key", "", `lock key, for example "snapshot:2026-11-20" (required)`)
+	fl.StringVar(&key, "key", "", `lock key, for example "snapshot:(default):snapshots:2026-11-20" (this or --date is required)`)
+	fl.StringVar(&date, "date", "", "snapshot date (YYYY-MM-DD): the lock of that snapshot in --project, --database and --collection, instead of --key")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	fl.BoolVar(&raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
 	lf.register(fl)
 	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
-	_ = cmd.MarkFlagRequired("key")
+	cmd.MarkFlagsOneRequired("key", "date")
+	cmd.MarkFlagsMutuallyExclusive("key", "date")
 	return cmd
 }
 
@@ -124,7 +146,7 @@ type lockStatusJSON struct {
 	AcquiredAt  *string `json:"acquiredAt,omitempty"`
 	ExpiresAt   *string `json:"expiresAt,omitempty"`
 	RemainingMs *int64  `json:"remainingMs,omitempty"`
-	Key         string  `json:"key,omitempty"`    // --raw only
+	Key         string  `json:"key,omitempty"`    // --raw or --date only
 	LockID      string  `json:"lockId,omitempty"` // --raw only
 }
 
@@ -166,16 +188,48 @@ func (a *app) locker(ctx context.Context, lf lockFlags) (locking.Backend, func()
 	}, nil
 }
 
-func (a *app) lockStatus(ctx context.Context, lf lockFlags, key string, asJSON, raw bool) error {
+// snapshotLockKey returns the key a write of the snapshot of date holds on
+// the lock backend lf names, computed as the writer computes it: for the
+// project and database the Firestore client addresses (--project, or the
+// project detected) and --collection.
+func (a *app) snapshotLockKey(ctx context.Context, lf lockFlags, date string) (string, error) {
+	if !model.ValidDate(date) {
+		return "", usagef("--date %q: want a real YYYY-MM-DD date", date)
+	}
+	if err := lf.validate(); err != nil {
+		return "", err
+	}
+	client, err := a.client(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer client.Close()
+	scope, err := snapshot.ScopeOf(client, a.global.collection)
+	if err == nil {
+		var key string
+		if key, err = scope.LockKey(lf.backend, date); err == nil {
+			return key, nil
+		}
+	}
+	return "", usageError{fmt.Errorf("the lock key of snapshot %s: %w", date, err)}
+}
+
+func (a *app) lockStatus(ctx context.Context, lf lockFlags, key, date string, asJSON, raw bool) error {
+	// --timeout bounds the whole command.
+	ctx, cancel := context.WithTimeout(ctx, a.bound())
+	defer cancel()
+	if date != "" {
+		var err error
+		if key, err = a.snapshotLockKey(ctx, lf, date); err != nil {
+			return err
+		}
+	}
 	// Validate before connecting: an invalid key reads nothing.
 	nkey, err := locking.NormalizeAndValidateKey(key)
 	if err != nil {
 		return lockUsage(err)
 	}
 	keyHash := locking.HashKey(nkey)
-	// --timeout bounds the whole command.
-	ctx, cancel := context.WithTimeout(ctx, a.bound())
-	defer cancel()
 	b, closeLocker, err := a.locker(ctx, lf)
 	if err != nil {
 		return err
@@ -199,13 +253,20 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key string, asJSON, 
 	a.log.Debug("lock status", zap.String("keyHash", keyHash), zap.Bool("locked", info != nil))
 
 	out := lockStatusJSON{Locked: info != nil, KeyHash: keyHash}
+	if date != "" {
+		// Computed from the operator's own flags: nothing to hide.
+		out.Key = nkey
+	}
 	var remaining time.Duration
 	if info != nil {
 		remaining = max(info.ExpiresAt.Sub(now), 0).Truncate(time.Millisecond)
 		acq, exp, rem := fmtTime(info.AcquiredAt), fmtTime(info.ExpiresAt), remaining.Milliseconds()
 		out.KeyHash, out.LockIDHash, out.Fence = info.KeyHash, info.LockIDHash, info.Fence
 		out.AcquiredAt, out.ExpiresAt, out.RemainingMs = &acq, &exp, &rem
-		out.Key, out.LockID = rawKey, rawID
+		out.LockID = rawID
+		if raw {
+			out.Key = rawKey
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
@@ -214,10 +275,16 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key string, asJSON, 
 	}
 	if info == nil {
 		fmt.Fprintf(a.stdout, "not locked (key hash %s)\n", keyHash)
+		if date != "" {
+			fmt.Fprintf(a.stdout, "  key: %s\n", nkey)
+		}
 		return nil
 	}
 	fmt.Fprintln(a.stdout, "locked")
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	if date != "" && !raw {
+		fmt.Fprintf(tw, "  key:\t%s\n", nkey)
+	}
 	fmt.Fprintf(tw, "  key hash:\t%s\n", out.KeyHash)
 	fmt.Fprintf(tw, "  lockId hash:\t%s\n", out.LockIDHash)
 	fmt.Fprintf(tw, "  fence:\t%s\n", out.Fence)

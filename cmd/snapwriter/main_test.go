@@ -177,7 +177,7 @@ func TestWriteGetListEndToEnd(t *testing.T) {
 		case "snapshot write finished":
 			summaries++
 		}
-		if strings.Contains(line, "snapshot:"+day) {
+		if strings.Contains(line, c.snapKey("firestore", day)) {
 			t.Errorf("log line carries the raw lock key: %q", line)
 		}
 	}
@@ -349,7 +349,7 @@ func TestLockHeldExit4(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err := locker.Acquire(context.Background(), "snapshot:"+day, time.Minute); err != nil || !r.OK {
+	if r, err := locker.Acquire(context.Background(), c.snapKey("firestore", day), time.Minute); err != nil || !r.OK {
 		t.Fatal(r, err)
 	}
 	code, _, errs := c.run(genJSON(t, day, 3), "write", "--input", "-", "--lock-wait", "200ms")

@@ -73,7 +73,7 @@ func TestLockLostExit3(t *testing.T) {
 		}
 		// The first chunk: the lock disappears and the commit stalls past
 		// the heartbeat, which then finds the lock gone.
-		if _, err := c.client().Collection("locks").Doc("snapshot:" + day).Delete(context.Background()); err != nil {
+		if _, err := c.client().Collection("locks").Doc(c.snapKey("firestore", day)).Delete(context.Background()); err != nil {
 			t.Error(err)
 		}
 		time.Sleep(1500 * time.Millisecond)

@@ -83,7 +83,7 @@ func TestWriteWithPostgresLock(t *testing.T) {
 	if b, f := rootMetadata(t, c, day); b != "postgres" || f != res.Fence {
 		t.Errorf("root records backend %q fence %q; want postgres, %s", b, f, res.Fence)
 	}
-	if n := fenceCounter(t, pool, "snapshot:"+day); n != 1 {
+	if n := fenceCounter(t, pool, c.snapKey("postgres", day)); n != 1 {
 		t.Errorf("PostgreSQL fence counter %d; want 1", n)
 	}
 	var rows int
@@ -145,7 +145,7 @@ func TestPostgresLockHeldAndLockCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := "snapshot:" + day
+	key := c.snapKey("postgres", day)
 	r, err := b.Acquire(context.Background(), key, time.Minute)
 	if err != nil || !r.OK {
 		t.Fatal(r, err)

@@ -10,18 +10,24 @@ import (
 func (a *app) repairCommand() *cobra.Command {
 	var f writeFlags
 	var input, date string
-	var asJSON bool
+	var asJSON, rewrite bool
 	cmd := &cobra.Command{
 		Use:   "repair --date D --input F|-",
-		Short: "Re-write only the districts the manifest records as failed",
+		Short: "Re-write only the districts the manifest records as failed, missing or altered",
 		Long: `Complete a partial snapshot. Under the snapshot's lock, repair moves the root
 to its own fence, re-writes exactly the districts the manifest does not record as
-written (failed, or still pending after a write that was killed), removes district
-documents the snapshot does not have, and marks the snapshot complete.
+written (failed, or still pending after a write that was killed) and those whose
+document is missing or no longer matches its recorded content hash ('verify'
+finds them), removes district documents the snapshot does not have, and marks the
+snapshot complete. A date with nothing stored is written whole.
 
---input must be the snapshot that was written (same snapshot_id and districts);
-anything else is refused with exit 2 before a write. A snapshot that is already
-complete is left alone (exit 0). Exit codes are those of 'write'.`,
+--input must be the snapshot that was written: the same districts, the same root
+payload (metadata, rankings) and the same data for every district already written.
+Anything else is refused with exit 2 before a write, naming the first differences:
+write the snapshot instead (it replaces it under the lock), or pass
+--rewrite-changed to re-write what differs too. A repaired snapshot never mixes two
+exports. A snapshot that is complete and intact is left alone (exit 0). Exit codes
+are those of 'write'.`,
 		Example: `  snapwriter repair --date 2026-11-20 --input snapshots/2026-11-20.json
   snapwriter list --json | jq -r '.[] | select(.state == "partial") | .snapshotId' |
     while read d; do snapwriter repair --date "$d" --input "snapshots/$d.json"; done`,
@@ -33,13 +39,14 @@ complete is left alone (exit 0). Exit codes are those of 'write'.`,
 			if !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			return a.writeOp(cmd, f, input, date, asJSON, (*snapshot.Writer).Repair)
+			return a.writeOp(cmd, f, input, date, asJSON, (*snapshot.Writer).Repair, snapshot.WithRewriteChanged(rewrite))
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
 	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, or "-" (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fl.BoolVar(&rewrite, "rewrite-changed", false, "re-write the districts (or the whole snapshot, if its metadata or rankings differ) whose stored data differs from --input, instead of refusing")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("date")

@@ -306,7 +306,7 @@ func TestBadTimeoutExit2(t *testing.T) {
 func TestLockWaitBoundsHeldLock(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	c.acquire("snapshot:"+day, time.Minute)
+	c.acquire(c.snapKey("firestore", day), time.Minute)
 	code, out, took := timed(c, genJSON(t, day, 3), "write", "--input", "-", "--lock-wait", "3s", "--timeout", "1s")
 	if code != exitLockHeld {
 		t.Fatalf("exit %d, want 4\n%s", code, out)

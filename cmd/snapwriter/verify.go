@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// warnIncomplete returns errIncomplete (exit 3), worded as the warning,
+// when snapshot id is not complete; printed holds its districts printed.
+func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, id string, printed int) error {
+	sum, err := r.Summary(ctx, id)
+	if err != nil {
+		return a.firestoreWait(err)
+	}
+	if sum.State == snapshot.StateComplete {
+		return nil
+	}
+	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; see `snapwriter list`, and `snapwriter repair` completes it",
+		errIncomplete, id, sum.State, printed, sum.Districts)
+}
+
+func (a *app) verifyCommand() *cobra.Command {
+	var date, input string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify --date D [--input F] [--json]",
+		Short: "Check a stored snapshot against its manifest, its content hashes and (optionally) its input",
+		Long: `Audit a stored snapshot, reading only: every district the manifest records as
+written has its document, and the document matches the content hash recorded when
+it was written; no document is stored that the manifest lacks or records as not
+written; the manifest's counts and the metadata's lists agree with its entries;
+the root's metadata and rankings match their recorded hash. With --input, the
+stored districts and root payload must also equal the input's.
+
+Each problem is named by district and kind: missing, altered, unlisted,
+unrecorded, count-mismatch, payload-altered, differs-from-input.
+
+Exit status: 0 intact and complete; 3 intact but not complete (partial, being
+written or interrupted: 'repair' completes it); 6 problems found ('repair'
+re-writes missing and altered districts; a snapshot that differs from its input
+is written again); 1 when Firestore fails; 2 for bad flags or input.`,
+		Example: `  snapwriter verify --date 2026-11-20
+  snapwriter verify --date 2026-11-20 --input snapshots/2026-11-20.json --json | jq .problems`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !model.ValidDate(date) {
+				return usagef("--date %q: want a real YYYY-MM-DD date", date)
+			}
+			var snap *model.Snapshot
+			if input != "" {
+				var err error
+				if snap, err = model.Load(input, a.stdin); err != nil {
+					return err
+				}
+				if err := model.Validate(snap, date); err != nil {
+					return err
+				}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
+			defer cancel()
+			client, err := a.client(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			rep, err := snapshot.NewReader(client, a.global.collection).Verify(ctx, date, snap)
+			if err != nil {
+				return a.firestoreWait(err)
+			}
+			if err := a.printReport(rep, asJSON); err != nil {
+				return err
+			}
+			switch {
+			case !rep.Intact:
+				return fmt.Errorf("%w: snapshot %s: %d problems", errNotIntact, date, len(rep.Problems))
+			case !rep.Complete:
+				return fmt.Errorf("%w: snapshot %s is %s: intact, %d of %d districts written; `snapwriter repair` completes it",
+					errIncomplete, date, rep.State, rep.Written, rep.Districts)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
+	fl.StringVar(&input, "input", "", `also compare with this input: file, directory, or "-"`)
+	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	registerTimeout(fl, defaultReadTimeout, getTimeoutUsage)
+	_ = cmd.MarkFlagRequired("date")
+	return cmd
+}
+
+func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	verdict := "intact"
+	if !rep.Intact {
+		verdict = fmt.Sprintf("NOT INTACT — %d problems", len(rep.Problems))
+	}
+	hashes := "content hashes checked"
+	if !rep.Hashed {
+		hashes = "no content hashes recorded (written before them, or by the TypeScript application)"
+	}
+	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %d districts, %d written, %d documents; %s\n",
+		rep.SnapshotID, verdict, rep.State, rep.Districts, rep.Written, rep.Documents, hashes)
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	for _, p := range rep.Problems {
+		where := "snapshot"
+		if p.DistrictID != "" {
+			where = "district " + p.DistrictID
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Kind, where, p.Detail)
+	}
+	return tw.Flush()
+}
