@@ -114,6 +114,7 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 func (w *Writer) takeOver(ctx context.Context, in rootInput, stored map[string]storedDistrict, log *zap.Logger) (map[string]bool, *BatchResult, error) {
 	ref := w.root(in.id)
 	var todo map[string]bool
+	var refused error // repairSet's ErrMismatch or errReplace
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	t0 := time.Now()
 	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -130,6 +131,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, stored map[string]s
 		}
 		todo, err = w.repairSet(data, in, stored)
 		if err != nil {
+			refused = err
 			return retry.Permanent(err)
 		}
 		if len(todo) == 0 && isComplete(data) {
@@ -148,7 +150,11 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, stored map[string]s
 	switch {
 	case errors.Is(err, errSkip):
 		return nil, nil, err
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrMismatch), errors.Is(err, errReplace):
+	case refused != nil:
+		// The input's own problem, found on the first attempt: no
+		// "after 1 attempt" prefix.
+		return nil, nil, fmt.Errorf("snapshot %s: %w", in.id, refused)
+	case errors.Is(err, ErrNotFound):
 		return nil, nil, err
 	case err != nil:
 		r.Error = err.Error()
