@@ -396,27 +396,7 @@ func TestBackfillSnapshotDirectories(t *testing.T) {
 	c := newCLI(t)
 	root := inputDir(t, []string{"2026-11-20"}, 5)
 	sub := filepath.Join(root, "2026-11-21")
-	src := model.Generate("2026-11-21", 4, 9)
-	files := map[string]any{"metadata.json": map[string]any{
-		"snapshotId": "dir-snapshot", "createdAt": src.CreatedAt, "schemaVersion": "1.0.0",
-		"calculationVersion": "2.1.0", "status": "success", "errors": []any{},
-		"processingDuration": int64(5), "source": "dashboard", "dataAsOfDate": "2026-11-21",
-	}}
-	var entries []any
-	for _, d := range src.Payload.Districts {
-		name := "district_" + d.DistrictID + ".json"
-		files[name] = map[string]any{"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": d.Data}
-		entries = append(entries, map[string]any{"districtId": d.DistrictID, "fileName": name, "status": "success"})
-	}
-	files["manifest.json"] = map[string]any{"districts": entries}
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, v := range files {
-		if err := os.WriteFile(filepath.Join(sub, name), []byte(mustJSON(t, v)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	snapshotDir(t, sub, "2026-11-21", 4)
 	code, out, errs := c.run("", "backfill", "--input-dir", root, "--json")
 	var s backfillSummary
 	if code != exitOK || json.Unmarshal([]byte(out), &s) != nil || s.Complete != 2 {

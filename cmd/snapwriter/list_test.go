@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc"
 
 	"github.com/snapwriter/snapwriter/locking/pglock"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -74,13 +73,7 @@ func TestListLiveness(t *testing.T) {
 			t.Fatalf("write %s: exit %d\n%s", d, code, errs)
 		}
 	}
-	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
-	c.interceptors = []grpc.UnaryClientInterceptor{denyDistrict("7")}
-	if code, _, errs := c.run(genJSON(t, part, 60), "write", "--input", "-"); code != exitPartial {
-		t.Fatalf("partial write: exit %d\n%s", code, errs)
-	}
-	c.interceptors = nil
-	delete(c.env, "SNAPWRITER_MAX_RETRIES")
+	c.writePartial(genJSON(t, part, 60))
 	abandon(t, c, day)
 
 	want := map[string]string{done: "complete", part: "partial", day: "interrupted"}

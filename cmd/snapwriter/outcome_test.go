@@ -40,6 +40,21 @@ func denyDistrict(id string) grpc.UnaryClientInterceptor {
 	})
 }
 
+// writePartial writes in with every commit of district 7 refused and no
+// retries: a partial snapshot (exit 3) whose manifest records the failure.
+func (c *cli) writePartial(in string) {
+	c.t.Helper()
+	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
+	c.interceptors = []grpc.UnaryClientInterceptor{denyDistrict("7")}
+	defer func() {
+		c.interceptors = nil
+		delete(c.env, "SNAPWRITER_MAX_RETRIES")
+	}()
+	if code, _, errs := c.run(in, "write", "--input", "-"); code != exitPartial {
+		c.t.Fatalf("partial write: exit %d, want 3\n%s", code, errs)
+	}
+}
+
 // writesDistricts reports whether a commit writes district documents.
 func writesDistricts(cr *firestorepb.CommitRequest) bool {
 	for _, w := range cr.GetWrites() {

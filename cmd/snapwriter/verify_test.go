@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc"
-
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -58,12 +56,7 @@ func TestVerifyCommand(t *testing.T) {
 func TestGetAndVerifyIncompleteExit3(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
-	c.interceptors = []grpc.UnaryClientInterceptor{denyDistrict("7")}
-	if code, _, errs := c.run(genJSON(t, day, 60), "write", "--input", "-"); code != exitPartial {
-		t.Fatalf("partial write: exit %d\n%s", code, errs)
-	}
-	c.interceptors = nil
+	c.writePartial(genJSON(t, day, 60))
 	code, out, errs := c.run("", "get", "--date", day)
 	got, err := model.Decode(strings.NewReader(out))
 	if code != exitPartial || err != nil || len(got.Payload.Districts) != 10 || !strings.Contains(errs, "is partial") {
@@ -79,12 +72,7 @@ func TestGetAndVerifyIncompleteExit3(t *testing.T) {
 func TestRepairWithAnotherExportCLI(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	c.env["SNAPWRITER_MAX_RETRIES"] = "0"
-	c.interceptors = []grpc.UnaryClientInterceptor{denyDistrict("7")}
-	if code, _, errs := c.run(genJSON(t, day, 60), "write", "--input", "-"); code != exitPartial {
-		t.Fatalf("partial write: exit %d\n%s", code, errs)
-	}
-	c.interceptors = nil
+	c.writePartial(genJSON(t, day, 60))
 	b := genJSONSeed(t, day, 60, 2)
 	before := snapshotDocs(t, c.project)
 	code, _, errs := c.run(b, "repair", "--date", day, "--input", "-")
