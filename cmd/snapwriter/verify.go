@@ -59,6 +59,9 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 				if snap, err = model.Load(input, a.stdin); err != nil {
 					return err
 				}
+				if err := checkDate(snap, date); err != nil {
+					return err
+				}
 				if err := model.Validate(snap, date); err != nil {
 					return err
 				}
