@@ -140,9 +140,10 @@ func rootDocParts(s *Snapshot) ([]rootPart, int) {
 	manifest := 1 << 10
 	for _, d := range s.Payload.Districts {
 		// configured + successful lists; the manifest entry's keys, id,
-		// file name, status, size and timestamp.
+		// file name, status, size, timestamp and content hash (35 bytes:
+		// "contentHash" and 22 characters).
 		meta += 2 * (len(d.DistrictID) + 1)
-		manifest += 125 + 2*len(d.DistrictID)
+		manifest += 150 + 2*len(d.DistrictID)
 	}
 	parts := []rootPart{
 		{"metadata", "$.payload.metadata and $.errors", meta},

@@ -2,27 +2,27 @@ package snapshot
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"fmt"
 	"maps"
 
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// hashPrefix names the hash function in every stored hash, so another one
-// can be introduced without ambiguity.
-const hashPrefix = "sha256:"
-
-// contentHash is the SHA-256 of v's canonical JSON (keys sorted, numbers as
-// the input had them): the same for a value built from the input and for
-// the same value read back from Firestore.
+// contentHash is the first 128 bits of the SHA-256 of v's canonical JSON
+// (keys sorted, numbers as the input had them), base64url without padding:
+// 22 characters, the same for a value built from the input and for the
+// same value read back from Firestore. 128 bits tell an edited document
+// from the original beyond doubt, and the manifest, which holds one per
+// district in a root limited to 1 MiB, cannot spare a full 64-character
+// digest for each of thousands of districts.
 func contentHash(v any) (string, error) {
 	b, err := model.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("hashing: %w", err)
 	}
 	sum := sha256.Sum256(b)
-	return hashPrefix + hex.EncodeToString(sum[:]), nil
+	return base64.RawURLEncoding.EncodeToString(sum[:16]), nil
 }
 
 // districtHashes returns the hash of a district document as stored and the

@@ -1,0 +1,51 @@
+package snapshot
+
+import (
+	"testing"
+	"time"
+
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// maxDocBytes is Firestore's limit on a document.
+const maxDocBytes = 1 << 20
+
+// Validation's root estimate is from above: any snapshot it accepts has a
+// root document (with a content hash per manifest entry) that Firestore
+// takes, so no write fails at its root for size after taking the lock.
+// Near the limit: 5,900 districts are accepted, 6,400 (over 1 MiB) not.
+func TestAcceptedRootFits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n      int
+		accept bool
+	}{{5900, true}, {6400, false}} {
+		s := model.Generate(day, tc.n, 1)
+		err := model.Validate(s, day)
+		if (err == nil) != tc.accept {
+			t.Fatalf("%d districts: Validate = %v, want accepted %v", tc.n, err, tc.accept)
+		}
+		in := rootInput{id: day, snap: s, fence: "000000000000001", backend: "firestore", startedAt: time.Now(),
+			docSizes: map[string]int{}, hashes: map[string]string{}}
+		for _, d := range s.Payload.Districts {
+			doc := districtDoc(s, d, in.fence)
+			h, _, err := districtHashes(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.docSizes[d.DistrictID], in.hashes[d.DistrictID] = model.FirestoreSize(doc), h
+		}
+		if in.payloadHash, err = payloadHash(s); err != nil {
+			t.Fatal(err)
+		}
+		root, err := in.rootDoc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The document's name counts too.
+		size := model.FirestoreSize(root) + len("projects/p/databases/(default)/documents/snapshots/"+day) + 16
+		if fits := size <= maxDocBytes; fits != tc.accept {
+			t.Errorf("%d districts: root %d bytes (fits %v), accepted %v", tc.n, size, fits, tc.accept)
+		}
+	}
+}
