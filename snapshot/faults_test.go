@@ -8,6 +8,8 @@ import (
 
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // commitCall is one Commit RPC as the fault injector saw it.
@@ -30,6 +32,17 @@ type faults struct {
 	// succeeded; its error is what the client sees instead (a response
 	// lost on the way back).
 	after func(c *commitCall) error
+}
+
+// deny refuses, for good (PERMISSION_DENIED), every commit that writes
+// district id: a chunk that fails permanently.
+func (e *env) deny(id string) {
+	e.f.setRule(func(c *commitCall) error {
+		if c.has(id) {
+			return status.Error(codes.PermissionDenied, "injected")
+		}
+		return nil
+	})
 }
 
 func (f *faults) setAfter(after func(c *commitCall) error) {

@@ -12,8 +12,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
@@ -481,14 +479,7 @@ func TestLegacyRootRepair(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	in := gen(120, 1)
-	e.f.setRule(func(c *commitCall) error {
-		for _, d := range c.districts {
-			if d == in.Payload.Districts[70].DistrictID {
-				return status.Error(codes.PermissionDenied, "injected")
-			}
-		}
-		return nil
-	})
+	e.deny(in.Payload.Districts[70].DistrictID)
 	res, err := e.writer().Write(ctx, day, in)
 	if err != nil || res.Complete {
 		t.Fatalf("partial write: %+v, %v", res, err)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -71,12 +69,7 @@ func TestRepairCompletesPartial(t *testing.T) {
 	e := newEnv(t)
 	in := gen(132, 7)
 	victim := districtIDs(in)[60]
-	e.f.setRule(func(c *commitCall) error {
-		if c.has(victim) {
-			return status.Error(codes.PermissionDenied, "injected")
-		}
-		return nil
-	})
+	e.deny(victim)
 	res, err := e.writer().Write(context.Background(), day, in)
 	if err != nil || res.Complete {
 		t.Fatalf("setup: want a partial write, got %+v, %v", res, err)
@@ -275,12 +268,7 @@ func TestSkipComplete(t *testing.T) {
 	}
 	// A partial snapshot is written again.
 	victim := districtIDs(in)[0]
-	e.f.setRule(func(c *commitCall) error {
-		if c.has(victim) {
-			return status.Error(codes.PermissionDenied, "injected")
-		}
-		return nil
-	})
+	e.deny(victim)
 	if res, err := e.writer().Write(context.Background(), day, in); err != nil || res.Complete {
 		t.Fatalf("setup partial: %+v, %v", res, err)
 	}
@@ -299,12 +287,7 @@ func TestRepairWithAnotherExport(t *testing.T) {
 	e := newEnv(t)
 	a, b := gen(120, 31), gen(120, 32) // same date and district ids, other data
 	victim := a.Payload.Districts[60].DistrictID
-	e.f.setRule(func(c *commitCall) error {
-		if c.has(victim) {
-			return status.Error(codes.PermissionDenied, "injected")
-		}
-		return nil
-	})
+	e.deny(victim)
 	if res, err := e.writer().Write(context.Background(), day, a); err != nil || res.Complete {
 		t.Fatalf("partial write of A: %+v, %v", res, err)
 	}

@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -101,12 +99,7 @@ func TestVerifyPartialAndMissing(t *testing.T) {
 	e := newEnv(t)
 	in := gen(120, 23)
 	victim := in.Payload.Districts[60].DistrictID
-	e.f.setRule(func(c *commitCall) error {
-		if c.has(victim) {
-			return status.Error(codes.PermissionDenied, "injected")
-		}
-		return nil
-	})
+	e.deny(victim)
 	res, err := e.writer().Write(context.Background(), day, in)
 	if err != nil || res.Complete {
 		t.Fatalf("Write = %+v, %v", res, err)

@@ -299,12 +299,7 @@ func TestPermanentChunkFailureIsPartial(t *testing.T) {
 	in := gen(132, 7)
 	ids := districtIDs(in)
 	victim := ids[60] // in the second district chunk
-	e.f.setRule(func(c *commitCall) error {
-		if c.has(victim) {
-			return status.Error(codes.PermissionDenied, "injected")
-		}
-		return nil
-	})
+	e.deny(victim)
 	res, err := e.writer().Write(context.Background(), day, in)
 	if err != nil {
 		t.Fatalf("Write: %v", err)
@@ -637,12 +632,7 @@ func TestReaderListAndLatest(t *testing.T) {
 	}
 	partial := model.Generate("2026-11-20", 60, 1)
 	victim := partial.Payload.Districts[55].DistrictID
-	e.f.setRule(func(c *commitCall) error {
-		if c.has(victim) {
-			return status.Error(codes.PermissionDenied, "injected")
-		}
-		return nil
-	})
+	e.deny(victim)
 	if _, err := w.Write(ctx, "2026-11-20", partial); err != nil {
 		t.Fatal(err)
 	}

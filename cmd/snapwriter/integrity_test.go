@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -11,8 +10,6 @@ import (
 	"syscall"
 	"testing"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -20,17 +17,8 @@ import (
 // how many Firestore clients the command opened.
 func (c *cli) runCounting(stdin string, args ...string) (code int, stderr string, dials int) {
 	c.t.Helper()
-	var out, errb bytes.Buffer
-	a := newApp(strings.NewReader(stdin), &out, &errb, func(k string) (string, bool) {
-		v, ok := c.env[k]
-		return v, ok
-	})
-	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
-		dials++
-		return c.dial(ctx, project)
-	}
-	code = a.run(context.Background(), args)
-	return code, errb.String(), dials
+	code, _, stderr = c.runDialing(stdin, func() { dials++ }, args...)
+	return code, stderr, dials
 }
 
 // rootCollections lists the project's top-level collections: a command

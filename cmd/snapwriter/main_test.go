@@ -55,12 +55,22 @@ func newCLI(t *testing.T) *cli {
 
 func (c *cli) run(stdin string, args ...string) (int, string, string) {
 	c.t.Helper()
+	return c.runDialing(stdin, nil, args...)
+}
+
+// runDialing is run that also calls dialed, if not nil, for every
+// Firestore client the command opens.
+func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, string, string) {
+	c.t.Helper()
 	var out, errb bytes.Buffer
 	a := newApp(strings.NewReader(stdin), &out, &errb, func(k string) (string, bool) {
 		v, ok := c.env[k]
 		return v, ok
 	})
 	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
+		if dialed != nil {
+			dialed()
+		}
 		if project == "" {
 			return nil, usagef("--project (or GOOGLE_CLOUD_PROJECT) is required")
 		}
