@@ -139,11 +139,13 @@ func rootDocParts(s *Snapshot) ([]rootPart, int) {
 	}
 	manifest := 1 << 10
 	for _, d := range s.Payload.Districts {
-		// configured + successful lists; the manifest entry's keys, id,
-		// file name, status, size, timestamp and content hash (35 bytes:
-		// "contentHash" and 22 characters).
-		meta += 2 * (len(d.DistrictID) + 1)
-		manifest += 150 + 2*len(d.DistrictID)
+		// The configured list, and two of successful, failed and
+		// writeFailed (a district is successful or not); the manifest
+		// entry's keys, id, file name, status, size, timestamp, content
+		// hash (35 bytes: "contentHash" and 22 characters) and, until it
+		// is written, its errorMessage (29 bytes: "not written yet").
+		meta += 3 * (len(d.DistrictID) + 1)
+		manifest += 180 + 2*len(d.DistrictID)
 	}
 	parts := []rootPart{
 		{"metadata", "$.payload.metadata and $.errors", meta},

@@ -16,6 +16,8 @@ import (
 type commitCall struct {
 	seq       int
 	root      bool     // writes the snapshot's root document
+	rootSet   bool     // sets the whole root document (not an update of some fields)
+	fence     bool     // writes the snapshot's fence document
 	districts []string // district ids it sets or deletes
 	start     time.Time
 	end       time.Time
@@ -69,10 +71,15 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 			if u := w.GetUpdate(); u != nil {
 				name = u.GetName()
 			}
-			if i := strings.LastIndex(name, "/districts/district_"); i >= 0 {
-				c.districts = append(c.districts, name[i+len("/districts/district_"):])
-			} else if name != "" && !strings.Contains(name, "/districts/") {
+			_, path, _ := strings.Cut(name, "/documents/")
+			switch segs := strings.Split(path, "/"); {
+			case strings.Contains(name, "/districts/district_"):
+				c.districts = append(c.districts, name[strings.LastIndex(name, "/districts/district_")+len("/districts/district_"):])
+			case len(segs) == 2:
 				c.root = true
+				c.rootSet = c.rootSet || w.GetUpdate() != nil && w.GetUpdateMask() == nil
+			case len(segs) == 4 && segs[2] == fenceCollection:
+				c.fence = true
 			}
 		}
 		f.mu.Lock()

@@ -41,21 +41,56 @@ func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
 	return hash, dataHash, err
 }
 
-// payloadHash is the hash of a snapshot's own payload, as given: everything
-// but its districts and its status (which the writer replaces by "partial"
-// while a write is incomplete).
+// payloadHash is the hash of a snapshot's own payload, as given:
+// everything but its districts, its status (which the writer replaces by
+// "partial" while a write is incomplete) and its snapshot_id (a snapshot is
+// its date and its districts: two exports of the same data may number it
+// differently).
 func payloadHash(s *model.Snapshot) (string, error) {
+	return payloadHashWithID(s, "")
+}
+
+// payloadHashWithID hashes the payload with snapshot_id id, as snapwriter
+// recorded payloadHash before the snapshot_id was left out of it.
+func payloadHashWithID(s *model.Snapshot, id string) (string, error) {
 	c := *s
 	c.Payload.Districts = nil
 	c.Status = ""
+	c.SnapshotID = id
 	return contentHash(c)
 }
 
-// storedPayloadHash is payloadHash of the snapshot a stored root describes.
-func storedPayloadHash(root map[string]any) (string, error) {
+// payloadMatches reports whether recorded, a root's payloadHash, is the
+// hash of s's payload: as payloadHash gives it, or as earlier versions
+// did, with the snapshot_id storedID the root holds.
+func payloadMatches(recorded string, s *model.Snapshot, storedID string) (bool, error) {
+	h, err := payloadHash(s)
+	if err != nil || h == recorded {
+		return err == nil, err
+	}
+	if storedID == "" {
+		return false, nil
+	}
+	old, err := payloadHashWithID(s, storedID)
+	return old == recorded, err
+}
+
+// storedInputID is the input's snapshot_id a root holds: inputSnapshotId,
+// or, in roots from before snapshotId was the date, snapshotId.
+func storedInputID(md map[string]any) string {
+	if id, ok := md["inputSnapshotId"].(string); ok {
+		return id
+	}
+	id, _ := md["snapshotId"].(string)
+	return id
+}
+
+// storedPayloadMatches reports whether a stored root's payload still
+// matches the payloadHash it records.
+func storedPayloadMatches(root map[string]any, recorded string) (bool, error) {
 	s, err := fromRoot(root, nil)
 	if err != nil {
-		return "", err
+		return false, err
 	}
-	return payloadHash(s)
+	return payloadMatches(recorded, s, storedInputID(asMap(root["metadata"])))
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -9,17 +10,65 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// Status values of a manifest entry. "pending" exists only while a write is
-// in progress; the TypeScript readers know "success" and "failed".
+// Status values of a manifest entry: the TypeScript readers know only
+// these two. A district not written yet is "failed" with notWrittenYet.
 const (
-	entryPending = "pending"
 	entrySuccess = "success"
 	entryFailed  = "failed"
 )
 
-// statusWriting marks a root whose districts are still being written, so
-// readers looking for metadata.status == "success" never pick it up.
-const statusWriting = "writing"
+// notWrittenYet is the errorMessage of a manifest entry whose district has
+// not been written by the write in progress.
+const notWrittenYet = "not written yet"
+
+// metadata.status of a snapshot whose write has not succeeded (in
+// progress, interrupted or finished with failed districts), and of a
+// complete one: the application's vocabulary.
+const (
+	statusPartial = "partial"
+	statusSuccess = "success"
+)
+
+// metadata.writeState, ours: whether a writer is at work ("writing": in
+// progress, or interrupted when no live lock holds the key) or has
+// recorded its outcome. legacyStatusWriting is the metadata.status earlier
+// snapwriter versions left on such a root, and legacyEntryPending the
+// status they gave its unwritten manifest entries.
+const (
+	stateWriting        = "writing"
+	stateFinished       = "finished"
+	legacyStatusWriting = "writing"
+	legacyEntryPending  = "pending"
+)
+
+// writing reports whether root metadata md describes a write in progress
+// or interrupted, in the current form or an earlier version's.
+func writing(md map[string]any) bool {
+	if ws, ok := md["writeState"].(string); ok {
+		return ws == stateWriting
+	}
+	return md["status"] == legacyStatusWriting
+}
+
+// writtenWhole reports whether root metadata md records a write that
+// finished with every district written (writeComplete not false: roots of
+// the application's writer may lack the flag).
+func writtenWhole(md map[string]any) bool {
+	done, flagged := md["writeComplete"].(bool)
+	return (done || !flagged) && !writing(md)
+}
+
+// fenceDocPath is where, below the root, the fence document lives: the
+// copy of the writer's fence that chunk transactions read. They update the
+// root (its lists and manifest entries) with server-side transforms, so
+// they must not read it: concurrent transactions that read and write one
+// document abort each other. Every transaction that moves the root to
+// another fence, or records the outcome, writes this document too, so a
+// chunk commit in flight conflicts with it.
+const (
+	fenceCollection = "snapwriter"
+	fenceDocID      = "fence"
+)
 
 // districtDocID is the id of a district's document in the districts
 // subcollection, as the TypeScript application names it.
@@ -59,28 +108,77 @@ type rootInput struct {
 	dataHashes map[string]string
 	// payloadHash is the hash of the snapshot's own payload (payloadHash).
 	payloadHash string
+	// repairing: the write is a repair (the root says when it started and
+	// when it was recorded).
+	repairing bool
+	// kept: districts a repair leaves as they are stored, with what their
+	// manifest entries say of the stored documents.
+	kept map[string]keptDistrict
 	// contended is set once a transaction of this write met another's
 	// lock, so that it is explained in one WARNING, not one per retry.
 	contended *atomic.Bool
 }
 
-// rootMetadata is the PerDistrictSnapshotMetadata of the application plus
-// the writer's own fields. payloadMetadata keeps the input's metadata
-// verbatim so `get` returns exactly what was written; the application's
-// fields are still filled for its readers.
-func (in rootInput) metadata(status string, complete bool, failed []string, finishedAt time.Time) (map[string]any, error) {
+// keptDistrict is the manifest's record of a stored district document
+// that a repair keeps: when it was written, its hash and its size.
+type keptDistrict struct {
+	modified string
+	hash     string
+	size     int64
+}
+
+// rootState is what the root says of the write at one moment.
+type rootState struct {
+	status     string            // metadata.status
+	writing    bool              // metadata.writeState: writing, else finished
+	complete   bool              // metadata.writeComplete
+	entries    map[string]string // district → manifest entry status; unset: kept, else not written yet
+	msgs       map[string]string // district → errorMessage of a failed entry
+	modified   time.Time         // lastModified of the entries set in entries
+	finishedAt time.Time
+}
+
+// stored reports whether district id's document holds this snapshot's
+// version, as the root in state st records it.
+func (in rootInput) stored(st rootState, id string) bool {
+	if e, ok := st.entries[id]; ok {
+		return e == entrySuccess
+	}
+	_, kept := in.kept[id]
+	return kept
+}
+
+// metadata is the PerDistrictSnapshotMetadata of the application plus the
+// writer's own fields. Its district lists say what is stored: successful
+// the districts whose documents this snapshot holds, failed those it does
+// not (and the input's own collection failures). payloadMetadata keeps the
+// input's metadata verbatim, its own lists included, so `get` returns
+// exactly what was written, and inputSnapshotId the input's snapshot_id:
+// snapshotId is the date, as the application writes it.
+func (in rootInput) metadata(st rootState) (map[string]any, error) {
 	s := in.snap
 	pm := s.Payload.Metadata
 	ids := districtIDs(s)
-	configured, successful, failedIn := pm.ConfiguredDistricts, pm.SuccessfulDistricts, pm.FailedDistricts
+	configured := pm.ConfiguredDistricts
 	if configured == nil {
 		configured = ids
 	}
-	if successful == nil {
-		successful = ids
+	successful := make([]string, 0, len(ids))
+	notStored := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if in.stored(st, id) {
+			successful = append(successful, id)
+		} else {
+			notStored = append(notStored, id)
+		}
 	}
-	if failedIn == nil {
-		failedIn = []string{}
+	failed := make([]string, 0, len(pm.FailedDistricts)+len(notStored))
+	seen := make(map[string]bool, cap(failed))
+	for _, id := range append(slices.Clone(pm.FailedDistricts), notStored...) {
+		if !seen[id] && !in.stored(st, id) {
+			seen[id] = true
+			failed = append(failed, id)
+		}
 	}
 	verbatim, err := toObject(pm)
 	if err != nil {
@@ -90,29 +188,41 @@ func (in rootInput) metadata(status string, complete bool, failed []string, fini
 	if errs == nil {
 		errs = []string{}
 	}
+	state := stateFinished
+	if st.writing {
+		state = stateWriting
+	}
 	m := map[string]any{
-		"snapshotId":           s.SnapshotID,
+		"snapshotId":           in.id,
+		"inputSnapshotId":      s.SnapshotID,
 		"createdAt":            s.CreatedAt,
 		"schemaVersion":        s.SchemaVersion,
 		"calculationVersion":   s.CalculationVersion,
-		"status":               status,
+		"status":               st.status,
 		"configuredDistricts":  strs(configured),
 		"successfulDistricts":  strs(successful),
-		"failedDistricts":      strs(failedIn),
+		"failedDistricts":      strs(failed),
 		"errors":               strs(errs),
 		"processingDuration":   pm.ProcessingDurationMs,
 		"source":               pm.Source,
 		"dataAsOfDate":         pm.DataAsOfDate,
-		"writeComplete":        complete,
-		"writeFailedDistricts": strs(failed),
+		"writeState":           state,
+		"writeComplete":        st.complete,
+		"writeFailedDistricts": strs(notStored),
 		"writerFence":          in.fence,
 		"writerLockBackend":    in.backend,
 		"writeStartedAt":       in.startedAt.UTC().Format(time.RFC3339Nano),
 		"payloadHash":          in.payloadHash,
 		"payloadMetadata":      verbatim,
 	}
-	if !finishedAt.IsZero() {
-		m["writeFinishedAt"] = finishedAt.UTC().Format(time.RFC3339Nano)
+	if !st.finishedAt.IsZero() {
+		m["writeFinishedAt"] = st.finishedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if in.repairing {
+		m["repairStartedAt"] = in.startedAt.UTC().Format(time.RFC3339Nano)
+		if !st.finishedAt.IsZero() {
+			m["repairedAt"] = st.finishedAt.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	if v, ok := rankingVersion(s.Rankings); ok {
 		m["rankingVersion"] = v
@@ -121,37 +231,56 @@ func (in rootInput) metadata(status string, complete bool, failed []string, fini
 	return m, nil
 }
 
-// manifest is the SnapshotManifest: one entry per district in input order.
-func (in rootInput) manifest(status map[string]string, errMsg map[string]string, modified time.Time) map[string]any {
+// entry is the manifest entry of district id.
+func (in rootInput) entry(id, status, msg, modified string) map[string]any {
+	e := map[string]any{
+		"districtId":   id,
+		"fileName":     districtDocID(id),
+		"status":       status,
+		"fileSize":     int64(in.docSizes[id]),
+		"contentHash":  in.hashes[id],
+		"lastModified": modified,
+	}
+	if status == entryFailed && msg != "" {
+		e["errorMessage"] = msg
+	}
+	return e
+}
+
+// pendingEntry is the entry of a district this write has not written yet,
+// exactly as the root records it, so that the chunk writing the district
+// can remove it by value.
+func (in rootInput) pendingEntry(id string) map[string]any {
+	return in.entry(id, entryFailed, notWrittenYet, in.startedAt.UTC().Format(time.RFC3339Nano))
+}
+
+// manifest is the SnapshotManifest for state st: one entry per district in
+// input order.
+func (in rootInput) manifest(st rootState) map[string]any {
 	s := in.snap
 	entries := make([]any, 0, len(s.Payload.Districts))
 	ok, bad := 0, 0
+	modified := st.modified.UTC().Format(time.RFC3339Nano)
 	for _, d := range s.Payload.Districts {
-		st := status[d.DistrictID]
-		if st == "" {
-			st = entryPending
+		id := d.DistrictID
+		var e map[string]any
+		if status, set := st.entries[id]; set {
+			e = in.entry(id, status, st.msgs[id], modified)
+		} else if k, kept := in.kept[id]; kept {
+			e = in.entry(id, entrySuccess, "", k.modified)
+			e["contentHash"], e["fileSize"] = k.hash, k.size
+		} else {
+			e = in.pendingEntry(id)
 		}
-		e := map[string]any{
-			"districtId":   d.DistrictID,
-			"fileName":     districtDocID(d.DistrictID),
-			"status":       st,
-			"fileSize":     int64(in.docSizes[d.DistrictID]),
-			"contentHash":  in.hashes[d.DistrictID],
-			"lastModified": modified.UTC().Format(time.RFC3339Nano),
-		}
-		switch st {
-		case entrySuccess:
+		if e["status"] == entrySuccess {
 			ok++
-		case entryFailed:
+		} else {
 			bad++
-			if msg := errMsg[d.DistrictID]; msg != "" {
-				e["errorMessage"] = msg
-			}
 		}
 		entries = append(entries, e)
 	}
 	m := map[string]any{
-		"snapshotId":          s.SnapshotID,
+		"snapshotId":          in.id,
 		"createdAt":           s.CreatedAt,
 		"districts":           entries,
 		"totalDistricts":      int64(len(s.Payload.Districts)),
@@ -168,15 +297,17 @@ func (in rootInput) manifest(status map[string]string, errMsg map[string]string,
 }
 
 // rootDoc is the root document written before any district: status
-// "writing", every manifest entry pending.
+// "partial", writeState "writing", not complete, every district not
+// written yet but those a repair keeps.
 func (in rootInput) rootDoc() (map[string]any, error) {
-	md, err := in.metadata(statusWriting, false, nil, time.Time{})
+	st := rootState{status: statusPartial, writing: true}
+	md, err := in.metadata(st)
 	if err != nil {
 		return nil, err
 	}
 	doc := map[string]any{
 		"metadata": md,
-		"manifest": in.manifest(nil, nil, in.startedAt),
+		"manifest": in.manifest(st),
 	}
 	if in.snap.Rankings != nil {
 		doc["rankings"] = in.snap.Rankings
@@ -185,6 +316,16 @@ func (in rootInput) rootDoc() (map[string]any, error) {
 		doc["inputExtra"] = extra
 	}
 	return doc, nil
+}
+
+// fenceDoc is the fence document's content for this writer.
+func (in rootInput) fenceDoc(keyHash string, at time.Time) map[string]any {
+	return map[string]any{
+		"writerFence":       in.fence,
+		"writerLockBackend": in.backend,
+		"writerLockKeyHash": keyHash,
+		"updatedAt":         at.UTC().Format(time.RFC3339Nano),
+	}
 }
 
 // inputExtra keeps fields of the input that the layout has no place for.
@@ -256,8 +397,14 @@ func fromRoot(root map[string]any, districts map[string]map[string]any) (*model.
 	if md == nil {
 		return nil, fmt.Errorf("root document has no metadata")
 	}
+	inputID, ok := md["inputSnapshotId"]
+	if !ok {
+		// Roots of the application, and of snapwriter before the
+		// snapshotId was the date, hold the input's id there.
+		inputID = md["snapshotId"]
+	}
 	s := map[string]any{
-		"snapshot_id":         md["snapshotId"],
+		"snapshot_id":         inputID,
 		"created_at":          md["createdAt"],
 		"schema_version":      md["schemaVersion"],
 		"calculation_version": md["calculationVersion"],

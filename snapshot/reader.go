@@ -20,12 +20,19 @@ var ErrNotFound = errors.New("snapshot not found")
 
 // States of a stored snapshot, as Summary.State reports them.
 const (
-	// StateComplete: every district was written (or the root comes from
-	// the TypeScript writer, which records no outcome).
+	// StateComplete: every district was written and the snapshot's status
+	// is "success": what the application's readers take as the newest
+	// successful snapshot.
 	StateComplete = "complete"
-	// StatePartial: the write finished with failed districts; the manifest
-	// records which, and Writer.Repair completes it.
+	// StatePartial: the write finished with failed districts
+	// (writeComplete false); the manifest records which, and
+	// Writer.Repair completes it.
 	StatePartial = "partial"
+	// StateUnsuccessful: every district was written, but the snapshot's
+	// own status, from its input, is not "success" (its collection was
+	// partial or failed): readers of successful snapshots skip it, and
+	// there is nothing to repair.
+	StateUnsuccessful = "unsuccessful"
 	// StateWriting: the root says "writing" and a live lock holds the
 	// snapshot's key on the lock backend the root records (the key the
 	// root's writerLockKeyHash names: LockScope.LockKey, or LegacyLockKey
@@ -108,8 +115,12 @@ type Summary struct {
 	// State is StateComplete, StatePartial, StateWriting, StateInterrupted
 	// or StateUnknown: see WithLockBackends for how a root that says
 	// "writing" is told apart.
-	State           string   `json:"state"`
-	Status          string   `json:"status"`
+	State  string `json:"state"`
+	Status string `json:"status"`
+	// WriteState is the root's metadata.writeState: "writing" or
+	// "finished" (empty on roots of the application and of earlier
+	// snapwriter versions, which said "writing" in Status).
+	WriteState      string   `json:"writeState,omitempty"`
 	Districts       int      `json:"districts"`
 	FailedDistricts []string `json:"failedDistricts"`
 	WriterFence     string   `json:"writerFence"`
@@ -135,20 +146,46 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
+	rd := root.Data()
+	written := recordedWritten(rd)
 	districts := make(map[string]map[string]any, len(docs))
 	for _, d := range docs {
 		data := d.Data()
 		dID, _ := data["districtId"].(string)
-		if st, _ := data["status"].(string); dID == "" || st == entryFailed {
+		if st, _ := data["status"].(string); dID == "" || st == entryFailed || written != nil && !written[dID] {
 			continue
 		}
 		districts[dID] = data
 	}
-	s, err := fromRoot(root.Data(), districts)
+	s, err := fromRoot(rd, districts)
 	if err != nil {
 		return nil, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
 	return s, nil
+}
+
+// recordedWritten is the set of districts a root's manifest records as
+// written, which is what the snapshot holds; nil for a root of an earlier
+// snapwriter version whose write is in progress or interrupted, whose
+// manifest records nothing yet. Documents it does not name (of an earlier
+// write of the date, not yet replaced) are not the snapshot's.
+func recordedWritten(root map[string]any) map[string]bool {
+	md := asMap(root["metadata"])
+	if _, current := md["writeState"]; !current && writing(md) {
+		return nil
+	}
+	entries, _ := asMap(root["manifest"])["districts"].([]any)
+	if len(entries) == 0 {
+		return nil // no manifest to go by
+	}
+	set := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		em := asMap(e)
+		if id, _ := em["districtId"].(string); em["status"] == entrySuccess {
+			set[id] = true
+		}
+	}
+	return set
 }
 
 // District returns one district's statistics from snapshot id, as they
@@ -192,7 +229,7 @@ func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
 }
 
 // summaryFields are the root fields a Summary is made of.
-var summaryFields = []string{"metadata.status", "metadata.writeComplete", "metadata.writeFailedDistricts",
+var summaryFields = []string{"metadata.status", "metadata.writeState", "metadata.writeComplete", "metadata.writeFailedDistricts",
 	"metadata.writerFence", "metadata.writerLockBackend", "metadata.writerLockKeyHash", "metadata.writeFinishedAt",
 	"metadata.configuredDistricts", "manifest.totalDistricts"}
 
@@ -236,7 +273,7 @@ func (r *Reader) List(ctx context.Context) ([]Summary, error) {
 // afresh.
 func (r *Reader) settle(ctx context.Context, s *Summary) error {
 	for range 3 {
-		if s.Status != statusWriting {
+		if !s.writing() {
 			return nil
 		}
 		b := r.backends[s.LockBackend]
@@ -264,14 +301,14 @@ func (r *Reader) settle(ctx context.Context, s *Summary) error {
 		if err != nil {
 			return err
 		}
-		if fresh.Status == statusWriting && fresh.WriterFence == s.WriterFence && fresh.LockBackend == s.LockBackend &&
+		if fresh.writing() && fresh.WriterFence == s.WriterFence && fresh.LockBackend == s.LockBackend &&
 			fresh.LockKeyHash == s.LockKeyHash {
 			s.State = StateInterrupted
 			return nil
 		}
 		*s = fresh
 	}
-	if s.Status == statusWriting {
+	if s.writing() {
 		// The root kept changing under us: writers are at work.
 		s.State = StateWriting
 	}
@@ -310,21 +347,25 @@ func (r *Reader) reread(ctx context.Context, id string) (Summary, error) {
 	return summarize(docs[0]), nil
 }
 
-// Latest returns the id of the newest snapshot whose status is "success"
-// (complete writes only: partial and in-progress ones carry other statuses).
-// Only document ids are read, in ascending order (see List), and the last
+// Latest returns the id of the newest complete snapshot: status "success"
+// and writeComplete not false (the application's writer leaves "success"
+// on a partial write). The roots with status "success" are read in
+// ascending id order (see List), three fields each, and the last complete
 // one wins.
 func (r *Reader) Latest(ctx context.Context) (string, error) {
 	docs, err := r.client.Collection(r.collection).
-		Where("metadata.status", "==", "success").Select().
+		Where("metadata.status", "==", statusSuccess).
+		Select("metadata.status", "metadata.writeState", "metadata.writeComplete").
 		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
 	if err != nil {
 		return "", fmt.Errorf("finding the latest snapshot: %w", err)
 	}
-	if len(docs) == 0 {
-		return "", fmt.Errorf("no successful snapshot: %w", ErrNotFound)
+	for i := len(docs) - 1; i >= 0; i-- {
+		if isComplete(docs[i].Data()) {
+			return docs[i].Ref.ID, nil
+		}
 	}
-	return docs[len(docs)-1].Ref.ID, nil
+	return "", fmt.Errorf("no complete successful snapshot: %w", ErrNotFound)
 }
 
 func summarize(doc *firestore.DocumentSnapshot) Summary {
@@ -332,6 +373,7 @@ func summarize(doc *firestore.DocumentSnapshot) Summary {
 	md := asMap(data["metadata"])
 	s := Summary{SnapshotID: doc.Ref.ID, FailedDistricts: []string{}}
 	s.Status, _ = md["status"].(string)
+	s.WriteState, _ = md["writeState"].(string)
 	s.WriterFence, _ = md["writerFence"].(string)
 	s.LockBackend, _ = md["writerLockBackend"].(string)
 	s.LockKeyHash, _ = md["writerLockKeyHash"].(string)
@@ -347,14 +389,24 @@ func summarize(doc *firestore.DocumentSnapshot) Summary {
 			s.FailedDistricts = append(s.FailedDistricts, id)
 		}
 	}
-	complete, hasFlag := md["writeComplete"].(bool)
 	switch {
-	case s.Status == statusWriting:
+	case s.writing():
 		s.State = StateUnknown // until settle asks the lock backend
-	case complete || !hasFlag: // roots of the TypeScript writer have no flag
+	case !writtenWhole(md):
+		s.State = StatePartial
+	case s.Status == statusSuccess:
 		s.State = StateComplete
 	default:
-		s.State = StatePartial
+		s.State = StateUnsuccessful
 	}
 	return s
+}
+
+// writing reports whether the root says a write is at work on it (or was,
+// when its writer died).
+func (s *Summary) writing() bool {
+	if s.WriteState != "" {
+		return s.WriteState == stateWriting
+	}
+	return s.Status == legacyStatusWriting
 }

@@ -92,7 +92,8 @@ func TestReaderLiveness(t *testing.T) {
 	}
 
 	// A dead writer: the root says "writing", no lock holds the key.
-	e.setRoot(day, firestore.Update{Path: "metadata.status", Value: statusWriting},
+	e.setRoot(day, firestore.Update{Path: "metadata.status", Value: statusPartial},
+		firestore.Update{Path: "metadata.writeState", Value: stateWriting},
 		firestore.Update{Path: "metadata.writeComplete", Value: false})
 	if st := states(t, live, day); st != StateInterrupted {
 		t.Errorf("dead writer: %s, want interrupted", st)
@@ -113,6 +114,7 @@ func TestReaderLiveness(t *testing.T) {
 	// lock check: the root is read again, and it is complete.
 	racing := NewReader(e.clean, "", WithLockBackends(&finishFirst{Backend: locker, finish: func() {
 		e.setRoot(day, firestore.Update{Path: "metadata.status", Value: "success"},
+			firestore.Update{Path: "metadata.writeState", Value: stateFinished},
 			firestore.Update{Path: "metadata.writeComplete", Value: true})
 	}}))
 	if s, err := racing.Summary(ctx, day); err != nil || s.State != StateComplete {
@@ -120,7 +122,7 @@ func TestReaderLiveness(t *testing.T) {
 	}
 
 	// A root of another lock backend than the Reader was given: unknown.
-	e.setRoot(day, firestore.Update{Path: "metadata.status", Value: statusWriting},
+	e.setRoot(day, firestore.Update{Path: "metadata.writeState", Value: stateWriting},
 		firestore.Update{Path: "metadata.writerLockBackend", Value: "postgres"})
 	if st := states(t, live, day); st != StateUnknown {
 		t.Errorf("postgres-locked root, firestore backend only: %s, want unknown", st)

@@ -133,7 +133,7 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 			if res.Complete != tc.wantComplete {
 				t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
 			}
-			if n := e.f.commitsFor(target); n < 2 {
+			if n := e.f.commitsFor(target); tc.before != nil && n < 2 {
 				t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
 			}
 			w, f := checkExact(t, e, day)
@@ -152,6 +152,37 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 	}
 }
 
+// A chunk whose commit was applied but whose every response was lost is
+// recorded in the root once: the retry sees its documents carry our fence
+// and commits nothing more (the root's counts are increments). The finish
+// is refused, so what the root says is the chunks' own record.
+func TestChunkRecordedOnceAfterUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(120, 6)
+	target := in.Payload.Districts[60].DistrictID
+	var roots atomic.Int32
+	e.f.setRule(func(c *commitCall) error {
+		if c.root && len(c.districts) == 0 && roots.Add(1) > 1 {
+			return status.Error(codes.PermissionDenied, "denied")
+		}
+		return nil
+	})
+	e.f.setAfter(func(c *commitCall) error {
+		if c.has(target) {
+			return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		}
+		return nil
+	})
+	_, err := e.writer().Write(context.Background(), day, in)
+	if !errors.Is(err, ErrManifestNotRecorded) {
+		t.Fatalf("err = %v, want ErrManifestNotRecorded", err)
+	}
+	if w, f := checkExact(t, e, day); w != 120 || f != 0 {
+		t.Errorf("root records %d written, %d not; want 120/0", w, f)
+	}
+}
+
 // A finish that cannot be recorded says so: ErrManifestNotRecorded, an
 // ERROR log, ManifestRecorded false; Repair then completes the snapshot.
 func TestFinishNotRecorded(t *testing.T) {
@@ -160,7 +191,7 @@ func TestFinishNotRecorded(t *testing.T) {
 	in := gen(80, 5)
 	var roots atomic.Int32
 	e.f.setRule(func(c *commitCall) error {
-		if c.root && roots.Add(1) > 1 { // the finish, not the root write
+		if c.root && len(c.districts) == 0 && roots.Add(1) > 1 { // the finish, not the root write
 			return status.Error(codes.PermissionDenied, "denied")
 		}
 		return nil
@@ -176,8 +207,12 @@ func TestFinishNotRecorded(t *testing.T) {
 	if logs.FilterMessageSnippet("manifest was not recorded").Len() != 1 {
 		t.Errorf("no ERROR log says the manifest was not recorded: %v", logs.All())
 	}
-	if md := asMap(e.rootData(day)["metadata"]); md["status"] != statusWriting {
-		t.Errorf("root status %v, want it still %q", md["status"], statusWriting)
+	if md := asMap(e.rootData(day)["metadata"]); md["writeState"] != stateWriting || md["status"] != statusPartial {
+		t.Errorf("root status %v, writeState %v; want it still partial and writing", md["status"], md["writeState"])
+	}
+	// The chunks recorded themselves: the root already says what is stored.
+	if w, f := checkExact(t, e, day); w != 80 || f != 0 {
+		t.Errorf("root without its finish records %d written, %d not; want 80/0", w, f)
 	}
 	e.f.setRule(nil)
 	rres, err := e.writer().Repair(context.Background(), day, in)

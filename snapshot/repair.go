@@ -65,11 +65,8 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	if err != nil {
 		return nil, err
 	}
-	stored, err := w.storedDistricts(wctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: reading the stored districts: %w", id, err)
-	}
-	todo, rootRes, err := w.takeOver(wctx, in, stored, log)
+	in.repairing = true
+	todo, kept, rootRes, err := w.takeOver(wctx, in, log)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		log.Info("nothing is stored under this date; writing the whole snapshot")
@@ -98,22 +95,29 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	}
 	log.Info("repairing districts", zap.Int("districts", len(todo)))
 
+	in.kept = kept
 	out, err := w.writeDistricts(ctx, wctx, in, in.ops(todo), res, log)
 	if err != nil {
 		return res, err
 	}
-	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finishRepair(ctx, in, res, out, log) })
+	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
 	w.summarize(log, res, start)
 	return res, w.ending(ctx, id, res, lease, finishErr, out.fenced, log)
 }
 
-// takeOver reads the stored root in a transaction, works out which
-// districts need writing, and moves the root to this writer's fence with
-// status "writing", so that chunks of an older writer still in flight are
-// refused from now on. It returns errSkip for a complete snapshot.
-func (w *Writer) takeOver(ctx context.Context, in rootInput, stored map[string]storedDistrict, log *zap.Logger) (map[string]bool, *BatchResult, error) {
+// takeOver reads the stored root and district documents in a
+// transaction, works out which districts need writing, and replaces the
+// root by this writer's: its fence, status "partial" and writeState
+// "writing", the input's payload, and a manifest and lists that record the
+// districts it keeps as written and the others as not written yet — so
+// the root says what is stored from here on, whoever wrote it before
+// (snapwriter, an earlier version, or the application). Chunks of an older
+// writer still in flight are refused from now on. It returns errSkip for a
+// complete snapshot.
+func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (map[string]bool, map[string]keptDistrict, *BatchResult, error) {
 	ref := w.root(in.id)
 	var todo map[string]bool
+	var kept map[string]keptDistrict
 	var refused error // repairSet's ErrMismatch or errReplace
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	t0 := time.Now()
@@ -129,55 +133,72 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, stored map[string]s
 		if err := w.checkPrior(ctx, data, in); err != nil {
 			return retry.Permanent(err)
 		}
-		todo, err = w.repairSet(data, in, stored)
+		stored, err := readStoredDistricts(tx.Documents(ref.Collection("districts")))
+		if err != nil {
+			return err
+		}
+		todo, kept, err = w.repairSet(data, in, stored)
 		if err != nil {
 			refused = err
 			return retry.Permanent(err)
 		}
-		if len(todo) == 0 && isComplete(data) {
+		if len(todo) == 0 && writtenWhole(asMap(data["metadata"])) && !legacyRoot(data) {
 			return retry.Permanent(errSkip)
 		}
-		return tx.Update(ref, []firestore.Update{
-			{Path: "metadata.writerFence", Value: in.fence},
-			{Path: "metadata.writerLockBackend", Value: in.backend},
-			{Path: "metadata.writerLockKeyHash", Value: w.lockKeyHash(in.id)},
-			{Path: "metadata.status", Value: statusWriting},
-			{Path: "metadata.writeComplete", Value: false},
-			{Path: "metadata.repairStartedAt", Value: in.startedAt.UTC().Format(time.RFC3339Nano)},
-		})
+		taken := in
+		taken.kept = kept
+		root, err := taken.rootDoc()
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		w.stampLockKey(asMap(root["metadata"]), in.id)
+		if err := tx.Set(ref, root); err != nil {
+			return err
+		}
+		return tx.Set(w.fenceRef(in.id), in.fenceDoc(w.lockKeyHash(in.id), in.startedAt))
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	switch {
 	case errors.Is(err, errSkip):
-		return nil, nil, err
+		return nil, nil, nil, err
 	case refused != nil:
 		// The input's own problem, found on the first attempt: no
 		// "after 1 attempt" prefix.
-		return nil, nil, fmt.Errorf("snapshot %s: %w", in.id, refused)
+		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", in.id, refused)
 	case errors.Is(err, ErrNotFound):
-		return nil, nil, err
+		return nil, nil, nil, err
 	case err != nil:
 		r.Error = err.Error()
 		if refusedByPrior(err) {
-			return nil, &r, fmt.Errorf("snapshot %s: %w", in.id, err)
+			return nil, nil, &r, fmt.Errorf("snapshot %s: %w", in.id, err)
 		}
-		return nil, &r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
+		return nil, nil, &r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
 	}
 	r.Success = true
-	return todo, &r, nil
+	return todo, kept, &r, nil
+}
+
+// legacyRoot reports whether a complete root is still in an earlier
+// snapwriter version's form (its snapshotId the input's, or no
+// writeState): a repair brings it to the current form.
+func legacyRoot(root map[string]any) bool {
+	md := asMap(root["metadata"])
+	_, state := md["writeState"]
+	_, ours := md["writerFence"]
+	return ours && !state
 }
 
 // storedDistrict is what Repair and Verify need of a stored district
-// document: its districtHash and the hash of its data alone.
-type storedDistrict struct{ hash, dataHash string }
-
-// storedDistricts reads every district document of snapshot id.
-func (w *Writer) storedDistricts(ctx context.Context, id string) (map[string]storedDistrict, error) {
-	return readStoredDistricts(ctx, w.root(id))
+// document: its districtHash, the hash of its data alone, and its size.
+type storedDistrict struct {
+	hash, dataHash string
+	size           int64
+	fence          string // the writerFence it was written under
 }
 
-func readStoredDistricts(ctx context.Context, root *firestore.DocumentRef) (map[string]storedDistrict, error) {
-	docs, err := root.Collection("districts").Documents(ctx).GetAll()
+// readStoredDistricts reads every district document it gives.
+func readStoredDistricts(it *firestore.DocumentIterator) (map[string]storedDistrict, error) {
+	docs, err := it.GetAll()
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +208,7 @@ func readStoredDistricts(ctx context.Context, root *firestore.DocumentRef) (map[
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 		}
-		out[strings.TrimPrefix(d.Ref.ID, "district_")] = storedDistrict{hash: h, dataHash: dh}
+		out[strings.TrimPrefix(d.Ref.ID, "district_")] = storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(d.Data())), fence: fenceOf(d.Data())}
 	}
 	return out, nil
 }
@@ -199,7 +220,7 @@ func readStoredDistricts(ctx context.Context, root *firestore.DocumentRef) (map[
 // intact with other data than the input's, or another root payload, is
 // ErrMismatch — or, WithRewriteChanged, a district to write again and
 // errReplace.
-func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]storedDistrict) (map[string]bool, error) {
+func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]storedDistrict) (map[string]bool, map[string]keptDistrict, error) {
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -210,19 +231,27 @@ func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]
 	slices.Sort(ids)
 	slices.Sort(given)
 	if !slices.Equal(ids, given) {
-		return nil, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
+		return nil, nil, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
 			ErrMismatch, len(ids), len(given))
 	}
 	var diffs []string
 	// Roots written before content hashes (or by the TypeScript
 	// application) did not record one: their payload is not compared.
-	if rec, _ := asMap(root["metadata"])["payloadHash"].(string); rec != "" && rec != in.payloadHash {
-		if w.cfg.rewriteChanged {
-			return nil, errReplace
+	md := asMap(root["metadata"])
+	if rec, _ := md["payloadHash"].(string); rec != "" {
+		same, err := payloadMatches(rec, in.snap, storedInputID(md))
+		if err != nil {
+			return nil, nil, err
 		}
-		diffs = append(diffs, "the root payload (metadata, rankings, …)")
+		if !same && w.cfg.rewriteChanged {
+			return nil, nil, errReplace
+		}
+		if !same {
+			diffs = append(diffs, "the root payload (metadata, rankings, …)")
+		}
 	}
 	todo := map[string]bool{}
+	kept := map[string]keptDistrict{}
 	for _, e := range entries {
 		em := asMap(e)
 		id, _ := em["districtId"].(string)
@@ -239,6 +268,9 @@ func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]
 				continue
 			}
 			diffs = append(diffs, "district "+id)
+		default:
+			modified, _ := em["lastModified"].(string)
+			kept[id] = keptDistrict{modified: modified, hash: s.hash, size: s.size}
 		}
 	}
 	if len(diffs) > 0 {
@@ -247,83 +279,8 @@ func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]
 		if n := len(diffs) - len(listed); n > 0 {
 			more = fmt.Sprintf(" and %d more", n)
 		}
-		return nil, fmt.Errorf("%w: the input differs from what is stored in %s%s; write the snapshot instead (it replaces it under the lock), or repair with --rewrite-changed to re-write what differs",
+		return nil, nil, fmt.Errorf("%w: the input differs from what is stored in %s%s; write the snapshot instead (it replaces it under the lock), or repair with --rewrite-changed to re-write what differs",
 			ErrMismatch, strings.Join(listed, ", "), more)
 	}
-	return todo, nil
-}
-
-// finishRepair records the repair's outcome: the manifest entries of the
-// re-written districts (chunks whose outcome is unknown decided as finish
-// does), the counts, and the snapshot's status.
-func (w *Writer) finishRepair(ctx context.Context, in rootInput, res *Result, out districtOutcome, log *zap.Logger) error {
-	ref := w.root(in.id)
-	var done Result
-	_, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
-		doc, err := tx.Get(ref)
-		if status.Code(err) == codes.NotFound {
-			return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
-		}
-		if err != nil {
-			return err
-		}
-		data := doc.Data()
-		md := asMap(data["metadata"])
-		if f, _ := md["writerFence"].(string); f != in.fence {
-			return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
-		}
-		r, out, err := w.resolve(tx, in, res, out)
-		if err != nil {
-			return err
-		}
-		now := w.cfg.now().UTC().Format(time.RFC3339Nano)
-		mf := asMap(data["manifest"])
-		entries, _ := mf["districts"].([]any)
-		var ok, bad int64
-		failed := []string{}
-		for _, e := range entries {
-			em := asMap(e)
-			id, _ := em["districtId"].(string)
-			if st, done := out.status[id]; done {
-				em["status"] = st
-				em["lastModified"] = now
-				em["fileSize"] = int64(in.docSizes[id])
-				em["contentHash"] = in.hashes[id]
-				delete(em, "errorMessage")
-				if st == entryFailed && out.msgs[id] != "" {
-					em["errorMessage"] = out.msgs[id]
-				}
-			}
-			switch em["status"] {
-			case entrySuccess:
-				ok++
-			default:
-				bad++
-				failed = append(failed, id)
-			}
-		}
-		complete := bad == 0 && r.FailedBatches == 0
-		st := in.snap.Status
-		if !complete {
-			st = "partial"
-		}
-		done = r
-		return tx.Update(ref, []firestore.Update{
-			{Path: "manifest.districts", Value: entries},
-			{Path: "manifest.successfulDistricts", Value: ok},
-			{Path: "manifest.failedDistricts", Value: bad},
-			{Path: "metadata.status", Value: st},
-			{Path: "metadata.writeComplete", Value: complete},
-			{Path: "metadata.writeFailedDistricts", Value: strs(failed)},
-			{Path: "metadata.writeFinishedAt", Value: now},
-			{Path: "metadata.repairedAt", Value: now},
-			{Path: "metadata.payloadHash", Value: in.payloadHash},
-		})
-	})
-	if err != nil {
-		return err
-	}
-	*res = done
-	res.ManifestRecorded = true
-	return nil
+	return todo, kept, nil
 }

@@ -29,9 +29,33 @@ func checkExact(t *testing.T, e *env, id string) (written, failed int) {
 	for _, x := range md["writeFailedDistricts"].([]any) {
 		failedMD[x.(string)] = true
 	}
+	successful, failedAll := map[string]bool{}, map[string]bool{}
+	for _, x := range md["successfulDistricts"].([]any) {
+		successful[x.(string)] = true
+	}
+	for _, x := range md["failedDistricts"].([]any) {
+		failedAll[x.(string)] = true
+	}
+	if md["snapshotId"] != id || mf["snapshotId"] != id {
+		t.Errorf("snapshotId %v (manifest %v), want the date %s", md["snapshotId"], mf["snapshotId"], id)
+	}
+	if st := md["status"]; st != "success" && st != "partial" && st != "failed" {
+		t.Errorf("metadata.status %v: not in the application's vocabulary", st)
+	}
+	seen := map[string]bool{}
 	for _, x := range mf["districts"].([]any) {
 		en := asMap(x)
 		d := en["districtId"].(string)
+		if seen[d] {
+			t.Errorf("district %s has two manifest entries", d)
+		}
+		seen[d] = true
+		if (en["status"] == entrySuccess) != successful[d] || (en["status"] == entrySuccess) == failedAll[d] {
+			t.Errorf("district %s: manifest %v, in successfulDistricts %v, in failedDistricts %v", d, en["status"], successful[d], failedAll[d])
+		}
+		if en["status"] == entryFailed && en["errorMessage"] == nil {
+			t.Errorf("district %s: failed without an errorMessage", d)
+		}
 		switch en["status"] {
 		case entrySuccess:
 			written++
@@ -44,8 +68,11 @@ func checkExact(t *testing.T, e *env, id string) (written, failed int) {
 				t.Errorf("district %s: manifest failed, stored %v, in writeFailedDistricts %v", d, stored[d], failedMD[d])
 			}
 		default:
-			t.Errorf("district %s: manifest status %v after the write ended", d, en["status"])
+			t.Errorf("district %s: manifest status %v: not in the application's vocabulary", d, en["status"])
 		}
+	}
+	if len(successful) != written {
+		t.Errorf("successfulDistricts lists %d districts, the manifest %d", len(successful), written)
 	}
 	if mf["successfulDistricts"] != int64(written) || mf["failedDistricts"] != int64(failed) {
 		t.Errorf("manifest counts %v/%v, entries say %d/%d", mf["successfulDistricts"], mf["failedDistricts"], written, failed)
@@ -137,9 +164,9 @@ func TestRepairRefusesOtherInput(t *testing.T) {
 	e := newEnv(t)
 	mustWrite(t, e.writer(), day, gen(20, 1))
 	root := e.rootData(day)
-	for name, in := range map[string]*model.Snapshot{"more districts": gen(21, 1), "other snapshot id": func() *model.Snapshot {
+	for name, in := range map[string]*model.Snapshot{"more districts": gen(21, 1), "other creation time": func() *model.Snapshot {
 		s := gen(20, 1)
-		s.SnapshotID = "other"
+		s.CreatedAt = "2026-11-21T00:00:00.000Z"
 		return s
 	}()} {
 		before := len(e.f.commits())
@@ -153,6 +180,37 @@ func TestRepairRefusesOtherInput(t *testing.T) {
 	}
 	if !reflect.DeepEqual(root, e.rootData(day)) {
 		t.Error("the root changed")
+	}
+}
+
+// Repair knows a snapshot by its date and its districts, not by the
+// input's snapshot_id: an export of the same data numbered otherwise
+// completes a partial write, and the root then keeps that input's id for
+// `get`, while metadata.snapshotId stays the date.
+func TestRepairIgnoresSnapshotID(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(120, 8)
+	e.deny(in.Payload.Districts[70].DistrictID)
+	if res, err := e.writer().Write(context.Background(), day, in); err != nil || res.Complete {
+		t.Fatalf("Write = %+v, %v; want partial", res, err)
+	}
+	e.f.setRule(nil)
+	other := gen(120, 8)
+	other.SnapshotID = "1795244400000"
+	res, err := e.writer().Repair(context.Background(), day, other)
+	if err != nil || !res.Complete {
+		t.Fatalf("Repair = %+v, %v", res, err)
+	}
+	if w, f := checkExact(t, e, day); w != 120 || f != 0 {
+		t.Errorf("manifest %d/%d", w, f)
+	}
+	md := asMap(e.rootData(day)["metadata"])
+	if md["snapshotId"] != day || md["inputSnapshotId"] != "1795244400000" {
+		t.Errorf("snapshotId %v, inputSnapshotId %v", md["snapshotId"], md["inputSnapshotId"])
+	}
+	if got := e.get(day); !model.Equal(got, other) {
+		t.Errorf("read back differs: %s", model.Diff(got, other))
 	}
 }
 

@@ -49,8 +49,9 @@ type Report struct {
 	SnapshotID string `json:"snapshotId"`
 	// Intact: no problem found; what is stored is what the manifest says.
 	Intact bool `json:"intact"`
-	// Complete: every district was written (status "success" and the write
-	// complete). An intact incomplete snapshot is what Repair completes.
+	// Complete: the write finished with every district written (whatever
+	// the input's own status). An intact incomplete snapshot is what
+	// Repair completes.
 	Complete bool `json:"complete"`
 	// State is the listing state (complete, partial, writing, interrupted…).
 	State     string `json:"state"`
@@ -80,20 +81,26 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	stored, err := readStoredDistricts(ctx, ref)
+	stored, err := readStoredDistricts(ref.Collection("districts").Documents(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	root := doc.Data()
 	md, mf := asMap(root["metadata"]), asMap(root["manifest"])
-	rep := &Report{SnapshotID: id, Complete: isComplete(root), State: summarize(doc).State,
+	rep := &Report{SnapshotID: id, Complete: writtenWhole(asMap(root["metadata"])), State: summarize(doc).State,
 		Documents: len(stored), Problems: []Problem{}}
 	add := func(kind, district, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, DistrictID: district, Detail: fmt.Sprintf(format, args...)})
 	}
-	// A write still in progress (or interrupted) has stored documents its
-	// manifest does not record yet: that is incomplete, not inconsistent.
-	finished := md["status"] != statusWriting
+	// The root records every chunk as it commits, so it must match what is
+	// stored at any moment; only roots of earlier snapwriter versions,
+	// whose manifest was written at the end, may have stored documents it
+	// does not record yet while their write is in progress or interrupted:
+	// that is incomplete, not inconsistent.
+	_, current := md["writeState"]
+	inProgress := writing(md)
+	finished := current || !inProgress
+	rootFence, _ := md["writerFence"].(string)
 
 	entries, _ := mf["districts"].([]any)
 	listed := make(map[string]bool, len(entries))
@@ -117,7 +124,9 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 			}
 		default:
 			failed = append(failed, d)
-			if present && finished {
+			// While a write is at work, a document of an earlier write
+			// may still be there: only one of this write is unrecorded.
+			if present && (!inProgress || current && s.fence == rootFence) {
 				add(ProblemUnrecorded, d, "the manifest says %q, yet a document is stored", st)
 			}
 		}
@@ -131,12 +140,15 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	if finished {
 		checkCounts(md, mf, len(entries), rep.Written, failed, add)
 	}
+	if current {
+		checkLists(id, md, mf, entries, add)
+	}
 	if recorded, _ := md["payloadHash"].(string); recorded != "" {
-		h, err := storedPayloadHash(root)
+		same, err := storedPayloadMatches(root, recorded)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
-		if h != recorded {
+		if !same {
 			add(ProblemPayload, "", "the root's metadata or rankings no longer match the hash recorded when they were written")
 		}
 	}
@@ -178,6 +190,60 @@ func checkCounts(md, mf map[string]any, total, written int, failed []string, add
 	}
 }
 
+// checkLists compares what the application's readers read of a root in
+// the current form with its manifest entries: snapshotId is the date, and
+// successfulDistricts names exactly the districts recorded as written,
+// failedDistricts every other one of them.
+func checkLists(id string, md, mf map[string]any, entries []any, add func(kind, district, format string, args ...any)) {
+	if md["snapshotId"] != id || mf["snapshotId"] != id {
+		add(ProblemCounts, "", "metadata.snapshotId is %v and manifest.snapshotId %v; both must be the date %s", md["snapshotId"], mf["snapshotId"], id)
+	}
+	written := map[string]bool{}
+	var notWritten []string
+	for _, e := range entries {
+		em := asMap(e)
+		d, _ := em["districtId"].(string)
+		if em["status"] == entrySuccess {
+			written[d] = true
+		} else {
+			notWritten = append(notWritten, d)
+		}
+	}
+	successful := stringSet(md["successfulDistricts"])
+	if len(successful) != len(written) || !containsAll(successful, sortedKeys(written)) {
+		add(ProblemCounts, "", "metadata.successfulDistricts lists %d districts; the manifest records %d as written, and the sets differ", len(successful), len(written))
+	}
+	failed := stringSet(md["failedDistricts"])
+	if !containsAll(failed, notWritten) {
+		add(ProblemCounts, "", "metadata.failedDistricts does not list every district the manifest records as not written")
+	}
+	for d := range failed {
+		if written[d] {
+			add(ProblemCounts, d, "metadata.failedDistricts lists a district the manifest records as written")
+		}
+	}
+}
+
+func stringSet(v any) map[string]bool {
+	list, _ := v.([]any)
+	set := make(map[string]bool, len(list))
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			set[s] = true
+		}
+	}
+	return set
+}
+
+func containsAll(set map[string]bool, ids []string) bool {
+	for _, id := range ids {
+		if !set[id] {
+			return false
+		}
+	}
+	return true
+}
+
 // compareInput reports where the stored snapshot differs from input: the
 // district set, each stored district's data, and the root payload.
 func compareInput(root map[string]any, entries []any, stored map[string]storedDistrict, input *model.Snapshot, add func(kind, district, format string, args ...any)) error {
@@ -211,21 +277,28 @@ func compareInput(root map[string]any, entries []any, stored map[string]storedDi
 		}
 	}
 	md := asMap(root["metadata"])
-	got, _ := md["payloadHash"].(string)
-	if _, ours := md["payloadMetadata"]; got == "" && ours {
+	recorded, _ := md["payloadHash"].(string)
+	same := true
+	var err error
+	switch _, ours := md["payloadMetadata"]; {
+	case recorded != "":
+		same, err = payloadMatches(recorded, input, storedInputID(md))
+	case ours:
 		// Written by snapwriter before content hashes: the payload is
 		// stored verbatim and can be hashed now. (A root the TypeScript
 		// application wrote keeps too little of it to compare.)
-		var err error
-		if got, err = storedPayloadHash(root); err != nil {
-			return err
+		var s *model.Snapshot
+		if s, err = fromRoot(root, nil); err == nil {
+			var got string
+			if got, err = payloadHash(s); err == nil {
+				same, err = payloadMatches(got, input, "")
+			}
 		}
 	}
-	want, err := payloadHash(input)
 	if err != nil {
 		return err
 	}
-	if got != "" && got != want {
+	if !same {
 		add(ProblemInput, "", "the root payload (metadata, rankings, …) differs from the input's")
 	}
 	return nil

@@ -565,6 +565,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	}
 	w.stampLockKey(asMap(doc["metadata"]), in.id)
 	ref := w.root(in.id)
+	fence := in.fenceDoc(w.lockKeyHash(in.id), in.startedAt)
 	t0 := time.Now()
 	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
@@ -579,7 +580,10 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 				return retry.Permanent(err)
 			}
 		}
-		return tx.Set(ref, doc)
+		if err := tx.Set(ref, doc); err != nil {
+			return err
+		}
+		return tx.Set(w.fenceRef(in.id), fence)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
@@ -685,28 +689,31 @@ func (w *Writer) stampLockKey(md map[string]any, id string) {
 }
 
 // requireFence is the check every chunk and the finish make inside their
-// transaction: the root must still carry this writer's fence. It reads the
-// two fields it needs through a projection, not the whole root: with
-// thousands of districts the manifest makes the root hundreds of KB, and
-// every chunk would fetch it. The read is part of the transaction, so a
-// newer writer's root commit conflicts with it like a full read would.
-func requireFence(ctx context.Context, tx *firestore.Transaction, ref *firestore.DocumentRef, in rootInput) error {
-	docs, err := tx.Documents(ref.Parent.Where(firestore.DocumentID, "==", ref).
-		Select("metadata.writerFence", "metadata.writerLockBackend")).GetAll()
+// transaction: the snapshot must still carry this writer's fence. It reads
+// the fence document, not the root, which the chunks update: a newer
+// writer's root commit writes the fence document too, and so conflicts
+// with the read like a read of the root would.
+func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
+	doc, err := tx.Get(w.fenceRef(in.id))
+	if status.Code(err) == codes.NotFound {
+		return retry.Permanent(fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut))
+	}
 	if err != nil {
 		return err
 	}
-	if len(docs) == 0 {
-		return retry.Permanent(fmt.Errorf("%w: root document is gone", ErrFencedOut))
-	}
-	md := asMap(docs[0].Data()["metadata"])
+	md := doc.Data()
 	if f, _ := md["writerFence"].(string); f != in.fence {
-		return retry.Permanent(fmt.Errorf("%w: root carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
+		return retry.Permanent(fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
 	}
 	if b, _ := md["writerLockBackend"].(string); b != in.backend {
-		return retry.Permanent(fmt.Errorf("%w: root was taken over by a %q-locked writer", ErrFencedOut, b))
+		return retry.Permanent(fmt.Errorf("%w: the snapshot was taken over by a %q-locked writer", ErrFencedOut, b))
 	}
 	return nil
+}
+
+// fenceRef is snapshot id's fence document.
+func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
+	return w.root(id).Collection(fenceCollection).Doc(fenceDocID)
 }
 
 // writeChunk commits one chunk as a transaction that first verifies the
@@ -731,9 +738,31 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	}
 	rootRef := w.root(in.id)
 	districts := rootRef.Collection("districts")
+	var first *firestore.DocumentRef // the chunk's first district set
+	for _, o := range chunk {
+		if o.doc != nil {
+			first = districts.Doc(districtDocID(o.districtID))
+			break
+		}
+	}
+	attempts := 0
 	st, unsure, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
-		if err := requireFence(ctx, tx, rootRef, in); err != nil {
+		attempts++
+		if err := w.requireFence(tx, in); err != nil {
 			return err
+		}
+		if attempts > 1 && first != nil {
+			// An earlier attempt may have been applied although it
+			// failed (its outcome unknown): then the chunk's documents
+			// carry our fence, and the root's counts must not be
+			// incremented twice. The commit is atomic: one tells all.
+			d, err := tx.Get(first)
+			if err != nil && status.Code(err) != codes.NotFound {
+				return err
+			}
+			if err == nil && fenceOf(d.Data()) == in.fence {
+				return nil
+			}
 		}
 		for _, o := range chunk {
 			ref := districts.Doc(districtDocID(o.districtID))
@@ -747,7 +776,7 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 				return retry.Permanent(err)
 			}
 		}
-		return nil
+		return w.recordChunk(tx, rootRef, in, r.DistrictIDs)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
@@ -761,6 +790,44 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	}
 	r.Success = true
 	return r
+}
+
+// recordChunk adds to tx the root's record of districts ids written: their
+// manifest entries turn from "not written yet" to success, the lists and
+// counts follow, so that the root says what is stored at every moment —
+// also after a writer is killed. Server-side transforms change only these
+// districts, so concurrent chunks never read the root nor overwrite each
+// other's record. The entries are replaced by value: removed as the root
+// wrote them, added as written; an entry can be changed no other way in an
+// array, and one document's field takes one transform per write, hence two
+// writes.
+func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.DocumentRef, in rootInput, ids []string) error {
+	if len(ids) == 0 {
+		return nil // stale deletes only: the root does not list them
+	}
+	now := w.cfg.now().UTC().Format(time.RFC3339Nano)
+	pending := make([]any, len(ids))
+	written := make([]any, len(ids))
+	for i, id := range ids {
+		pending[i] = in.pendingEntry(id)
+		written[i] = in.entry(id, entrySuccess, "", now)
+	}
+	n := int64(len(ids))
+	list := strs(ids)
+	if err := tx.Update(root, []firestore.Update{
+		{Path: "manifest.districts", Value: firestore.ArrayRemove(pending...)},
+		{Path: "manifest.successfulDistricts", Value: firestore.Increment(n)},
+		{Path: "manifest.failedDistricts", Value: firestore.Increment(-n)},
+		{Path: "metadata.successfulDistricts", Value: firestore.ArrayUnion(list...)},
+		{Path: "metadata.failedDistricts", Value: firestore.ArrayRemove(list...)},
+		{Path: "metadata.writeFailedDistricts", Value: firestore.ArrayRemove(list...)},
+	}); err != nil {
+		return retry.Permanent(err)
+	}
+	if err := tx.Update(root, []firestore.Update{{Path: "manifest.districts", Value: firestore.ArrayUnion(written...)}}); err != nil {
+		return retry.Permanent(err)
+	}
+	return nil
 }
 
 // staleDistricts lists district documents of an earlier write of this
@@ -784,14 +851,16 @@ func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snap
 	return stale, nil
 }
 
-// finish records the outcome in the root: manifest entries, counts, status.
-// Chunks whose outcome is unknown are decided inside the same transaction,
-// by reading their documents, so the manifest it records is exact.
+// finish records the outcome in the root: manifest entries, lists,
+// counts, status. Chunks whose outcome is unknown are decided inside the
+// same transaction, by reading their documents, so the manifest it records
+// is exact; it writes the fence document, so that no chunk commit still in
+// flight can land after it.
 func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out districtOutcome, log *zap.Logger) error {
 	ref := w.root(in.id)
 	var done Result
 	_, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
-		if err := requireFence(ctx, tx, ref, in); err != nil {
+		if err := w.requireFence(tx, in); err != nil {
 			return err
 		}
 		r, out, err := w.resolve(tx, in, res, out)
@@ -799,17 +868,24 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 			return err
 		}
 		now := w.cfg.now()
-		st := in.snap.Status
-		if !r.Complete {
-			st = "partial"
+		st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, modified: now, finishedAt: now}
+		for _, id := range districtIDs(in.snap) {
+			st.complete = st.complete && in.stored(st, id)
 		}
-		md, err := in.metadata(st, r.Complete, r.FailedDistricts, now)
+		if !st.complete {
+			st.status = statusPartial
+		}
+		md, err := in.metadata(st)
 		if err != nil {
 			return retry.Permanent(err)
 		}
 		w.stampLockKey(md, in.id)
+		r.Complete = st.complete
 		done = r
-		return tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(out.status, out.msgs, now)}})
+		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(st)}}); err != nil {
+			return err
+		}
+		return tx.Set(w.fenceRef(in.id), in.fenceDoc(w.lockKeyHash(in.id), now))
 	})
 	if err != nil {
 		return err
@@ -885,12 +961,13 @@ func fenceNewer(a, b string) bool {
 // errSkip ends a write that WithSkipComplete found nothing to do for.
 var errSkip = errors.New("stored snapshot is complete")
 
-// isComplete reports whether a stored root records a complete write.
+// isComplete reports whether a stored root is a complete snapshot, as the
+// application's readers take it: status "success" and writeComplete not
+// false (roots of the application's writer may lack the flag), and no
+// write at work on it.
 func isComplete(root map[string]any) bool {
 	md := asMap(root["metadata"])
-	done, _ := md["writeComplete"].(bool)
-	st, _ := md["status"].(string)
-	return done && st != statusWriting
+	return md["status"] == statusSuccess && writtenWhole(md)
 }
 
 // graceful returns a context that does not end with ctx but grace after it,
