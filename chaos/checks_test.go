@@ -83,14 +83,15 @@ func TestChecksDetectDamage(t *testing.T) {
 	expect("deleted document", bad, "district 1: manifest says success, no document")
 	expect("foreign fence", bad, "district 2: manifest says success, document carries writerFence \"000000000000099\"")
 	expect("failed with a document", bad, "district 3: manifest says failed, document carries the root's writerFence")
-	expect("pending", bad, "district 4: still pending")
-	if len(bad) != 4 {
-		t.Errorf("%d problems, want 4: %q", len(bad), bad)
+	expect("pending", bad, "district 4: manifest status \"pending\": not the application's vocabulary")
+	expect("lists", bad, "district 3: manifest \"failed\", in successfulDistricts true")
+	if len(bad) != 6 {
+		t.Errorf("%d problems, want 6: %q", len(bad), bad)
 	}
 	// Allowed where the scenario says so.
-	bad = manifestProblems(st, manifestOpts{pendingOK: true, repairedFrom: []string{"000000000000099"}})
-	if len(bad) != 2 {
-		t.Errorf("with pending and fence 99 allowed: %q, want the other 2", bad)
+	bad = manifestProblems(st, manifestOpts{repairedFrom: []string{"000000000000099"}})
+	if len(bad) != 5 {
+		t.Errorf("with fence 99 allowed: %q, want the other 5", bad)
 	}
 	expect("fence", fenceProblems(st, w.fence(), "the writer"), "do not carry the writer's writerFence")
 	expect("root fence", fenceProblems(st, "000000000000099", "writer 2"), "the root carries writerFence")

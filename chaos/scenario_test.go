@@ -288,6 +288,9 @@ type stored struct {
 	rootExists bool
 	rootFence  string
 	rootStatus string
+	writeState string            // metadata.writeState: writing or finished
+	successful map[string]bool   // metadata.successfulDistricts
+	failedList map[string]bool   // metadata.failedDistricts
 	entries    map[string]string // district id → manifest status
 	docs       map[string]docInfo
 }
@@ -312,8 +315,8 @@ func (st stored) String() string {
 	if !st.rootExists {
 		return fmt.Sprintf("no root document; %d district documents", len(st.docs))
 	}
-	return fmt.Sprintf("root fence %s status %q; manifest %d success, %d failed, %d pending of %d; %d district documents",
-		st.rootFence, st.rootStatus, st.count("success"), st.count("failed"), st.count("pending"), len(st.entries), len(st.docs))
+	return fmt.Sprintf("root fence %s status %q writeState %q; manifest %d success, %d failed of %d; successfulDistricts %d; %d district documents",
+		st.rootFence, st.rootStatus, st.writeState, st.count("success"), st.count("failed"), len(st.entries), len(st.successful), len(st.docs))
 }
 
 // read reads the root and every district document (their writerFence
@@ -323,7 +326,7 @@ func (s *scenario) read() stored {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root := s.client.Collection("snapshots").Doc(day)
-	st := stored{entries: map[string]string{}, docs: map[string]docInfo{}}
+	st := stored{entries: map[string]string{}, docs: map[string]docInfo{}, successful: map[string]bool{}, failedList: map[string]bool{}}
 	snap, err := root.Get(ctx)
 	switch {
 	case err == nil:
@@ -331,6 +334,14 @@ func (s *scenario) read() stored {
 		md, _ := snap.Data()["metadata"].(map[string]any)
 		st.rootFence, _ = md["writerFence"].(string)
 		st.rootStatus, _ = md["status"].(string)
+		st.writeState, _ = md["writeState"].(string)
+		for field, set := range map[string]map[string]bool{"successfulDistricts": st.successful, "failedDistricts": st.failedList} {
+			list, _ := md[field].([]any)
+			for _, x := range list {
+				id, _ := x.(string)
+				set[id] = true
+			}
+		}
 		mf, _ := snap.Data()["manifest"].(map[string]any)
 		list, _ := mf["districts"].([]any)
 		for _, x := range list {
@@ -356,8 +367,6 @@ func (s *scenario) read() stored {
 
 // manifestOpts loosens checkManifest where the scenario requires it.
 type manifestOpts struct {
-	// pendingOK: the writer was killed, so entries may still be pending.
-	pendingOK bool
 	// repairedFrom: fences of writers whose successful districts a repair
 	// kept (repair re-writes only what the manifest does not record as
 	// written, so those documents keep their writer's fence).
@@ -376,11 +385,15 @@ func (s *scenario) checkManifest(st stored, o manifestOpts) bool {
 	return true
 }
 
-// manifestProblems lists where the manifest is not exact: every "success"
-// entry must have its document, carrying the root's writerFence (or, after
-// a repair, the fence of the writer the repair completed); no "failed"
-// entry may have a document carrying the root's writerFence; no entry may
-// be left "pending" unless pendingOK.
+// manifestProblems lists where the root is not exact — at any moment, a
+// killed writer's included, since every chunk records itself in the root
+// as it commits: every "success" entry must have its document, carrying
+// the root's writerFence (or, after a repair, the fence of the writer the
+// repair completed); no "failed" entry may have a document carrying the
+// root's writerFence; entries are only "success" or "failed" (the
+// application's vocabulary), status only success, partial or failed; and
+// metadata.successfulDistricts names exactly the "success" entries,
+// failedDistricts none of them.
 func manifestProblems(st stored, o manifestOpts) []string {
 	if !st.rootExists {
 		return []string{fmt.Sprintf("no root document snapshots/%s", day)}
@@ -388,6 +401,12 @@ func manifestProblems(st stored, o manifestOpts) []string {
 	var bad []string
 	if st.rootFence == "" {
 		bad = append(bad, "the root has no metadata.writerFence")
+	}
+	if st.rootStatus != "success" && st.rootStatus != "partial" && st.rootStatus != "failed" {
+		bad = append(bad, fmt.Sprintf("metadata.status %q: not the application's vocabulary", st.rootStatus))
+	}
+	if st.writeState == "writing" && st.rootStatus != "partial" {
+		bad = append(bad, fmt.Sprintf("metadata.status %q while writeState is writing", st.rootStatus))
 	}
 	okFence := map[string]bool{st.rootFence: true}
 	for _, f := range o.repairedFrom {
@@ -414,13 +433,15 @@ func manifestProblems(st stored, o manifestOpts) []string {
 			if exists && d.fence == st.rootFence {
 				bad = append(bad, fmt.Sprintf("district %s: manifest says failed, document carries the root's writerFence %s", id, d.fence))
 			}
-		case "pending":
-			if !o.pendingOK {
-				bad = append(bad, fmt.Sprintf("district %s: still pending after the process ended", id))
-			}
 		default:
-			bad = append(bad, fmt.Sprintf("district %s: manifest status %q", id, entry))
+			bad = append(bad, fmt.Sprintf("district %s: manifest status %q: not the application's vocabulary", id, entry))
 		}
+		if ok := st.entries[id] == "success"; st.successful[id] != ok || st.failedList[id] == ok {
+			bad = append(bad, fmt.Sprintf("district %s: manifest %q, in successfulDistricts %v, in failedDistricts %v", id, st.entries[id], st.successful[id], st.failedList[id]))
+		}
+	}
+	if len(st.successful) != st.count("success") {
+		bad = append(bad, fmt.Sprintf("successfulDistricts lists %d districts, the manifest %d", len(st.successful), st.count("success")))
 	}
 	return bad
 }

@@ -25,16 +25,22 @@ func (a *app) listCommand() *cobra.Command {
 		Long: `List every snapshot, newest first: date, state, status, districts, failed
 districts and writer fence. The state is
 
-  complete     every district written
-  partial      written with failed districts: 'snapwriter repair' completes it
-  writing      the root says "writing" and a live lock holds the snapshot's key:
-               a writer is at work
-  interrupted  the root says "writing" but no live lock holds the key: the
-               writer died before recording its outcome; 'snapwriter repair'
-               completes it, or write it again
-  unknown      the root says "writing" and was written under the PostgreSQL lock,
-               which this list was not given (--lock-backend postgres --lock-dsn),
-               or records no lock backend at all
+  complete      every district written and status "success": what the
+                application's readers take as the newest successful snapshot
+  partial       written with failed districts: 'snapwriter repair' completes it
+  unsuccessful  every district written, but the input's own status is
+                "partial" or "failed" (its collection was): nothing to repair
+  writing       the root's writeState is "writing" and a live lock holds the
+                snapshot's key: a writer is at work
+  interrupted   the root's writeState is "writing" but no live lock holds the
+                key: the writer died; the root records what it had written,
+                'snapwriter repair' completes it, or write it again
+  unknown       the root's writeState is "writing" and it was written under the
+                PostgreSQL lock, which this list was not given (--lock-backend
+                postgres --lock-dsn), or records no lock backend at all
+
+Roots of snapwriter versions before writeState said "writing" in their status;
+they are read the same way.
 
 Locks in Firestore are always checked; --lock-backend postgres --lock-dsn DSN
 (or SNAPWRITER_LOCK_BACKEND and SNAPWRITER_LOCK_DSN) adds the PostgreSQL lock
@@ -134,7 +140,10 @@ func nextStep(s snapshot.Summary) string {
 	case snapshot.StatePartial:
 		return fmt.Sprintf("%d districts failed; run `%s`", len(s.FailedDistricts), repair)
 	case snapshot.StateInterrupted:
-		return fmt.Sprintf("its writer died before recording the outcome (no live lock); run `%s`, or write it again", repair)
+		return fmt.Sprintf("its writer died (no live lock) after writing %d of %d districts; run `%s`, or write it again",
+			s.Districts-len(s.FailedDistricts), s.Districts, repair)
+	case snapshot.StateUnsuccessful:
+		return fmt.Sprintf("every district is written, but its input's status is %q: readers of the newest successful snapshot skip it; nothing to repair", s.Status)
 	case snapshot.StateUnknown:
 		switch s.LockBackend {
 		case "":

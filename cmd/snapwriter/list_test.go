@@ -15,11 +15,26 @@ import (
 )
 
 // abandon makes the root of date look as a writer killed mid-write leaves
-// it: status "writing", not complete, under the writer's fence.
+// it: status "partial", writeState "writing", not complete, under the
+// writer's fence.
 func abandon(t *testing.T, c *cli, date string) {
 	t.Helper()
 	if _, err := c.client().Collection("snapshots").Doc(date).Update(context.Background(), []firestore.Update{
+		{Path: "metadata.status", Value: "partial"},
+		{Path: "metadata.writeState", Value: "writing"},
+		{Path: "metadata.writeComplete", Value: false},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// abandonLegacy makes the root of date look as a writer of a snapwriter
+// version before writeState, killed mid-write, left it: status "writing".
+func abandonLegacy(t *testing.T, c *cli, date string) {
+	t.Helper()
+	if _, err := c.client().Collection("snapshots").Doc(date).Update(context.Background(), []firestore.Update{
 		{Path: "metadata.status", Value: "writing"},
+		{Path: "metadata.writeState", Value: firestore.Delete},
 		{Path: "metadata.writeComplete", Value: false},
 	}); err != nil {
 		t.Fatal(err)
@@ -81,7 +96,7 @@ func TestListLiveness(t *testing.T) {
 		t.Errorf("dead writer: states %v, want %v", got, want)
 	}
 	out := listText(t, c)
-	if r := row(out, day); !strings.Contains(r, "interrupted") || !strings.Contains(r, "writing") {
+	if r := row(out, day); !strings.Contains(r, "interrupted") || !strings.Contains(r, "partial") {
 		t.Errorf("row of %s: %q\n%s", day, r, out)
 	}
 	for _, want := range []string{
@@ -105,7 +120,7 @@ func TestListLiveness(t *testing.T) {
 		t.Errorf("live lock: states %v, want %v", got, want)
 	}
 	out = listText(t, c)
-	if r := row(out, day); !strings.Contains(r, "writing") || strings.Contains(r, "interrupted") {
+	if r := row(out, day); !strings.Contains(r, "writing") || strings.Contains(r, "interrupted") || !strings.Contains(r, "partial") {
 		t.Errorf("row of %s with a live lock: %q", day, r)
 	}
 	if strings.Contains(out, day+" writing:") || strings.Contains(out, "--date "+day) {
@@ -180,4 +195,80 @@ func TestListLivenessPostgres(t *testing.T) {
 	if code, _, errs := c.run("", "list", "--lock-backend", "postgres"); code != exitUsage || !strings.Contains(errs, "--lock-dsn") {
 		t.Errorf("list --lock-backend postgres without a DSN: exit %d\n%s", code, errs)
 	}
+}
+
+// A root of a snapwriter version before writeState, left "writing" by a
+// dead writer, is interrupted too; `repair` brings it to the current form.
+func TestListLegacyInterrupted(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	in := genJSON(t, day, 60)
+	c.writePartial(in)
+	abandonLegacy(t, c, day)
+	if got := listStates(t, c); got[day] != "interrupted" {
+		t.Errorf("legacy root left writing: %v, want interrupted", got)
+	}
+	if code, _, errs := c.run(in, "repair", "--date", day, "--input", "-"); code != exitOK {
+		t.Fatalf("repair: exit %d\n%s", code, errs)
+	}
+	md := c.rootMetadata(day)
+	if md["status"] != "success" || md["writeState"] != "finished" || md["writeComplete"] != true {
+		t.Errorf("after repair: status %v writeState %v writeComplete %v", md["status"], md["writeState"], md["writeComplete"])
+	}
+	if got := listStates(t, c); got[day] != "complete" {
+		t.Errorf("after repair: %v", got)
+	}
+}
+
+// "Complete" is status "success" and writeComplete not false, as the
+// application's readers take it: a snapshot written whole from an input
+// whose own status is "partial" is unsuccessful (get prints it and exits
+// 0, latest skips it), and a root the application left "success" with
+// writeComplete false is partial (latest skips it too).
+func TestCompleteMeansSuccess(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	const older, inputPartial, appPartial = "2026-11-17", "2026-11-18", "2026-11-19"
+	if code, _, errs := c.run(genJSON(t, older, 5), "write", "--input", "-"); code != exitOK {
+		t.Fatalf("write %s: exit %d\n%s", older, code, errs)
+	}
+	partialInput := edit(t, genJSON(t, inputPartial, 5), func(m map[string]any) { m["status"] = "partial" })
+	if code, _, errs := c.run(partialInput, "write", "--input", "-"); code != exitOK {
+		t.Fatalf("write %s: exit %d\n%s", inputPartial, code, errs)
+	}
+	if code, _, errs := c.run(genJSON(t, appPartial, 5), "write", "--input", "-"); code != exitOK {
+		t.Fatalf("write %s: exit %d\n%s", appPartial, code, errs)
+	}
+	// As the application's writer leaves a partial write.
+	if _, err := c.client().Collection("snapshots").Doc(appPartial).Update(context.Background(), []firestore.Update{
+		{Path: "metadata.writeComplete", Value: false},
+		{Path: "metadata.writeState", Value: firestore.Delete},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{older: "complete", inputPartial: "unsuccessful", appPartial: "partial"}
+	if got := listStates(t, c); !maps.Equal(got, want) {
+		t.Errorf("states %v, want %v", got, want)
+	}
+	if out := listText(t, c); !strings.Contains(out, inputPartial+` unsuccessful: every district is written, but its input's status is "partial"`) {
+		t.Errorf("list does not explain the unsuccessful snapshot:\n%s", out)
+	}
+	if code, out, errs := c.run("", "get", "--date", inputPartial); code != exitOK || !strings.Contains(out, `"status": "partial"`) {
+		t.Errorf("get %s: exit %d\n%s\n%s", inputPartial, code, out, errs)
+	}
+	code, out, errs := c.run("", "get", "--date", "latest", "--json")
+	if code != exitOK || !strings.Contains(out, `"dataAsOfDate":"`+older+`"`) {
+		t.Errorf("get --date latest: exit %d, want the snapshot of %s\n%s\n%s", code, older, out, errs)
+	}
+}
+
+// rootMetadata reads the root's metadata of date.
+func (c *cli) rootMetadata(date string) map[string]any {
+	c.t.Helper()
+	s, err := c.client().Collection("snapshots").Doc(date).Get(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	md, _ := s.Data()["metadata"].(map[string]any)
+	return md
 }

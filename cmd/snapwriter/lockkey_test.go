@@ -280,7 +280,7 @@ func TestUpgradeFromLegacyKey(t *testing.T) {
 	}
 
 	// list checks a legacy root left "writing" on the old key...
-	abandon(t, c, day)
+	abandonLegacy(t, c, day)
 	if _, err := root.Update(ctx, []firestore.Update{{Path: "metadata.writerLockKeyHash", Value: firestore.Delete}}); err != nil {
 		t.Fatal(err)
 	}

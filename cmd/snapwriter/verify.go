@@ -19,8 +19,8 @@ func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, id string,
 	if err != nil {
 		return a.firestoreWait(err)
 	}
-	if sum.State == snapshot.StateComplete {
-		return nil
+	if sum.State == snapshot.StateComplete || sum.State == snapshot.StateUnsuccessful {
+		return nil // every district is stored and printed
 	}
 	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; see `snapwriter list`, and `snapwriter repair` completes it",
 		errIncomplete, id, sum.State, printed, sum.Districts)
