@@ -326,43 +326,72 @@ func (s *scenario) read() stored {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root := s.client.Collection("snapshots").Doc(day)
-	st := stored{entries: map[string]string{}, docs: map[string]docInfo{}, successful: map[string]bool{}, failedList: map[string]bool{}}
-	snap, err := root.Get(ctx)
-	switch {
-	case err == nil:
-		st.rootExists = true
-		md, _ := snap.Data()["metadata"].(map[string]any)
-		st.rootFence, _ = md["writerFence"].(string)
-		st.rootStatus, _ = md["status"].(string)
-		st.writeState, _ = md["writeState"].(string)
-		for field, set := range map[string]map[string]bool{"successfulDistricts": st.successful, "failedDistricts": st.failedList} {
-			list, _ := md[field].([]any)
-			for _, x := range list {
-				id, _ := x.(string)
-				set[id] = true
+	// A killed writer's last commit may land while the root and the
+	// documents are read (the emulator's read-only transactions do not
+	// hold it off): every chunk commit updates the root, so a read during
+	// which the root's update time moved is done again.
+	for range 20 {
+		st, updated := s.readOnce(ctx, root)
+		now, err := root.Get(ctx)
+		if status.Code(err) == codes.NotFound && !st.rootExists || err == nil && now.UpdateTime.Equal(updated) {
+			return st
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.t.Fatal("the root kept changing while it was read")
+	return stored{}
+}
+
+// readOnce reads the root and the district documents in one read-only
+// transaction, and returns what it read and the root's update time.
+func (s *scenario) readOnce(ctx context.Context, root *firestore.DocumentRef) (stored, time.Time) {
+	s.t.Helper()
+	var st stored
+	var updated time.Time
+	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		st = stored{entries: map[string]string{}, docs: map[string]docInfo{}, successful: map[string]bool{}, failedList: map[string]bool{}}
+		snap, err := tx.Get(root)
+		switch {
+		case err == nil:
+			st.rootExists = true
+			updated = snap.UpdateTime
+			md, _ := snap.Data()["metadata"].(map[string]any)
+			st.rootFence, _ = md["writerFence"].(string)
+			st.rootStatus, _ = md["status"].(string)
+			st.writeState, _ = md["writeState"].(string)
+			for field, set := range map[string]map[string]bool{"successfulDistricts": st.successful, "failedDistricts": st.failedList} {
+				list, _ := md[field].([]any)
+				for _, x := range list {
+					id, _ := x.(string)
+					set[id] = true
+				}
 			}
+			mf, _ := snap.Data()["manifest"].(map[string]any)
+			list, _ := mf["districts"].([]any)
+			for _, x := range list {
+				e, _ := x.(map[string]any)
+				id, _ := e["districtId"].(string)
+				entry, _ := e["status"].(string)
+				st.entries[id] = entry
+			}
+		case status.Code(err) == codes.NotFound:
+		default:
+			return fmt.Errorf("reading the root: %w", err)
 		}
-		mf, _ := snap.Data()["manifest"].(map[string]any)
-		list, _ := mf["districts"].([]any)
-		for _, x := range list {
-			e, _ := x.(map[string]any)
-			id, _ := e["districtId"].(string)
-			entry, _ := e["status"].(string)
-			st.entries[id] = entry
+		docs, err := tx.Documents(root.Collection("districts").Select("writerFence")).GetAll()
+		if err != nil {
+			return fmt.Errorf("reading the district documents: %w", err)
 		}
-	case status.Code(err) == codes.NotFound:
-	default:
-		s.t.Fatalf("reading the root: %v", err)
-	}
-	docs, err := root.Collection("districts").Select("writerFence").Documents(ctx).GetAll()
+		for _, d := range docs {
+			f, _ := d.Data()["writerFence"].(string)
+			st.docs[strings.TrimPrefix(d.Ref.ID, "district_")] = docInfo{fence: f, updated: d.UpdateTime}
+		}
+		return nil
+	}, firestore.ReadOnly)
 	if err != nil {
-		s.t.Fatalf("reading the district documents: %v", err)
+		s.t.Fatal(err)
 	}
-	for _, d := range docs {
-		f, _ := d.Data()["writerFence"].(string)
-		st.docs[strings.TrimPrefix(d.Ref.ID, "district_")] = docInfo{fence: f, updated: d.UpdateTime}
-	}
-	return st
+	return st, updated
 }
 
 // manifestOpts loosens checkManifest where the scenario requires it.

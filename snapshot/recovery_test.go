@@ -214,6 +214,11 @@ func TestFinishNotRecorded(t *testing.T) {
 	if w, f := checkExact(t, e, day); w != 80 || f != 0 {
 		t.Errorf("root without its finish records %d written, %d not; want 80/0", w, f)
 	}
+	// and verify, which checks a root of this form at any moment, finds
+	// it intact though not finished.
+	if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in); err != nil || !rep.Intact || rep.Complete {
+		t.Errorf("Verify = %+v, %v; want intact, not complete", rep, err)
+	}
 	e.f.setRule(nil)
 	rres, err := e.writer().Repair(context.Background(), day, in)
 	if err != nil || !rres.Complete {

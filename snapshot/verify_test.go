@@ -55,6 +55,16 @@ func TestVerify(t *testing.T) {
 				e.t.Fatal(err)
 			}
 		}},
+		{name: "successfulDistricts tampered", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: "metadata.successfulDistricts", Value: firestore.ArrayRemove(victim)}}); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
+		{name: "snapshotId not the date", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: "metadata.snapshotId", Value: "1795244400000"}}); err != nil {
+				e.t.Fatal(err)
+			}
+		}},
 		{name: "rankings edited", want: []string{ProblemPayload + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
 			if _, err := root.Update(ctx, []firestore.Update{{Path: "rankings.edited", Value: true}}); err != nil {
 				e.t.Fatal(err)
