@@ -141,11 +141,13 @@ func rootDocParts(s *Snapshot) ([]rootPart, int) {
 	for _, d := range s.Payload.Districts {
 		// The configured list, and two of successful, failed and
 		// writeFailed (a district is successful or not); the manifest
-		// entry's keys, id, file name, status, size, timestamp, content
-		// hash (35 bytes: "contentHash" and 22 characters) and, until it
-		// is written, its errorMessage (29 bytes: "not written yet").
+		// entry as the root is first written, its largest: keys, id, file
+		// name, status, size, timestamp (milliseconds), content hash (35
+		// bytes: "contentHash" and 22 characters) and errorMessage (29
+		// bytes: "not written yet") — 164 bytes and the id twice — with a
+		// few to spare.
 		meta += 3 * (len(d.DistrictID) + 1)
-		manifest += 180 + 2*len(d.DistrictID)
+		manifest += 168 + 2*len(d.DistrictID)
 	}
 	parts := []rootPart{
 		{"metadata", "$.payload.metadata and $.errors", meta},

@@ -402,3 +402,51 @@ func TestRepairRewritesMissingAndAltered(t *testing.T) {
 		t.Errorf("verify after repair: %+v, %v", rep, err)
 	}
 }
+
+// A complete root as earlier versions wrote it (snapshotId the input's id,
+// no writeState nor inputSnapshotId, payloadHash over the snapshot_id) still
+// reads, lists and verifies as it did; Repair brings it to the current form
+// without writing a district.
+func TestLegacyRootMigratesOnRepair(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	in := gen(60, 9)
+	mustWrite(t, e.writer(), day, in)
+	oldHash, err := payloadHashWithID(in, in.SnapshotID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.setRoot(day,
+		firestore.Update{Path: "metadata.snapshotId", Value: in.SnapshotID},
+		firestore.Update{Path: "manifest.snapshotId", Value: in.SnapshotID},
+		firestore.Update{Path: "metadata.writeState", Value: firestore.Delete},
+		firestore.Update{Path: "metadata.inputSnapshotId", Value: firestore.Delete},
+		firestore.Update{Path: "metadata.payloadHash", Value: oldHash})
+	r := NewReader(e.clean, "")
+	if rep, err := r.Verify(context.Background(), day, in); err != nil || !rep.Intact || !rep.Complete {
+		t.Errorf("Verify of the legacy root = %+v, %v; want intact and complete", rep, err)
+	}
+	if got := e.get(day); !model.Equal(got, in) {
+		t.Errorf("legacy root reads back otherwise: %s", model.Diff(got, in))
+	}
+	before := len(e.f.commits())
+	res, err := e.writer().Repair(context.Background(), day, in)
+	if err != nil || res.Skipped || !res.Complete || res.DistrictsWritten != 0 {
+		t.Fatalf("Repair = %+v, %v; want the root rewritten, no district", res, err)
+	}
+	for _, c := range e.f.commits()[before:] {
+		if len(c.districts) > 0 {
+			t.Errorf("commit %d wrote districts %v", c.seq, c.districts)
+		}
+	}
+	md := asMap(e.rootData(day)["metadata"])
+	if md["snapshotId"] != day || md["inputSnapshotId"] != in.SnapshotID || md["writeState"] != stateFinished {
+		t.Errorf("after repair: snapshotId %v inputSnapshotId %v writeState %v", md["snapshotId"], md["inputSnapshotId"], md["writeState"])
+	}
+	if w, f := checkExact(t, e, day); w != 60 || f != 0 {
+		t.Errorf("manifest %d/%d", w, f)
+	}
+	if rep, err := e.writer().Repair(context.Background(), day, in); err != nil || !rep.Skipped {
+		t.Errorf("second Repair = %+v, %v; want skipped", rep, err)
+	}
+}

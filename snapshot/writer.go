@@ -805,7 +805,7 @@ func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.Document
 	if len(ids) == 0 {
 		return nil // stale deletes only: the root does not list them
 	}
-	now := w.cfg.now().UTC().Format(time.RFC3339Nano)
+	now := isoMillis(w.cfg.now())
 	pending := make([]any, len(ids))
 	written := make([]any, len(ids))
 	for i, id := range ids {
