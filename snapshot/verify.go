@@ -138,7 +138,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	if finished {
-		checkCounts(md, mf, len(entries), rep.Written, failed, add)
+		checkCounts(md, mf, len(entries), rep.Written, failed, !inProgress, add)
 	}
 	if current {
 		checkLists(id, md, mf, entries, add)
@@ -162,8 +162,10 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 }
 
 // checkCounts compares the manifest's counts and the metadata's failure
-// list and completeness flag with the entries of a finished write.
-func checkCounts(md, mf map[string]any, total, written int, failed []string, add func(kind, district, format string, args ...any)) {
+// list, and once the write is over (over) its completeness flag, with the
+// entries. (A write at work says writeComplete false until its finish,
+// even once every district is stored.)
+func checkCounts(md, mf map[string]any, total, written int, failed []string, over bool, add func(kind, district, format string, args ...any)) {
 	for _, c := range []struct {
 		field string
 		want  int
@@ -185,7 +187,7 @@ func checkCounts(md, mf map[string]any, total, written int, failed []string, add
 			add(ProblemCounts, "", "metadata.writeFailedDistricts lists %d districts; the manifest records %d as not written", len(got), len(want))
 		}
 	}
-	if wc, ok := md["writeComplete"].(bool); ok && wc != (len(failed) == 0) {
+	if wc, ok := md["writeComplete"].(bool); ok && over && wc != (len(failed) == 0) {
 		add(ProblemCounts, "", "metadata.writeComplete is %v with %d districts not written", wc, len(failed))
 	}
 }
