@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -42,6 +43,18 @@ func (e *env) deny(id string) {
 	e.f.setRule(func(c *commitCall) error {
 		if c.has(id) {
 			return status.Error(codes.PermissionDenied, "injected")
+		}
+		return nil
+	})
+}
+
+// refuseFinish refuses, for good, every commit that writes the root
+// without districts after the first one (the root write): the finish.
+func (e *env) refuseFinish() {
+	var roots atomic.Int32
+	e.f.setRule(func(c *commitCall) error {
+		if c.root && len(c.districts) == 0 && roots.Add(1) > 1 {
+			return status.Error(codes.PermissionDenied, "denied")
 		}
 		return nil
 	})

@@ -42,10 +42,26 @@ const (
 // writing reports whether root metadata md describes a write in progress
 // or interrupted, in the current form or an earlier version's.
 func writing(md map[string]any) bool {
-	if ws, ok := md["writeState"].(string); ok {
-		return ws == stateWriting
+	ws, _ := md["writeState"].(string)
+	st, _ := md["status"].(string)
+	return inProgress(ws, st)
+}
+
+// inProgress is writing's rule on a root's writeState ("" when it has
+// none, as roots of earlier versions) and status.
+func inProgress(writeState, status string) bool {
+	if writeState != "" {
+		return writeState == stateWriting
 	}
-	return md["status"] == legacyStatusWriting
+	return status == legacyStatusWriting
+}
+
+// currentForm reports whether root metadata md is in this version's form
+// (it has a writeState), whose manifest and lists are exact at every
+// moment, rather than an earlier version's or the application's.
+func currentForm(md map[string]any) bool {
+	ws, _ := md["writeState"].(string)
+	return ws != ""
 }
 
 // writtenWhole reports whether root metadata md records a write that

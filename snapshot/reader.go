@@ -171,7 +171,7 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 // write of the date, not yet replaced) are not the snapshot's.
 func recordedWritten(root map[string]any) map[string]bool {
 	md := asMap(root["metadata"])
-	if _, current := md["writeState"]; !current && writing(md) {
+	if !currentForm(md) && writing(md) {
 		return nil
 	}
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
@@ -404,9 +404,4 @@ func summarize(doc *firestore.DocumentSnapshot) Summary {
 
 // writing reports whether the root says a write is at work on it (or was,
 // when its writer died).
-func (s *Summary) writing() bool {
-	if s.WriteState != "" {
-		return s.WriteState == stateWriting
-	}
-	return s.Status == legacyStatusWriting
-}
+func (s *Summary) writing() bool { return inProgress(s.WriteState, s.Status) }

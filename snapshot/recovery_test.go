@@ -161,13 +161,7 @@ func TestChunkRecordedOnceAfterUnknownOutcome(t *testing.T) {
 	e := newEnv(t)
 	in := gen(120, 6)
 	target := in.Payload.Districts[60].DistrictID
-	var roots atomic.Int32
-	e.f.setRule(func(c *commitCall) error {
-		if c.root && len(c.districts) == 0 && roots.Add(1) > 1 {
-			return status.Error(codes.PermissionDenied, "denied")
-		}
-		return nil
-	})
+	e.refuseFinish()
 	e.f.setAfter(func(c *commitCall) error {
 		if c.has(target) {
 			return status.Error(codes.DeadlineExceeded, "deadline exceeded")
@@ -189,13 +183,7 @@ func TestFinishNotRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	in := gen(80, 5)
-	var roots atomic.Int32
-	e.f.setRule(func(c *commitCall) error {
-		if c.root && len(c.districts) == 0 && roots.Add(1) > 1 { // the finish, not the root write
-			return status.Error(codes.PermissionDenied, "denied")
-		}
-		return nil
-	})
+	e.refuseFinish()
 	core, logs := observer.New(zapcore.ErrorLevel)
 	res, err := e.writer(WithLogger(zap.New(core))).Write(context.Background(), day, in)
 	if !errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockLost) {

@@ -155,7 +155,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		if err := tx.Set(ref, root); err != nil {
 			return err
 		}
-		return tx.Set(w.fenceRef(in.id), in.fenceDoc(w.lockKeyHash(in.id), in.startedAt))
+		return w.setFence(tx, in, in.startedAt)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	switch {
@@ -183,9 +183,8 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 // writeState): a repair brings it to the current form.
 func legacyRoot(root map[string]any) bool {
 	md := asMap(root["metadata"])
-	_, state := md["writeState"]
 	_, ours := md["writerFence"]
-	return ours && !state
+	return ours && !currentForm(md)
 }
 
 // storedDistrict is what Repair and Verify need of a stored district

@@ -97,7 +97,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	// whose manifest was written at the end, may have stored documents it
 	// does not record yet while their write is in progress or interrupted:
 	// that is incomplete, not inconsistent.
-	_, current := md["writeState"]
+	current := currentForm(md)
 	inProgress := writing(md)
 	finished := current || !inProgress
 	rootFence, _ := md["writerFence"].(string)

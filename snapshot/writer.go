@@ -565,7 +565,6 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	}
 	w.stampLockKey(asMap(doc["metadata"]), in.id)
 	ref := w.root(in.id)
-	fence := in.fenceDoc(w.lockKeyHash(in.id), in.startedAt)
 	t0 := time.Now()
 	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
@@ -583,7 +582,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 		if err := tx.Set(ref, doc); err != nil {
 			return err
 		}
-		return tx.Set(w.fenceRef(in.id), fence)
+		return w.setFence(tx, in, in.startedAt)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
@@ -714,6 +713,13 @@ func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
 // fenceRef is snapshot id's fence document.
 func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
 	return w.root(id).Collection(fenceCollection).Doc(fenceDocID)
+}
+
+// setFence adds to tx the write of the fence document with this writer's
+// fence, as of at: every transaction that moves the root to this writer or
+// records its outcome makes it, so chunk transactions in flight conflict.
+func (w *Writer) setFence(tx *firestore.Transaction, in rootInput, at time.Time) error {
+	return tx.Set(w.fenceRef(in.id), in.fenceDoc(w.lockKeyHash(in.id), at))
 }
 
 // writeChunk commits one chunk as a transaction that first verifies the
@@ -885,7 +891,7 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(st)}}); err != nil {
 			return err
 		}
-		return tx.Set(w.fenceRef(in.id), in.fenceDoc(w.lockKeyHash(in.id), now))
+		return w.setFence(tx, in, now)
 	})
 	if err != nil {
 		return err
