@@ -114,6 +114,7 @@ type rootInput struct {
 	snap      *model.Snapshot
 	fence     string
 	backend   string
+	keyHash   string // the lock key's hash, which fences are comparable under
 	startedAt time.Time
 	docs      map[string]map[string]any // district id → its document
 	docSizes  map[string]int            // district id → document size, for the manifest
@@ -162,14 +163,104 @@ func (in rootInput) stored(st rootState, id string) bool {
 	return kept
 }
 
-// metadata is the PerDistrictSnapshotMetadata of the application plus the
+// rootDocument is the snapshot's root document: the application's
+// PerDistrictSnapshot (metadata, manifest, rankings) plus what the input
+// had that the layout has no place for.
+type rootDocument struct {
+	Metadata   rootMetadata   `firestore:"metadata"`
+	Manifest   manifest       `firestore:"manifest"`
+	Rankings   *model.Object  `firestore:"rankings,omitempty"`
+	InputExtra map[string]any `firestore:"inputExtra,omitempty"`
+}
+
+// rootMetadata is the application's PerDistrictSnapshotMetadata plus the
 // writer's own fields. Its district lists say what is stored: successful
 // the districts whose documents this snapshot holds, failed those it does
-// not (and the input's own collection failures). payloadMetadata keeps the
+// not (and the input's own collection failures). PayloadMetadata keeps the
 // input's metadata verbatim, its own lists included, so `get` returns
-// exactly what was written, and inputSnapshotId the input's snapshot_id:
-// snapshotId is the date, as the application writes it.
-func (in rootInput) metadata(st rootState) (map[string]any, error) {
+// exactly what was written, and InputSnapshotID the input's snapshot_id:
+// SnapshotID is the date, as the application writes it. Lists are never
+// nil: an absent array and an empty one differ to the application.
+type rootMetadata struct {
+	SnapshotID          string   `firestore:"snapshotId"`
+	InputSnapshotID     string   `firestore:"inputSnapshotId"`
+	CreatedAt           string   `firestore:"createdAt"`
+	SchemaVersion       string   `firestore:"schemaVersion"`
+	CalculationVersion  string   `firestore:"calculationVersion"`
+	Status              string   `firestore:"status"`
+	ConfiguredDistricts []string `firestore:"configuredDistricts"`
+	SuccessfulDistricts []string `firestore:"successfulDistricts"`
+	FailedDistricts     []string `firestore:"failedDistricts"`
+	Errors              []string `firestore:"errors"`
+	ProcessingDuration  int64    `firestore:"processingDuration"`
+	Source              string   `firestore:"source"`
+	DataAsOfDate        string   `firestore:"dataAsOfDate"`
+	// The input's optional fields, present when the input has them.
+	DistrictErrors      *[]any  `firestore:"districtErrors,omitempty"`
+	IsClosingPeriodData *bool   `firestore:"isClosingPeriodData,omitempty"`
+	CollectionDate      string  `firestore:"collectionDate,omitempty"`
+	LogicalDate         string  `firestore:"logicalDate,omitempty"`
+	RankingVersion      *string `firestore:"rankingVersion,omitempty"`
+
+	// The writer's own: what it is doing, under which fence, and what it
+	// was given.
+	WriteState           string       `firestore:"writeState"` // stateWriting or stateFinished
+	WriteComplete        bool         `firestore:"writeComplete"`
+	WriteFailedDistricts []string     `firestore:"writeFailedDistricts"` // payload districts not stored
+	WriterFence          string       `firestore:"writerFence"`
+	WriterLockBackend    string       `firestore:"writerLockBackend"`
+	WriterLockKeyHash    string       `firestore:"writerLockKeyHash"`
+	WriteStartedAt       string       `firestore:"writeStartedAt"`
+	WriteFinishedAt      string       `firestore:"writeFinishedAt,omitempty"`
+	RepairStartedAt      string       `firestore:"repairStartedAt,omitempty"`
+	RepairedAt           string       `firestore:"repairedAt,omitempty"`
+	PayloadHash          string       `firestore:"payloadHash"`
+	PayloadMetadata      model.Object `firestore:"payloadMetadata"`
+}
+
+// manifest is the application's SnapshotManifest: one entry per district
+// in input order.
+type manifest struct {
+	SnapshotID           string          `firestore:"snapshotId"`
+	CreatedAt            string          `firestore:"createdAt"`
+	Districts            []manifestEntry `firestore:"districts"`
+	TotalDistricts       int64           `firestore:"totalDistricts"`
+	SuccessfulDistricts  int64           `firestore:"successfulDistricts"`
+	FailedDistricts      int64           `firestore:"failedDistricts"`
+	AllDistrictsRankings rankingsEntry   `firestore:"allDistrictsRankings"`
+}
+
+// manifestEntry is one district's entry in the manifest. Chunks remove
+// and add entries by value, so an entry must be built the same way every
+// time (pendingEntry).
+type manifestEntry struct {
+	DistrictID   string `firestore:"districtId"`
+	FileName     string `firestore:"fileName"`
+	Status       string `firestore:"status"` // entrySuccess or entryFailed
+	FileSize     int64  `firestore:"fileSize"`
+	ContentHash  string `firestore:"contentHash"`
+	LastModified string `firestore:"lastModified"`
+	ErrorMessage string `firestore:"errorMessage,omitempty"` // failed entries only
+}
+
+// rankingsEntry is the manifest's entry for the snapshot's rankings.
+type rankingsEntry struct {
+	Filename string `firestore:"filename"`
+	Size     int64  `firestore:"size"`
+	Status   string `firestore:"status"` // "present" or "missing"
+}
+
+// fenceDocument is the fence document: the writer's fence, for the chunks'
+// check (see fenceCollection).
+type fenceDocument struct {
+	WriterFence       string `firestore:"writerFence"`
+	WriterLockBackend string `firestore:"writerLockBackend"`
+	WriterLockKeyHash string `firestore:"writerLockKeyHash"`
+	UpdatedAt         string `firestore:"updatedAt"`
+}
+
+// metadata is the root's metadata for state st.
+func (in rootInput) metadata(st rootState) (rootMetadata, error) {
 	s := in.snap
 	pm := s.Payload.Metadata
 	ids := districtIDs(s)
@@ -196,67 +287,61 @@ func (in rootInput) metadata(st rootState) (map[string]any, error) {
 	}
 	verbatim, err := toObject(pm)
 	if err != nil {
-		return nil, fmt.Errorf("encoding payload metadata: %w", err)
-	}
-	errs := s.Errors
-	if errs == nil {
-		errs = []string{}
+		return rootMetadata{}, fmt.Errorf("encoding payload metadata: %w", err)
 	}
 	state := stateFinished
 	if st.writing {
 		state = stateWriting
 	}
-	m := map[string]any{
-		"snapshotId":           in.id,
-		"inputSnapshotId":      s.SnapshotID,
-		"createdAt":            s.CreatedAt,
-		"schemaVersion":        s.SchemaVersion,
-		"calculationVersion":   s.CalculationVersion,
-		"status":               st.status,
-		"configuredDistricts":  strs(configured),
-		"successfulDistricts":  strs(successful),
-		"failedDistricts":      strs(failed),
-		"errors":               strs(errs),
-		"processingDuration":   pm.ProcessingDurationMs,
-		"source":               pm.Source,
-		"dataAsOfDate":         pm.DataAsOfDate,
-		"writeState":           state,
-		"writeComplete":        st.complete,
-		"writeFailedDistricts": strs(notStored),
-		"writerFence":          in.fence,
-		"writerLockBackend":    in.backend,
-		"writeStartedAt":       in.startedAt.UTC().Format(time.RFC3339Nano),
-		"payloadHash":          in.payloadHash,
-		"payloadMetadata":      verbatim,
+	md := rootMetadata{
+		SnapshotID:           in.id,
+		InputSnapshotID:      s.SnapshotID,
+		CreatedAt:            s.CreatedAt,
+		SchemaVersion:        s.SchemaVersion,
+		CalculationVersion:   s.CalculationVersion,
+		Status:               st.status,
+		ConfiguredDistricts:  nonNil(configured),
+		SuccessfulDistricts:  successful,
+		FailedDistricts:      failed,
+		Errors:               nonNil(s.Errors),
+		ProcessingDuration:   pm.ProcessingDurationMs,
+		Source:               pm.Source,
+		DataAsOfDate:         pm.DataAsOfDate,
+		IsClosingPeriodData:  pm.IsClosingPeriodData,
+		CollectionDate:       pm.CollectionDate,
+		LogicalDate:          pm.LogicalDate,
+		WriteState:           state,
+		WriteComplete:        st.complete,
+		WriteFailedDistricts: notStored,
+		WriterFence:          in.fence,
+		WriterLockBackend:    in.backend,
+		WriterLockKeyHash:    in.keyHash,
+		WriteStartedAt:       in.startedAt.UTC().Format(time.RFC3339Nano),
+		PayloadHash:          in.payloadHash,
+		PayloadMetadata:      verbatim,
+	}
+	if pm.DistrictErrors != nil {
+		md.DistrictErrors = &pm.DistrictErrors
 	}
 	if !st.finishedAt.IsZero() {
-		m["writeFinishedAt"] = st.finishedAt.UTC().Format(time.RFC3339Nano)
+		md.WriteFinishedAt = st.finishedAt.UTC().Format(time.RFC3339Nano)
 	}
 	if in.repairing {
-		m["repairStartedAt"] = in.startedAt.UTC().Format(time.RFC3339Nano)
-		if !st.finishedAt.IsZero() {
-			m["repairedAt"] = st.finishedAt.UTC().Format(time.RFC3339Nano)
-		}
+		md.RepairStartedAt = in.startedAt.UTC().Format(time.RFC3339Nano)
+		md.RepairedAt = md.WriteFinishedAt
 	}
 	if v, ok := rankingVersion(s.Rankings); ok {
-		m["rankingVersion"] = v
+		md.RankingVersion = &v
 	}
-	pm.PutOptional(m)
-	return m, nil
+	return md, nil
 }
 
 // entry is the manifest entry of district id.
-func (in rootInput) entry(id, status, msg, modified string) map[string]any {
-	e := map[string]any{
-		"districtId":   id,
-		"fileName":     districtDocID(id),
-		"status":       status,
-		"fileSize":     int64(in.docSizes[id]),
-		"contentHash":  in.hashes[id],
-		"lastModified": modified,
-	}
-	if status == entryFailed && msg != "" {
-		e["errorMessage"] = msg
+func (in rootInput) entry(id, status, msg, modified string) manifestEntry {
+	e := manifestEntry{DistrictID: id, FileName: districtDocID(id), Status: status,
+		FileSize: int64(in.docSizes[id]), ContentHash: in.hashes[id], LastModified: modified}
+	if status == entryFailed {
+		e.ErrorMessage = msg
 	}
 	return e
 }
@@ -264,70 +349,54 @@ func (in rootInput) entry(id, status, msg, modified string) map[string]any {
 // pendingEntry is the entry of a district this write has not written yet,
 // exactly as the root records it, so that the chunk writing the district
 // can remove it by value.
-func (in rootInput) pendingEntry(id string) map[string]any {
+func (in rootInput) pendingEntry(id string) manifestEntry {
 	return in.entry(id, entryFailed, notWrittenYet, isoMillis(in.startedAt))
 }
 
-// manifest is the SnapshotManifest for state st: one entry per district in
-// input order.
-func (in rootInput) manifest(st rootState) map[string]any {
+// manifest is the manifest for state st.
+func (in rootInput) manifest(st rootState) manifest {
 	s := in.snap
-	entries := make([]any, 0, len(s.Payload.Districts))
-	ok, bad := 0, 0
+	m := manifest{SnapshotID: in.id, CreatedAt: s.CreatedAt, Districts: make([]manifestEntry, 0, len(s.Payload.Districts)),
+		TotalDistricts:       int64(len(s.Payload.Districts)),
+		AllDistrictsRankings: rankingsEntry{Filename: "rankings", Status: "missing"}}
 	modified := isoMillis(st.modified)
 	for _, d := range s.Payload.Districts {
 		id := d.DistrictID
-		var e map[string]any
+		var e manifestEntry
 		if status, set := st.entries[id]; set {
 			e = in.entry(id, status, st.msgs[id], modified)
 		} else if k, kept := in.kept[id]; kept {
 			e = in.entry(id, entrySuccess, "", k.modified)
-			e["contentHash"], e["fileSize"] = k.hash, k.size
+			e.ContentHash, e.FileSize = k.hash, k.size
 		} else {
 			e = in.pendingEntry(id)
 		}
-		if e["status"] == entrySuccess {
-			ok++
+		if e.Status == entrySuccess {
+			m.SuccessfulDistricts++
 		} else {
-			bad++
+			m.FailedDistricts++
 		}
-		entries = append(entries, e)
+		m.Districts = append(m.Districts, e)
 	}
-	m := map[string]any{
-		"snapshotId":          in.id,
-		"createdAt":           s.CreatedAt,
-		"districts":           entries,
-		"totalDistricts":      int64(len(s.Payload.Districts)),
-		"successfulDistricts": int64(ok),
-		"failedDistricts":     int64(bad),
-	}
-	rk := map[string]any{"filename": "rankings", "size": int64(0), "status": "missing"}
 	if s.Rankings != nil {
-		rk["size"] = int64(model.FirestoreSize(s.Rankings))
-		rk["status"] = "present"
+		m.AllDistrictsRankings.Size = int64(model.FirestoreSize(s.Rankings))
+		m.AllDistrictsRankings.Status = "present"
 	}
-	m["allDistrictsRankings"] = rk
 	return m
 }
 
 // rootDoc is the root document written before any district: status
 // "partial", writeState "writing", not complete, every district not
 // written yet but those a repair keeps.
-func (in rootInput) rootDoc() (map[string]any, error) {
+func (in rootInput) rootDoc() (rootDocument, error) {
 	st := rootState{status: statusPartial, writing: true}
 	md, err := in.metadata(st)
 	if err != nil {
-		return nil, err
+		return rootDocument{}, err
 	}
-	doc := map[string]any{
-		"metadata": md,
-		"manifest": in.manifest(st),
-	}
+	doc := rootDocument{Metadata: md, Manifest: in.manifest(st), InputExtra: inputExtra(in.snap)}
 	if in.snap.Rankings != nil {
-		doc["rankings"] = in.snap.Rankings
-	}
-	if extra := inputExtra(in.snap); extra != nil {
-		doc["inputExtra"] = extra
+		doc.Rankings = &in.snap.Rankings
 	}
 	return doc, nil
 }
@@ -338,13 +407,9 @@ func (in rootInput) rootDoc() (map[string]any, error) {
 func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // fenceDoc is the fence document's content for this writer.
-func (in rootInput) fenceDoc(keyHash string, at time.Time) map[string]any {
-	return map[string]any{
-		"writerFence":       in.fence,
-		"writerLockBackend": in.backend,
-		"writerLockKeyHash": keyHash,
-		"updatedAt":         at.UTC().Format(time.RFC3339Nano),
-	}
+func (in rootInput) fenceDoc(at time.Time) fenceDocument {
+	return fenceDocument{WriterFence: in.fence, WriterLockBackend: in.backend, WriterLockKeyHash: in.keyHash,
+		UpdatedAt: at.UTC().Format(time.RFC3339Nano)}
 }
 
 // inputExtra keeps fields of the input that the layout has no place for.
@@ -376,14 +441,13 @@ func districtIDs(s *model.Snapshot) []string {
 	return ids
 }
 
-// strs turns a string slice into the []any Firestore stores, never nil (an
-// absent array and an empty one differ to the application's readers).
-func strs(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
+// nonNil is ss, or an empty list for nil: Firestore stores a nil slice as
+// null, and an absent array and an empty one differ to the application.
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
 	}
-	return out
+	return ss
 }
 
 // toObject converts a JSON-marshalable value into the canonical value tree.

@@ -480,10 +480,7 @@ func TestLegacyRootRepair(t *testing.T) {
 	ctx := context.Background()
 	in := gen(120, 1)
 	e.deny(in.Payload.Districts[70].DistrictID)
-	res, err := e.writer().Write(ctx, day, in)
-	if err != nil || res.Complete {
-		t.Fatalf("partial write: %+v, %v", res, err)
-	}
+	mustPartial(t)(e.writer().Write(ctx, day, in))
 	e.f.setRule(nil)
 	e.makeLegacy(day)
 

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -122,14 +123,14 @@ func (w *Writer) resolve(tx *firestore.Transaction, in rootInput, res *Result, o
 				decided.status[o.districtID], decided.msgs[o.districtID] = entrySuccess, ""
 			} else {
 				decided.status[o.districtID] = entryFailed
-				decided.msgs[o.districtID] = "not written (" + b.Error + ")"
+				decided.msgs[o.districtID] = "not written (" + errText(b.Err) + ")"
 			}
 		}
 		b.unsure = false
 		if ok {
-			b.Success, b.Error = true, ""
+			b.Success, b.Err = true, nil
 		} else {
-			b.Error = "not written (" + b.Error + ")"
+			b.Err = fmt.Errorf("not written (%w)", b.Err)
 		}
 	}
 	w.tally(&r)
@@ -148,4 +149,12 @@ func clone(m map[string]string) map[string]string {
 		c[k] = v
 	}
 	return c
+}
+
+// errText is err's message, or "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

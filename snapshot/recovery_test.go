@@ -123,9 +123,7 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 			e.f.setRule(only(tc.before))
 			e.f.setAfter(only(tc.after))
 			res, err := e.writer().Write(context.Background(), day, in)
-			if err != nil || res == nil {
-				t.Fatalf("Write = %+v, %v", res, err)
-			}
+			checkEnding(t, res, err)
 			checkInvariants(t, res)
 			if !res.ManifestRecorded {
 				t.Error("manifest not recorded")

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
@@ -49,22 +50,12 @@ const maxListed = 5
 // the snapshot still to be written). An input that does not match the
 // stored manifest is ErrMismatch. Errors are those of Write.
 func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
-	if err := model.Validate(snap, id); err != nil {
-		return nil, err
-	}
-	start := w.cfg.now()
-	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", "repair"))
+	return w.run(ctx, "repair", id, snap, w.repair)
+}
 
-	lease, wctx, end, err := w.begin(ctx, id, log)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-
-	in, err := w.newInput(id, snap, lease, start)
-	if err != nil {
-		return nil, err
-	}
+// repair is Repair once the lock is held: take the root over, write what
+// is missing, finish.
+func (w *Writer) repair(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
 	in.repairing = true
 	todo, kept, rootRes, err := w.takeOver(wctx, in, log)
 	switch {
@@ -74,35 +65,17 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	case errors.Is(err, errReplace):
 		log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot (--rewrite-changed)")
 		return w.write(ctx, wctx, lease, in, log)
+	case errors.Is(err, errSkip):
+		return w.skipped(in, log, "snapshot is complete; nothing to repair"), nil
 	}
-	res := &Result{SnapshotID: id, Fence: in.fence, FailedDistricts: []string{}}
 	log = log.With(zap.String("fence", in.fence))
-	if errors.Is(err, errSkip) {
-		log.Info("snapshot is complete; nothing to repair")
-		res.Skipped, res.Complete, res.ManifestRecorded, res.Fence = true, true, true, ""
-		res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
-		return res, nil
-	}
-	if rootRes != nil {
-		res.BatchResults = append(res.BatchResults, *rootRes)
-		logBatch(log, *rootRes)
-	}
-	if err != nil {
-		if rootRes != nil {
-			w.summarize(log, res, start)
-		}
-		return res, w.leaseErr(lease, err)
-	}
-	log.Info("repairing districts", zap.Int("districts", len(todo)))
-
-	in.kept = kept
-	out, err := w.writeDistricts(ctx, wctx, in, in.ops(todo), res, log)
+	res, err := w.rooted(in, lease, rootRes, err, log)
 	if err != nil {
 		return res, err
 	}
-	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
-	w.summarize(log, res, start)
-	return res, w.ending(ctx, id, res, lease, finishErr, out.fenced, log)
+	log.Info("repairing districts", zap.Int("districts", len(todo)))
+	in.kept = kept
+	return w.districts(ctx, wctx, lease, in, in.ops(todo), res, log)
 }
 
 // takeOver reads the stored root and district documents in a
@@ -151,7 +124,6 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		if err != nil {
 			return retry.Permanent(err)
 		}
-		w.stampLockKey(asMap(root["metadata"]), in.id)
 		if err := tx.Set(ref, root); err != nil {
 			return err
 		}
@@ -168,7 +140,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 	case errors.Is(err, ErrNotFound):
 		return nil, nil, nil, err
 	case err != nil:
-		r.Error = err.Error()
+		r.Err = err
 		if refusedByPrior(err) {
 			return nil, nil, &r, fmt.Errorf("snapshot %s: %w", in.id, err)
 		}

@@ -97,10 +97,7 @@ func TestRepairCompletesPartial(t *testing.T) {
 	in := gen(132, 7)
 	victim := districtIDs(in)[60]
 	e.deny(victim)
-	res, err := e.writer().Write(context.Background(), day, in)
-	if err != nil || res.Complete {
-		t.Fatalf("setup: want a partial write, got %+v, %v", res, err)
-	}
+	res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
 	failed := map[string]bool{}
 	for _, d := range res.FailedDistricts {
 		failed[d] = true
@@ -192,9 +189,7 @@ func TestRepairIgnoresSnapshotID(t *testing.T) {
 	e := newEnv(t)
 	in := gen(120, 8)
 	e.deny(in.Payload.Districts[70].DistrictID)
-	if res, err := e.writer().Write(context.Background(), day, in); err != nil || res.Complete {
-		t.Fatalf("Write = %+v, %v; want partial", res, err)
-	}
+	mustPartial(t)(e.writer().Write(context.Background(), day, in))
 	e.f.setRule(nil)
 	other := gen(120, 8)
 	other.SnapshotID = "1795244400000"
@@ -327,9 +322,7 @@ func TestSkipComplete(t *testing.T) {
 	// A partial snapshot is written again.
 	victim := districtIDs(in)[0]
 	e.deny(victim)
-	if res, err := e.writer().Write(context.Background(), day, in); err != nil || res.Complete {
-		t.Fatalf("setup partial: %+v, %v", res, err)
-	}
+	mustPartial(t)(e.writer().Write(context.Background(), day, in))
 	e.f.setRule(nil)
 	res, err = e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
 	if err != nil || res.Skipped || !res.Complete {
@@ -346,9 +339,7 @@ func TestRepairWithAnotherExport(t *testing.T) {
 	a, b := gen(120, 31), gen(120, 32) // same date and district ids, other data
 	victim := a.Payload.Districts[60].DistrictID
 	e.deny(victim)
-	if res, err := e.writer().Write(context.Background(), day, a); err != nil || res.Complete {
-		t.Fatalf("partial write of A: %+v, %v", res, err)
-	}
+	mustPartial(t)(e.writer().Write(context.Background(), day, a))
 	e.f.setRule(nil)
 	root := e.rootData(day)
 	before := len(e.f.commits())

@@ -1,10 +1,29 @@
 // Package snapshot writes and reads district-statistics snapshots in
 // Firestore: a fenced root document first, then the district documents in
 // chunked transactions, then the manifest that says what was written.
+//
+// A Writer holds the snapshot's lock (a locking.Backend) for the whole
+// write, and every chunk checks the lock's fence in its transaction, so a
+// writer that lost the lock can never overwrite a newer one's districts.
+// An incomplete write is never silent: the manifest lists the districts
+// not written, and Write returns ErrPartial beside its Result:
+//
+//	res, err := w.Write(ctx, "2026-11-20", snap)
+//	switch {
+//	case err == nil: // complete (or skipped: WithSkipComplete)
+//	case errors.Is(err, snapshot.ErrPartial): // res.FailedDistricts; w.Repair(ctx, id, snap) completes it
+//	case errors.Is(err, snapshot.ErrLockHeld): // another writer is at work; nothing written
+//	default: // see Write for the other endings
+//	}
+//
+// A Reader reads snapshots back in the input format (Get), lists them with
+// their state (List, Summary, Latest) and checks what is stored against
+// the manifest and an input (Verify).
 package snapshot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -24,9 +43,17 @@ import (
 	"github.com/snapwriter/snapwriter/retry"
 )
 
-// Errors a write can end with, beside model.ErrInvalid for bad input. The CLI
-// maps each to its exit code.
+// Errors a write or repair can end with, beside model.ErrInvalid for bad
+// input. Match them with errors.Is; one error may match several (a lost
+// lock mid-write is ErrPartial and ErrLockLost).
 var (
+	// ErrPartial: the snapshot is incomplete — chunks failed, the write was
+	// stopped, or the lock was lost — and its manifest records which
+	// districts were written. The Result returned beside it says the same;
+	// Repair completes the snapshot. A fenced-out write, one whose manifest
+	// was not recorded and one whose root failed are not ErrPartial: they
+	// return ErrFencedOut, ErrManifestNotRecorded and ErrRootFailed.
+	ErrPartial = errors.New("snapshot written partially")
 	// ErrLockHeld: another writer holds the snapshot's lock and did not let
 	// go within the lock wait. Nothing was written.
 	ErrLockHeld = errors.New("snapshot lock is held by another writer")
@@ -57,7 +84,7 @@ var (
 	ErrTimeout = errors.New("no answer from the lock store")
 )
 
-// Defaults from the chunked-write spec.
+// Defaults of a Writer: 50 operations per chunk, 3 chunks in flight.
 const (
 	DefaultCollection  = "snapshots"
 	DefaultBatchSize   = 50
@@ -226,25 +253,41 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	return &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope}, nil
 }
 
-// BatchResult is one chunk's outcome (the spec's BatchWriteResult). Batch 0
-// is the root document.
+// BatchResult is one chunk's outcome. Batch 0 is the root document.
 type BatchResult struct {
 	BatchIndex     int      `json:"batchIndex"`
 	OperationCount int      `json:"operationCount"`
 	Success        bool     `json:"success"`
 	RetryAttempts  int      `json:"retryAttempts"`
 	DurationMs     int64    `json:"durationMs"`
-	Error          string   `json:"error,omitempty"`
 	DistrictIDs    []string `json:"districtIds"`
-	deletes        int
-	fenced         bool // refused: the root carries a newer writer's fence
+	// Err is why the chunk failed (nil on success): match it with
+	// errors.Is, e.g. against ErrFencedOut or context.Canceled, or a gRPC
+	// status with status.Code. JSON renders it as its message, "error".
+	Err     error `json:"-"`
+	deletes int
 	// unsure: a commit of this chunk may have been applied although no
 	// attempt was seen to succeed; the finish reads its documents to decide.
 	unsure bool
 	ops    []op
 }
 
-// Result is a write's outcome (the spec's SnapshotWriteResult plus the fence).
+// MarshalJSON renders Err as "error", its message, in the field order of
+// the other results.
+func (r BatchResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		BatchIndex     int      `json:"batchIndex"`
+		OperationCount int      `json:"operationCount"`
+		Success        bool     `json:"success"`
+		RetryAttempts  int      `json:"retryAttempts"`
+		DurationMs     int64    `json:"durationMs"`
+		Error          string   `json:"error,omitempty"`
+		DistrictIDs    []string `json:"districtIds"`
+	}{r.BatchIndex, r.OperationCount, r.Success, r.RetryAttempts, r.DurationMs, errText(r.Err), r.DistrictIDs})
+}
+
+// Result is what a write or repair did: its chunks, the districts written
+// and not, and the fence it wrote under.
 type Result struct {
 	SnapshotID string `json:"snapshotId"`
 	Complete   bool   `json:"complete"`
@@ -276,21 +319,30 @@ type op struct {
 	bytes      int
 }
 
-// Write stores snap under id: lock, root, chunks, finish, unlock. It returns
-// a Result whenever the root was attempted. A partial write returns a Result
-// with Complete false and a nil error; the manifest records what failed.
+// Write stores snap under id: lock, root, chunks, finish, unlock. It
+// returns nil when the snapshot is complete (written, or skipped as
+// WithSkipComplete allows), and a Result whenever the root was attempted.
 //
-// A write that could not finish cleanly says why: ErrFencedOut (a newer
-// writer took over), ErrLockLost (the lease ended, nobody else wrote; the
-// manifest records what was written), ErrManifestNotRecorded (the outcome
-// could not be stored; Result.ManifestRecorded is false), ErrRootFailed.
+// A write that did not complete says why, for errors.Is: ErrPartial (some
+// districts were not written; the manifest records which, and Repair
+// completes them — with ErrLockLost too when the lease ended mid-write and
+// nobody else wrote), ErrFencedOut (a newer writer took over),
+// ErrManifestNotRecorded (the outcome could not be stored;
+// Result.ManifestRecorded is false), ErrRootFailed, ErrLockHeld, ErrTimeout.
 func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
+	return w.run(ctx, "write", id, snap, w.write)
+}
+
+// run is the common part of Write and Repair: validate snap before any
+// I/O, take the snapshot's lock, build the documents, run op under the
+// lock (see begin for ctx and wctx) and release the lock after.
+func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
+	body func(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error)) (*Result, error) {
 	if err := model.Validate(snap, id); err != nil {
 		return nil, err
 	}
 	start := w.cfg.now()
-	log := w.cfg.log.With(zap.String("snapshotId", id))
-
+	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", op))
 	lease, wctx, end, err := w.begin(ctx, id, log)
 	if err != nil {
 		return nil, err
@@ -300,14 +352,14 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 	if err != nil {
 		return nil, err
 	}
-	return w.write(ctx, wctx, lease, in, log)
+	return body(ctx, wctx, lease, in, log)
 }
 
 // newInput is what a write or repair by this lease builds its documents
 // from: every district's document, size and hash, and the payload's hash.
 func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
-	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, startedAt: start,
+	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: w.lockKeyHash(id), startedAt: start,
 		docs: make(map[string]map[string]any, n), docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n),
 		contended: new(atomic.Bool)}
 	for _, d := range snap.Payload.Districts {
@@ -341,28 +393,49 @@ func (in rootInput) ops(want map[string]bool) []op {
 
 // write is Write once the lock is held: root, chunks, finish.
 func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
-	res := &Result{SnapshotID: in.id, Fence: in.fence, FailedDistricts: []string{}}
 	log = log.With(zap.String("fence", in.fence))
-
-	ops := in.ops(nil)
 	rootRes, err := w.writeRoot(wctx, in, log)
 	if errors.Is(err, errSkip) {
-		log.Info("stored snapshot is complete; skipped")
-		res.Skipped, res.Complete, res.ManifestRecorded = true, true, true
-		res.Fence = ""
-		res.TotalDurationMs = w.cfg.now().Sub(in.startedAt).Milliseconds()
-		return res, nil
+		return w.skipped(in, log, "stored snapshot is complete; skipped"), nil
 	}
-	res.BatchResults = append(res.BatchResults, rootRes)
-	logBatch(log, rootRes)
+	res, err := w.rooted(in, lease, &rootRes, err, log)
 	if err != nil {
-		w.summarize(log, res, in.startedAt)
-		return res, w.leaseErr(lease, err)
+		return res, err
 	}
 	if w.cfg.beforeChunks != nil {
 		w.cfg.beforeChunks()
 	}
+	return w.districts(ctx, wctx, lease, in, in.ops(nil), res, log)
+}
 
+// skipped is the Result of a write or repair that found the snapshot
+// complete and wrote nothing.
+func (w *Writer) skipped(in rootInput, log *zap.Logger, msg string) *Result {
+	log.Info(msg)
+	return &Result{SnapshotID: in.id, Skipped: true, Complete: true, ManifestRecorded: true, FailedDistricts: []string{},
+		TotalDurationMs: w.cfg.now().Sub(in.startedAt).Milliseconds()}
+}
+
+// rooted starts the Result of a write or repair from its root transaction
+// (nil when it never ran) and that transaction's error.
+func (w *Writer) rooted(in rootInput, lease *locking.Lease, rootRes *BatchResult, err error, log *zap.Logger) (*Result, error) {
+	res := &Result{SnapshotID: in.id, Fence: in.fence, FailedDistricts: []string{}}
+	if rootRes != nil {
+		res.BatchResults = append(res.BatchResults, *rootRes)
+		logBatch(log, *rootRes)
+	}
+	if err != nil {
+		if rootRes != nil {
+			w.summarize(log, res, in.startedAt)
+		}
+		return res, w.leaseErr(lease, err)
+	}
+	return res, nil
+}
+
+// districts writes ops in chunks after the root, then records the outcome
+// in the manifest: the rest of a write or repair.
+func (w *Writer) districts(ctx, wctx context.Context, lease *locking.Lease, in rootInput, ops []op, res *Result, log *zap.Logger) (*Result, error) {
 	out, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
 	if err != nil {
 		return res, err
@@ -445,13 +518,17 @@ func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *lock
 		return err
 	case lost != nil && !res.Complete:
 		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
-		return fmt.Errorf("snapshot %s: %w: %w; the manifest records what was written — `snapwriter repair` completes it", id, ErrLockLost, lost)
+		return fmt.Errorf("snapshot %s: %w: %w: %w; the manifest records what was written — `snapwriter repair` completes it", id, ErrPartial, ErrLockLost, lost)
 	case lost != nil:
 		// Every chunk and the finish passed the fence check: what is
 		// stored is this writer's complete snapshot.
 		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
 	case ctx.Err() != nil && !res.Complete:
-		return fmt.Errorf("snapshot %s: stopped before every chunk was written: %w", id, context.Cause(ctx))
+		return fmt.Errorf("snapshot %s: %w: stopped before every chunk was written: %w; the manifest records what was written — `snapwriter repair` completes it",
+			id, ErrPartial, context.Cause(ctx))
+	case !res.Complete:
+		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written; the manifest records them — `snapwriter repair` completes it",
+			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts))
 	}
 	return nil
 }
@@ -496,10 +573,10 @@ func outcomeOf(results []BatchResult) districtOutcome {
 		st := entrySuccess
 		if !r.Success {
 			st = entryFailed
-			out.fenced = out.fenced || r.fenced
+			out.fenced = out.fenced || errors.Is(r.Err, ErrFencedOut)
 		}
 		for _, d := range r.DistrictIDs {
-			out.status[d], out.msgs[d] = st, r.Error
+			out.status[d], out.msgs[d] = st, errText(r.Err)
 		}
 	}
 	return out
@@ -563,7 +640,6 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	if err != nil {
 		return r, err
 	}
-	w.stampLockKey(asMap(doc["metadata"]), in.id)
 	ref := w.root(in.id)
 	t0 := time.Now()
 	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -586,7 +662,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
-		r.Error = err.Error()
+		r.Err = err
 		if errors.Is(err, errSkip) {
 			return r, err
 		}
@@ -679,14 +755,6 @@ func (w *Writer) lockKeyHash(id string) string {
 	return locking.HashKey(key)
 }
 
-// stampLockKey records in root metadata md the key whose counter issued
-// the writer's fence: fences of different keys are not comparable.
-func (w *Writer) stampLockKey(md map[string]any, id string) {
-	if md != nil {
-		md["writerLockKeyHash"] = w.lockKeyHash(id)
-	}
-}
-
 // requireFence is the check every chunk and the finish make inside their
 // transaction: the snapshot must still carry this writer's fence. It reads
 // the fence document, not the root, which the chunks update: a newer
@@ -719,7 +787,7 @@ func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
 // fence, as of at: every transaction that moves the root to this writer or
 // records its outcome makes it, so chunk transactions in flight conflict.
 func (w *Writer) setFence(tx *firestore.Transaction, in rootInput, at time.Time) error {
-	return tx.Set(w.fenceRef(in.id), in.fenceDoc(w.lockKeyHash(in.id), at))
+	return tx.Set(w.fenceRef(in.id), in.fenceDoc(at))
 }
 
 // writeChunk commits one chunk as a transaction that first verifies the
@@ -738,7 +806,7 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	for _, c := range []context.Context{start, ctx} {
 		if c.Err() != nil {
 			// Never started: the write was stopped or the lease lost.
-			r.Error = "not attempted: " + context.Cause(c).Error()
+			r.Err = fmt.Errorf("not attempted: %w", context.Cause(c))
 			return r
 		}
 	}
@@ -789,9 +857,8 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
-		r.Error = err.Error()
-		r.fenced = errors.Is(err, ErrFencedOut)
-		r.unsure = unsure && !r.fenced
+		r.Err = err
+		r.unsure = unsure && !errors.Is(err, ErrFencedOut)
 		return r
 	}
 	r.Success = true
@@ -819,7 +886,10 @@ func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.Document
 		written[i] = in.entry(id, entrySuccess, "", now)
 	}
 	n := int64(len(ids))
-	list := strs(ids)
+	list := make([]any, len(ids))
+	for i, id := range ids {
+		list[i] = id
+	}
 	if err := tx.Update(root, []firestore.Update{
 		{Path: "manifest.districts", Value: firestore.ArrayRemove(pending...)},
 		{Path: "manifest.successfulDistricts", Value: firestore.Increment(n)},
@@ -885,7 +955,6 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 		if err != nil {
 			return retry.Permanent(err)
 		}
-		w.stampLockKey(md, in.id)
 		r.Complete = st.complete
 		done = r
 		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(st)}}); err != nil {
@@ -948,8 +1017,8 @@ func logBatch(log *zap.Logger, r BatchResult) {
 		zap.Int64("durationMs", r.DurationMs),
 		zap.Int("districts", len(r.DistrictIDs)),
 	}
-	if r.Error != "" {
-		log.Warn("batch failed", append(fields, zap.String("error", r.Error))...)
+	if r.Err != nil {
+		log.Warn("batch failed", append(fields, zap.String("error", r.Err.Error()))...)
 		return
 	}
 	log.Info("batch committed", fields...)

@@ -126,6 +126,49 @@ func mustWrite(t *testing.T, w *Writer, id string, s *model.Snapshot) *Result {
 	return res
 }
 
+// mustPartial asserts that a write or repair ended partial, the one way
+// the package says so: a Result with Complete false and the manifest
+// recorded, beside an error matching ErrPartial and no other ending.
+func mustPartial(t *testing.T) func(*Result, error) *Result {
+	return func(res *Result, err error) *Result {
+		t.Helper()
+		return checkPartial(t, res, err)
+	}
+}
+
+func checkPartial(t *testing.T, res *Result, err error) *Result {
+	t.Helper()
+	if !errors.Is(err, ErrPartial) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrRootFailed) {
+		t.Fatalf("err = %v, want ErrPartial alone", err)
+	}
+	if res == nil || res.Complete || !res.ManifestRecorded || len(res.FailedDistricts) == 0 {
+		t.Fatalf("want a partial result with its manifest recorded, got %s", brief(res))
+	}
+	return res
+}
+
+// checkEnding asserts the contract between a Result and its error: nil
+// exactly when complete, ErrPartial when a recorded write is incomplete.
+func checkEnding(t *testing.T, res *Result, err error) {
+	t.Helper()
+	switch {
+	case res == nil:
+		t.Fatalf("no result (err %v)", err)
+	case res.Complete && err != nil, !res.Complete && !errors.Is(err, ErrPartial):
+		t.Fatalf("result %s with err %v", brief(res), err)
+	}
+}
+
+// brief is a Result without its batch results, for failure messages.
+func brief(res *Result) string {
+	if res == nil {
+		return "<nil>"
+	}
+	r := *res
+	r.BatchResults = nil
+	return fmt.Sprintf("%+v (%d batch results)", r, len(res.BatchResults))
+}
+
 // checkInvariants asserts spec property 7 on a result.
 func checkInvariants(t *testing.T, res *Result) {
 	t.Helper()
@@ -302,10 +345,7 @@ func TestPermanentChunkFailureIsPartial(t *testing.T) {
 	ids := districtIDs(in)
 	victim := ids[60] // in the second district chunk
 	e.deny(victim)
-	res, err := e.writer().Write(context.Background(), day, in)
-	if err != nil {
-		t.Fatalf("Write: %v", err)
-	}
+	res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
 	checkInvariants(t, res)
 	if res.Complete || res.FailedBatches != 1 {
 		t.Fatalf("want one failed batch, got %+v", res)
@@ -419,13 +459,7 @@ func TestRetriesStopAtMaxRetries(t *testing.T) {
 			})
 			p := fastPolicy()
 			p.MaxRetries = max
-			res, err := e.writer(WithRetryPolicy(p)).Write(context.Background(), day, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Complete {
-				t.Fatal("write complete despite a chunk that always fails")
-			}
+			res := mustPartial(t)(e.writer(WithRetryPolicy(p)).Write(context.Background(), day, in))
 			if n := e.f.commitsFor(victim); n != max+1 {
 				t.Errorf("chunk attempted %d times, want %d", n, max+1)
 			}
@@ -573,7 +607,8 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 		t.Errorf("chunks ran after the lease was lost: %d written", got.res.DistrictsWritten)
 	}
 	for _, b := range got.res.BatchResults[1:] {
-		if b.Success || !strings.Contains(b.Error, "not attempted") {
+		// The batch's error is a value: the lease's loss, matched with errors.Is.
+		if b.Success || !errors.Is(b.Err, locking.ErrLeaseLost) || !strings.Contains(b.Err.Error(), "not attempted") {
 			t.Errorf("batch %d: %+v", b.BatchIndex, b)
 		}
 	}
@@ -635,9 +670,7 @@ func TestReaderListAndLatest(t *testing.T) {
 	partial := model.Generate("2026-11-20", 60, 1)
 	victim := partial.Payload.Districts[55].DistrictID
 	e.deny(victim)
-	if _, err := w.Write(ctx, "2026-11-20", partial); err != nil {
-		t.Fatal(err)
-	}
+	mustPartial(t)(w.Write(ctx, "2026-11-20", partial))
 	r := NewReader(e.clean, "")
 	list, err := r.List(ctx)
 	if err != nil {

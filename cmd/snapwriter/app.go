@@ -39,10 +39,6 @@ func (e usageError) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
-// errPartial is returned when a write finished with failed chunks; the
-// result has been printed and the manifest records them.
-var errPartial = errors.New("snapshot written partially; the manifest records the failed districts (run `snapwriter repair`)")
-
 // errIncomplete is returned by get and verify for a snapshot whose write is
 // not complete: what was printed holds only the districts written.
 var errIncomplete = errors.New("snapshot incomplete")
@@ -139,14 +135,10 @@ func exitCode(err error) int {
 	case errors.Is(err, snapshot.ErrLockHeld):
 		return exitLockHeld
 	case errors.Is(err, snapshot.ErrManifestNotRecorded), errors.Is(err, snapshot.ErrRootFailed):
-		// Checked before ErrLockLost, which either may also carry: the
-		// manifest does not record the write, so this is no partial.
 		return exitError
 	case errors.Is(err, errNotIntact):
 		return exitNotIntact
-	case errors.Is(err, errPartial), errors.Is(err, snapshot.ErrLockLost), errors.Is(err, errIncomplete):
-		// A lost lock without a newer writer: the manifest records what
-		// was written, like any partial write.
+	case errors.Is(err, snapshot.ErrPartial), errors.Is(err, errIncomplete):
 		return exitPartial
 	default:
 		return exitError

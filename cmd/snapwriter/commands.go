@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -122,22 +121,10 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 	return w, closeLocker, nil
 }
 
-// outcome turns a write's result and error into the error the exit code is
-// read from: a partial write that otherwise ended well is errPartial.
-func outcome(res *snapshot.Result, err error) error {
-	if err != nil {
-		if res != nil && !res.Complete && errors.Is(err, context.Canceled) {
-			// Stopped by a signal: what was written is recorded, and
-			// `repair` completes it.
-			return fmt.Errorf("%w: %w", errPartial, err)
-		}
-		return err
-	}
-	if res != nil && !res.Complete && !res.Skipped {
-		return errPartial
-	}
-	return nil
-}
+// outcome is the error a write's exit code is read from: since the
+// snapshot package reports an incomplete write with snapshot.ErrPartial
+// beside its Result, it is the write's own error.
+func outcome(_ *snapshot.Result, err error) error { return err }
 
 func (a *app) writeCommand() *cobra.Command {
 	var f writeFlags
