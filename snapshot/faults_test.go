@@ -16,10 +16,11 @@ import (
 // commitCall is one Commit RPC as the fault injector saw it.
 type commitCall struct {
 	seq       int
-	root      bool     // writes the snapshot's root document
-	rootSet   bool     // sets the whole root document (not an update of some fields)
-	fence     bool     // writes the snapshot's fence document
-	districts []string // district ids it sets or deletes
+	ctx       context.Context // the Commit call's, which ends when the write's work context does
+	root      bool            // writes the snapshot's root document
+	rootSet   bool            // sets the whole root document (not an update of some fields)
+	fence     bool            // writes the snapshot's fence document
+	districts []string        // district ids it sets or deletes
 	start     time.Time
 	end       time.Time
 	err       error
@@ -78,7 +79,7 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 		if !ok || !strings.HasSuffix(method, "/Commit") {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		c := &commitCall{start: time.Now()}
+		c := &commitCall{ctx: ctx, start: time.Now()}
 		for _, w := range cr.GetWrites() {
 			name := w.GetDelete()
 			if u := w.GetUpdate(); u != nil {

@@ -356,7 +356,7 @@ func TestLockKeyCollectionsDoNotExclude(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	inChunks, resume := make(chan struct{}), make(chan struct{})
-	a := e.writer(withBeforeChunks(func() { close(inChunks); <-resume }))
+	a := e.writer(withBeforeChunks(func(context.Context) { close(inChunks); <-resume }))
 	errc := make(chan error, 1)
 	go func() { _, err := a.Write(ctx, day, gen(5, 1)); errc <- err }()
 	<-inChunks // a holds its lock

@@ -73,7 +73,7 @@ func TestReaderLiveness(t *testing.T) {
 	// A writer at work, stalled between its root and its chunks, holds
 	// the lock: writing; a Reader without the backend cannot tell.
 	inChunks, resume := make(chan struct{}), make(chan struct{})
-	w := e.writer(withBeforeChunks(func() { close(inChunks); <-resume }))
+	w := e.writer(withBeforeChunks(func(context.Context) { close(inChunks); <-resume }))
 	errc := make(chan error, 1)
 	go func() { _, err := w.Write(ctx, day, gen(5, 1)); errc <- err }()
 	<-inChunks

@@ -28,8 +28,7 @@ func TestStalledTransactionIsOutlasted(t *testing.T) {
 	ctx := context.Background()
 	mustWrite(t, e.writer(), day, gen(10, 1))
 	ref := e.clean.Collection(DefaultCollection).Doc(day)
-	const hold = 12 * time.Second
-	held := make(chan struct{})
+	held, release := make(chan struct{}), make(chan struct{})
 	stalled := make(chan error, 1)
 	go func() {
 		stalled <- e.clean.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
@@ -37,30 +36,48 @@ func TestStalledTransactionIsOutlasted(t *testing.T) {
 				return err
 			}
 			close(held)
-			time.Sleep(hold)
+			<-release
 			return errors.New("abandoned") // rolled back
 		}, firestore.MaxAttempts(1))
 	}()
 	<-held
-	heldSince := time.Now()
 	p := fastPolicy()
 	p.MaxRetries = 0
 	_, err := e.writer(WithRetryPolicy(p), WithContentionWait(0)).Write(ctx, day, gen(10, 2))
 	if !errors.Is(err, ErrRootFailed) || status.Code(err) != codes.Aborted {
 		t.Fatalf("without a contention wait: err = %v, want ErrRootFailed with ABORTED", err)
 	}
-	t.Logf("without a contention wait the root gave up %s after the stall began", time.Since(heldSince).Round(time.Millisecond))
 
+	// With the wait, the writer keeps at it: the stalled transaction is
+	// let go only once the writer has met it (its one WARNING), and the
+	// write completes after that.
 	core, logs := observer.New(zapcore.WarnLevel)
 	in := gen(10, 3)
-	res, err := e.writer(WithRetryPolicy(p), WithContentionWait(45*time.Second), WithLogger(zap.New(core))).Write(ctx, day, in)
-	if err != nil || !res.Complete {
-		t.Fatalf("with a contention wait: %+v, %v", res, err)
+	type result struct {
+		res *Result
+		err error
 	}
-	took := time.Since(heldSince)
-	t.Logf("with a contention wait the write completed %s after the stall began", took.Round(time.Millisecond))
-	if took < hold {
-		t.Errorf("completed %s into a %s stall: the stalled transaction did not hold the root", took, hold)
+	done := make(chan result, 1)
+	go func() {
+		res, err := e.writer(WithRetryPolicy(p), WithContentionWait(45*time.Second), WithLogger(zap.New(core))).Write(ctx, day, in)
+		done <- result{res, err}
+	}()
+	warned := func() bool { return logs.FilterMessageSnippet("root locked by another transaction").Len() > 0 }
+	for deadline := time.Now().Add(30 * time.Second); !warned(); {
+		select {
+		case r := <-done:
+			t.Fatalf("the write ended (%v) while a transaction held its root", r.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no contention warning within 30 s")
+		}
+	}
+	close(release)
+	<-stalled
+	r := <-done
+	if r.err != nil || !r.res.Complete {
+		t.Fatalf("with a contention wait: %s, %v", brief(r.res), r.err)
 	}
 	if n := logs.FilterMessageSnippet("root locked by another transaction").Len(); n != 1 {
 		t.Errorf("%d contention warnings, want 1", n)
@@ -68,7 +85,6 @@ func TestStalledTransactionIsOutlasted(t *testing.T) {
 	if got := e.get(day); !model.Equal(got, in) {
 		t.Errorf("read back differs: %s", model.Diff(got, in))
 	}
-	<-stalled
 }
 
 // A commit whose outcome is unknown is retried as a fresh transaction, and

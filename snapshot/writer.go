@@ -132,7 +132,7 @@ type config struct {
 	log            *zap.Logger
 	allowSwitch    bool
 	now            func() time.Time
-	beforeChunks   func() // test hook: runs between the root commit and the chunks
+	beforeChunks   func(wctx context.Context) // test hook: runs between the root commit and the chunks
 }
 
 // Option configures a Writer.
@@ -403,7 +403,7 @@ func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootI
 		return res, err
 	}
 	if w.cfg.beforeChunks != nil {
-		w.cfg.beforeChunks()
+		w.cfg.beforeChunks(wctx)
 	}
 	return w.districts(ctx, wctx, lease, in, in.ops(nil), res, log)
 }

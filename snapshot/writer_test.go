@@ -516,7 +516,7 @@ func TestStaleWriterIsFencedOut(t *testing.T) {
 	aIn, bIn := gen(120, 21), gen(80, 22)
 	resume := make(chan struct{})
 	rootDone := make(chan struct{})
-	a := e.writer(WithLockTTL(time.Minute), withBeforeChunks(func() { close(rootDone); <-resume }))
+	a := e.writer(WithLockTTL(time.Minute), withBeforeChunks(func(context.Context) { close(rootDone); <-resume }))
 	type out struct {
 		res *Result
 		err error
@@ -580,7 +580,17 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 	ctx := context.Background()
 	resume := make(chan struct{})
 	rootDone := make(chan struct{})
-	w := e.writer(WithLockTTL(600*time.Millisecond), withBeforeChunks(func() { close(rootDone); <-resume }))
+	// The hook holds the write between its root and its chunks until the
+	// lease's loss ends the write's work context.
+	w := e.writer(WithLockTTL(600*time.Millisecond), withBeforeChunks(func(wctx context.Context) {
+		close(rootDone)
+		<-resume
+		select {
+		case <-wctx.Done():
+		case <-time.After(30 * time.Second):
+			t.Error("the lease was not lost within 30 s of its lock's deletion")
+		}
+	}))
 	type out struct {
 		res *Result
 		err error
@@ -590,12 +600,15 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 		res, err := w.Write(ctx, day, gen(120, 9))
 		done <- out{res, err}
 	}()
-	<-rootDone
+	select {
+	case <-rootDone:
+	case got := <-done:
+		t.Fatalf("the write ended before its chunks: %v", got.err)
+	}
 	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // > TTL/3: the heartbeat's extend finds the lock gone
-	close(resume)
+	close(resume) // the heartbeat's next extend finds the lock gone
 	got := <-done
 	if !errors.Is(got.err, ErrLockLost) || !errors.Is(got.err, locking.ErrLeaseLost) || errors.Is(got.err, ErrFencedOut) {
 		t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", got.err)
