@@ -211,3 +211,20 @@ func TestMarshalGoldenGenerated(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMarshal encodes a 132-district snapshot, as a write hashes every
+// district and the payload.
+func BenchmarkMarshal(b *testing.B) {
+	s := Generate("2026-11-20", 132, 1)
+	data, err := Marshal(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Marshal(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
