@@ -348,7 +348,7 @@ func TestPropertyCanonicalRoundTrip(t *testing.T) {
 			rt.Fatalf("%v\n%s", err, b)
 		}
 		var diffs []string
-		diffValue("$", map[string]any(o), map[string]any(back), &diffs)
+		diffValue("$", o, back, &diffs)
 		if len(diffs) > 0 {
 			rt.Fatalf("%v\n%s", diffs, b)
 		}
@@ -387,8 +387,8 @@ func value(depth int) *rapid.Generator[any] {
 // The one-walk size Validate uses is FirestoreSize.
 func TestCheckValueSizeIsFirestoreSize(t *testing.T) {
 	for _, d := range Generate("2026-11-20", 20, 5).Payload.Districts {
-		got := checkValue(map[string]any(d.Data), "$", 1, false, func(string, string, ...any) {})
-		if want := FirestoreSize(map[string]any(d.Data)); got != want {
+		got := checkValue(d.Data, "$", 1, false, func(string, string, ...any) {})
+		if want := FirestoreSize(d.Data); got != want {
 			t.Errorf("district %s: walk size %d, FirestoreSize %d", d.DistrictID, got, want)
 		}
 	}
