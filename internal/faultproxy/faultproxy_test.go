@@ -74,6 +74,21 @@ func roundTrip(c net.Conn, r *bufio.Reader, line string, within time.Duration) (
 	return time.Since(t0), nil
 }
 
+// waitFor polls cond until it holds or within has passed, and reports
+// whether it held: the proxy's counters move on its own goroutines.
+func waitFor(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
+
 func TestForwardsAndCounts(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
@@ -104,11 +119,8 @@ func TestForwardsAndCounts(t *testing.T) {
 		}
 	}
 	// The counters move just after the bytes are handed on.
-	s := p.Stats()
-	for deadline := time.Now().Add(2 * time.Second); (s.BytesUp < 76 || s.BytesDown < 76) && time.Now().Before(deadline); s = p.Stats() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if s.Connections != 9 || s.Resets != 0 || s.BytesUp != 60+16 || s.BytesDown != 60+16 {
+	waitFor(2*time.Second, func() bool { s := p.Stats(); return s.BytesUp >= 76 && s.BytesDown >= 76 })
+	if s := p.Stats(); s.Connections != 9 || s.Resets != 0 || s.BytesUp != 60+16 || s.BytesDown != 60+16 {
 		t.Errorf("stats %+v; want 9 connections, 0 resets, 76 bytes each way", s)
 	}
 }
@@ -135,7 +147,8 @@ func TestHalfClose(t *testing.T) {
 // An echo through the proxy takes at least the round trip it adds: no byte
 // is forwarded early. (How much later is up to the host's timer slack.)
 // And latency does not cap throughput: many lines in flight at once take
-// about one round trip, not one each.
+// about one round trip, not one each. A delay proxy on real sockets must be
+// measured on the real clock (synctest cannot fake network I/O).
 func TestLatency(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
@@ -164,6 +177,7 @@ func TestLatency(t *testing.T) {
 	go func() {
 		for range n {
 			_, _ = io.WriteString(c, "pipelined\n")
+			// Spaced on the real clock so each line is a chunk of its own.
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -295,8 +309,8 @@ func TestResetReachesServer(t *testing.T) {
 	if _, err := c.Write([]byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	for p.Stats().BytesUp < 2 {
-		time.Sleep(5 * time.Millisecond)
+	if !waitFor(5*time.Second, func() bool { return p.Stats().BytesUp >= 2 }) {
+		t.Fatal("the server never got the bytes")
 	}
 	p.ResetAll()
 	if err := <-serverErr; !isReset(err) {
@@ -320,11 +334,13 @@ func TestResetRate(t *testing.T) {
 	p.SetResetRate(0)
 	c = dial(t, p)
 	r := bufio.NewReader(c)
-	for range 3 {
-		time.Sleep(500 * time.Millisecond)
-		if _, err := roundTrip(c, r, "calm", 5*time.Second); err != nil {
-			t.Fatalf("rate 0: %v", err)
-		}
+	if _, err := roundTrip(c, r, "calm", 5*time.Second); err != nil {
+		t.Fatalf("rate 0: %v", err)
+	}
+	// The resetter ticks each second on the real clock: outlive a tick.
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := roundTrip(c, r, "calm", 5*time.Second); err != nil {
+		t.Fatalf("rate 0, after a resetter tick: %v", err)
 	}
 	if s := p.Stats(); s.Resets != 1 {
 		t.Errorf("Resets = %d, want 1", s.Resets)
