@@ -13,14 +13,21 @@ import (
 	"time"
 )
 
-// echoServer echoes every connection's bytes back until the client closes.
-func echoServer(t *testing.T) string {
+// listen listens on a free loopback port until t ends.
+func listen(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// echoServer echoes every connection's bytes back until the client closes.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln := listen(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -53,6 +60,16 @@ func dial(t *testing.T, p *Proxy) net.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// echoed dials p and proves the connection works with one echoed line.
+func echoed(t *testing.T, p *Proxy, line string) net.Conn {
+	t.Helper()
+	c := dial(t, p)
+	if _, err := roundTrip(c, bufio.NewReader(c), line, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -264,11 +281,7 @@ func TestResetAll(t *testing.T) {
 	p := newProxy(t, echoServer(t))
 	var cs []net.Conn
 	for range 3 {
-		c := dial(t, p)
-		if _, err := roundTrip(c, bufio.NewReader(c), "x", 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
+		cs = append(cs, echoed(t, p, "x"))
 	}
 	p.ResetAll()
 	for i, c := range cs {
@@ -279,21 +292,13 @@ func TestResetAll(t *testing.T) {
 	if s := p.Stats(); s.Resets != 3 {
 		t.Errorf("Resets = %d, want 3", s.Resets)
 	}
-	// New connections still work.
-	c := dial(t, p)
-	if _, err := roundTrip(c, bufio.NewReader(c), "again", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	echoed(t, p, "again") // new connections still work
 }
 
 // The server side gets the reset too, not only the client.
 func TestResetReachesServer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listen(t)
 	serverErr := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -322,10 +327,7 @@ func TestResetRate(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
 	p.SetResetRate(1)
-	c := dial(t, p)
-	if _, err := roundTrip(c, bufio.NewReader(c), "x", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c := echoed(t, p, "x")
 	t0 := time.Now()
 	if err := readErr(c); !isReset(err) {
 		t.Fatalf("%v; want ECONNRESET within a second or two", err)
@@ -350,10 +352,7 @@ func TestResetRate(t *testing.T) {
 func TestRefuse(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
-	live := dial(t, p)
-	if _, err := roundTrip(live, bufio.NewReader(live), "x", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	live := echoed(t, p, "x")
 	p.Refuse(true)
 	if err := readErr(live); !isReset(err) {
 		t.Errorf("live connection: %v; want ECONNRESET", err)
@@ -367,19 +366,13 @@ func TestRefuse(t *testing.T) {
 		t.Errorf("stats %+v; want 4 connections, 4 resets", s)
 	}
 	p.Refuse(false)
-	c := dial(t, p)
-	if _, err := roundTrip(c, bufio.NewReader(c), "back", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	echoed(t, p, "back")
 }
 
 // A target that is down: the client's connection is reset.
 func TestTargetDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	p := newProxy(t, addr)
