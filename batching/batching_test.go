@@ -24,8 +24,8 @@ func seq(n int) []int {
 
 func one(int) (int, int) { return 1, 100 }
 
-// Properties 1 and 2: chunks hold at most 50 operations and there are
-// ⌈n/50⌉ of them (the root is written on its own before them).
+// Chunks hold at most 50 operations and there are ⌈n/50⌉ of them (the
+// root is written on its own before them).
 func TestPlanCounts(t *testing.T) {
 	for n, want := range map[int]int{0: 0, 1: 1, 49: 1, 50: 1, 51: 2, 100: 2, 101: 3, 132: 3, 5000: 100} {
 		chunks, err := Plan(seq(n), one, DefaultLimits())

@@ -34,7 +34,7 @@ var byteOrderMarks = []struct{ bom, name string }{
 // Numbers written with a fraction or exponent become float64, the rest int64;
 // trailing data after the object is an error, and so are a key repeated in
 // an object, a lone UTF-16 surrogate escape, invalid UTF-8 and a leading
-// byte-order mark (see decodeValue).
+// byte-order mark, since each would store something other than the input.
 func DecodeObject(r io.Reader) (Object, error) {
 	v, err := decodeValue(r)
 	if err != nil {

@@ -1,5 +1,5 @@
-// Package retry runs an operation again after transient failures, with the
-// spec's jittered exponential backoff, a timeout per attempt and one for all
+// Package retry runs an operation again after transient failures, with
+// jittered exponential backoff, a timeout per attempt and one for all
 // attempts. Policies are plain values; the loop is cenkalti/backoff's.
 package retry
 
@@ -42,8 +42,8 @@ type Policy struct {
 	ContentionWait time.Duration
 }
 
-// DefaultPolicy is the spec's: 1 s → 30 s, ×2, ±20%, 3 retries, 30 s per
-// attempt, 300 s in all.
+// DefaultPolicy is the policy for Firestore commits: waits from 1 s up to
+// 30 s, doubling, ±20% jitter, 3 retries, 30 s per attempt, 300 s in all.
 func DefaultPolicy() Policy {
 	return Policy{
 		Initial:        time.Second,

@@ -24,7 +24,7 @@ var middle = withRand(func() float64 { return 0.5 })
 // The Do tests run in a synctest bubble: the backoff's real timers run on
 // the bubble's fake clock, so every wait is exact and takes no real time.
 
-func TestDefaultPolicyIsTheSpecs(t *testing.T) {
+func TestDefaultPolicy(t *testing.T) {
 	p := DefaultPolicy()
 	want := Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2, MaxRetries: 3,
 		AttemptTimeout: 30 * time.Second, TotalTimeout: 300 * time.Second}
@@ -57,7 +57,7 @@ func TestDelayTable(t *testing.T) {
 	}
 }
 
-// Property 4: the delay is min(initial·2^n, max)·(1 ± jitter), and
+// The delay is min(initial·2^n, max)·(1 ± jitter), and
 // RESOURCE_EXHAUSTED waits at least twice as long.
 func TestPropertyDelayWithinJitterBounds(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -140,7 +140,7 @@ func TestDoRetriesTransientThenSucceeds(t *testing.T) {
 	})
 }
 
-// Property 5: a retryable failure is retried exactly maxRetries times, each
+// A retryable failure is retried exactly maxRetries times, each
 // wait the policy's.
 func TestDoStopsAfterMaxRetries(t *testing.T) {
 	for _, c := range []struct {
@@ -282,7 +282,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The spec's table: at u = 0, 0.5 and 0.999 every wait is within ±20% of
+// At u = 0, 0.5 and 0.999 every wait is within ±20% of
 // min(30s, 1s·2^n).
 func TestDelayWithinJitterOfBase(t *testing.T) {
 	p := DefaultPolicy()

@@ -30,11 +30,12 @@ type Server struct {
 }
 
 // Main is the whole of a tool that runs a command with a server
-// (withemulator, withpostgres): args are the command, after an optional
-// "--". It starts the server with start, bounded by two minutes, says on
-// stderr that it is ready and how long that took, runs the command with the
-// server's Env added (see RunChild), stops the server and returns the
-// command's exit code; 2 (with usage) when there is no command, 1 when the
+// (withemulator, withpostgres), so the tools differ only in their server.
+// args are the command, after an optional "--". Main starts the server with
+// start, bounded by two minutes, says on stderr that it is ready and how
+// long that took, runs the command with the server's Env added (stdio passed
+// through, SIGINT and SIGTERM forwarded), stops the server and returns the
+// command's exit code: 2 (with usage) when there is no command, 1 when the
 // server did not start. Messages are prefixed with tool.
 func Main(tool, usage string, args []string, start func(ctx context.Context) (Server, error)) int {
 	if len(args) > 0 && args[0] == "--" {
@@ -58,7 +59,7 @@ func Main(tool, usage string, args []string, start func(ctx context.Context) (Se
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "%s: %s (%.1fs)\n", tool, srv.Ready, time.Since(began).Seconds())
-	return RunChild(tool, args, srv.Env)
+	return runChild(tool, args, srv.Env)
 }
 
 // FreePort returns a TCP port free on the loopback interface right now.
@@ -79,10 +80,10 @@ func Tail(s string, n int) string {
 	return s
 }
 
-// RunChild runs args with this process's stdio and env plus extraEnv,
+// runChild runs args with this process's stdio and env plus extraEnv,
 // forwarding SIGINT and SIGTERM to it, and returns its exit code (1 if it
 // could not run; the reason goes to stderr, prefixed with tool).
-func RunChild(tool string, args []string, extraEnv ...string) int {
+func runChild(tool string, args []string, extraEnv ...string) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), extraEnv...)

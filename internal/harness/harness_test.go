@@ -48,13 +48,13 @@ func TestMainRunsCommandWithServer(t *testing.T) {
 }
 
 func TestRunChild(t *testing.T) {
-	if code := RunChild("test", []string{"sh", "-c", "exit 7"}); code != 7 {
+	if code := runChild("test", []string{"sh", "-c", "exit 7"}); code != 7 {
 		t.Errorf("exit code %d; want the child's 7", code)
 	}
-	if code := RunChild("test", []string{"sh", "-c", `test "$HARNESS_X" = 42`}, "HARNESS_X=42"); code != 0 {
+	if code := runChild("test", []string{"sh", "-c", `test "$HARNESS_X" = 42`}, "HARNESS_X=42"); code != 0 {
 		t.Errorf("extra env not passed: exit %d", code)
 	}
-	if code := RunChild("test", []string{"/nonexistent/command"}); code != 1 {
+	if code := runChild("test", []string{"/nonexistent/command"}); code != 1 {
 		t.Errorf("missing command: exit %d; want 1", code)
 	}
 }
