@@ -393,3 +393,23 @@ func TestCheckValueSizeIsFirestoreSize(t *testing.T) {
 		}
 	}
 }
+
+// encoding/json reaches the model's own decoding, so a Snapshot or its
+// metadata read with json.Unmarshal keeps the application's keys and types,
+// and is refused the same way.
+func TestUnmarshalJSONUsesTheModel(t *testing.T) {
+	var s Snapshot
+	if err := json.Unmarshal([]byte(minimal), &s); err != nil {
+		t.Fatal(err)
+	}
+	if want := mustDecode(t, minimal); !Equal(&s, want) {
+		t.Errorf("json.Unmarshal differs from Decode: %s", Diff(&s, want))
+	}
+	var m PayloadMetadata
+	if err := json.Unmarshal([]byte(`{"source":"s","districtCount":2,"x":1.0}`), &m); err != nil || m.Source != "s" || m.DistrictCount != 2 || m.Extra["x"] != 1.0 {
+		t.Errorf("metadata %+v, %v", m, err)
+	}
+	if err := json.Unmarshal([]byte(`{"districtCount":1.5}`), &m); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "$.districtCount") {
+		t.Errorf("a fractional count: %v; want ErrInvalid naming the path", err)
+	}
+}
