@@ -16,8 +16,9 @@ type Limits struct {
 	MaxBytes int // encoded bytes per chunk
 }
 
-// DefaultLimits are the spec's 50 operations, and 9 MiB so a chunk stays
-// clear of Firestore's 10 MiB request limit.
+// DefaultLimits are 50 operations a chunk, so each commit ends well inside
+// Firestore's RPC deadline (its 500-operation limit is not what bites), and
+// 9 MiB, so a chunk stays clear of Firestore's 10 MiB request limit.
 func DefaultLimits() Limits { return Limits{MaxOps: 50, MaxBytes: 9 << 20} }
 
 // Plan splits items, in order, into consecutive chunks of at most MaxOps

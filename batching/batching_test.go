@@ -2,12 +2,13 @@ package batching
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"pgregory.net/rapid"
@@ -23,8 +24,8 @@ func seq(n int) []int {
 
 func one(int) (int, int) { return 1, 100 }
 
-// Properties 1 and 2: chunks hold at most 50 operations and there are
-// ⌈n/50⌉ of them (the root is written on its own before them).
+// Chunks hold at most 50 operations and there are ⌈n/50⌉ of them (the
+// root is written on its own before them).
 func TestPlanCounts(t *testing.T) {
 	for n, want := range map[int]int{0: 0, 1: 1, 49: 1, 50: 1, 51: 2, 100: 2, 101: 3, 132: 3, 5000: 100} {
 		chunks, err := Plan(seq(n), one, DefaultLimits())
@@ -93,51 +94,65 @@ func TestPropertyPlan(t *testing.T) {
 	})
 }
 
+// Run keeps exactly concurrency chunks in flight and returns the results in
+// chunk order. In a synctest bubble each chunk's 2 ms of work is exact, so
+// n chunks take ⌈n/concurrency⌉·2 ms.
 func TestRunOrderAndConcurrency(t *testing.T) {
 	chunks, _ := Plan(seq(400), one, Limits{MaxOps: 10, MaxBytes: 1 << 20})
 	for _, limit := range []int{1, 3, 16} {
-		var inFlight, peak atomic.Int32
-		res := Run(context.Background(), chunks, limit, func(_ context.Context, i int, c []int) int {
-			n := inFlight.Add(1)
-			for {
-				p := peak.Load()
-				if n <= p || peak.CompareAndSwap(p, n) {
-					break
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var inFlight, peak atomic.Int32
+				start := time.Now()
+				res := Run(context.Background(), chunks, limit, func(_ context.Context, i int, c []int) int {
+					n := inFlight.Add(1)
+					for {
+						p := peak.Load()
+						if n <= p || peak.CompareAndSwap(p, n) {
+							break
+						}
+					}
+					time.Sleep(2 * time.Millisecond)
+					inFlight.Add(-1)
+					return c[0]
+				})
+				for i, r := range res {
+					if r != i*10 {
+						t.Fatalf("result %d = %d: out of order", i, r)
+					}
 				}
-			}
-			time.Sleep(2 * time.Millisecond)
-			inFlight.Add(-1)
-			return c[0]
+				if p := peak.Load(); p != int32(limit) {
+					t.Errorf("peak concurrency %d", p)
+				}
+				rounds := (len(chunks) + limit - 1) / limit
+				if took, want := time.Since(start), time.Duration(rounds)*2*time.Millisecond; took != want {
+					t.Errorf("took %s, want %s", took, want)
+				}
+			})
 		})
-		for i, r := range res {
-			if r != i*10 {
-				t.Fatalf("result %d = %d: out of order", i, r)
-			}
-		}
-		if p := peak.Load(); p != int32(limit) {
-			t.Errorf("limit %d: peak concurrency %d", limit, p)
-		}
 	}
 }
 
 // A slow chunk holds one slot, not the window: the others start and finish
-// around it.
+// around it, each as soon as the one before it in the free slot is done.
 func TestRunIsASlidingWindow(t *testing.T) {
-	chunks := [][]int{{0}, {1}, {2}, {3}, {4}, {5}}
-	var mu sync.Mutex
-	var order []int
-	Run(context.Background(), chunks, 2, func(_ context.Context, i int, _ []int) struct{} {
-		if i == 0 {
-			time.Sleep(200 * time.Millisecond)
+	synctest.Test(t, func(t *testing.T) {
+		chunks := [][]int{{0}, {1}, {2}, {3}, {4}, {5}}
+		start := time.Now()
+		finished := Run(context.Background(), chunks, 2, func(_ context.Context, i int, _ []int) time.Duration {
+			work := time.Second
+			if i == 0 {
+				work = 10 * time.Second
+			}
+			time.Sleep(work)
+			return time.Since(start)
+		})
+		// In batches of two the last chunk would end at 12 s.
+		want := []time.Duration{10 * time.Second, time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}
+		if !slices.Equal(finished, want) {
+			t.Errorf("chunks finished at %v, want %v", finished, want)
 		}
-		mu.Lock()
-		order = append(order, i)
-		mu.Unlock()
-		return struct{}{}
 	})
-	if order[len(order)-1] != 0 {
-		t.Errorf("finish order %v: the slow chunk blocked the others", order)
-	}
 }
 
 func TestRunCallsEveryChunkAfterCancel(t *testing.T) {

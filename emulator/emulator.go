@@ -40,40 +40,30 @@ type Emulator struct {
 	Host string
 
 	cmd  *exec.Cmd // nil when the emulator was started by someone else
-	logs *bytes.Buffer
 	done chan struct{}
 	once sync.Once
 }
 
 type config struct {
-	port    int
-	timeout time.Duration
-	reuse   bool
-	output  io.Writer
+	reuse bool
 }
+
+// startTimeout bounds how long Start waits for a new emulator to answer:
+// the JVM takes a few seconds, more on a loaded machine.
+const startTimeout = 60 * time.Second
 
 // Option configures Start.
 type Option func(*config)
 
-// WithPort fixes the port; by default a free loopback port is chosen.
-func WithPort(port int) Option { return func(c *config) { c.port = port } }
-
-// WithStartTimeout bounds how long Start waits for readiness (default 60s).
-func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
 // WithoutReuse makes Start launch a new emulator even when HostEnv is set.
 func WithoutReuse() Option { return func(c *config) { c.reuse = false } }
-
-// WithOutput copies the emulator's own output to w (it is kept in memory
-// otherwise and shown only when start-up fails).
-func WithOutput(w io.Writer) Option { return func(c *config) { c.output = w } }
 
 // Start returns a ready emulator. When HostEnv names a reachable emulator it
 // is reused (and Stop leaves it running); otherwise `gcloud emulators
 // firestore start` is launched on a free loopback port and Start waits until
 // it answers.
 func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
-	cfg := config{timeout: 60 * time.Second, reuse: true}
+	cfg := config{reuse: true}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -83,13 +73,9 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 		}
 		return &Emulator{Host: host}, nil
 	}
-	port := cfg.port
-	if port == 0 {
-		p, err := harness.FreePort()
-		if err != nil {
-			return nil, fmt.Errorf("emulator: finding a free port: %w", err)
-		}
-		port = p
+	port, err := harness.FreePort()
+	if err != nil {
+		return nil, fmt.Errorf("emulator: finding a free port: %w", err)
 	}
 	host := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	name, args, err := command(host)
@@ -98,20 +84,18 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 	}
 	// Not CommandContext: the emulator must outlive the start-up context.
 	cmd := exec.Command(name, args...)
+	// Kept to show when start-up fails.
 	logs := &bytes.Buffer{}
-	var out io.Writer = &lockedWriter{w: logs}
-	if cfg.output != nil {
-		out = io.MultiWriter(out, cfg.output)
-	}
+	out := &lockedWriter{w: logs}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group: gcloud forks a JVM, and Stop must end both.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("emulator: starting %s: %w", name, err)
 	}
-	e := &Emulator{Host: host, cmd: cmd, logs: logs, done: make(chan struct{})}
+	e := &Emulator{Host: host, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(e.done) }()
-	if err := waitReady(ctx, host, cfg.timeout, e.done); err != nil {
+	if err := waitReady(ctx, host, startTimeout, e.done); err != nil {
 		_ = e.Stop()
 		return nil, fmt.Errorf("emulator: not ready on %s: %w\n%s", host, err, harness.Tail(logs.String(), 2000))
 	}
@@ -150,14 +134,6 @@ func (e *Emulator) Stop() error {
 		}
 	})
 	return nil
-}
-
-// Logs returns what the emulator printed so far (empty for a reused one).
-func (e *Emulator) Logs() string {
-	if e.logs == nil {
-		return ""
-	}
-	return e.logs.String()
 }
 
 // Reset deletes every document of project's default database.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -27,6 +28,50 @@ var byteOrderMarks = []struct{ bom, name string }{
 	{"\xEF\xBB\xBF", "UTF-8, EF BB BF"},
 	{"\xFE\xFF", "UTF-16 big-endian, FE FF"},
 	{"\xFF\xFE", "UTF-16 little-endian, FF FE"},
+}
+
+// DecodeObject reads exactly one JSON object from r into canonical form.
+// Numbers written with a fraction or exponent become float64, the rest int64;
+// trailing data after the object is an error, and so are a key repeated in
+// an object, a lone UTF-16 surrogate escape, invalid UTF-8 and a leading
+// byte-order mark, since each would store something other than the input.
+func DecodeObject(r io.Reader) (Object, error) {
+	v, err := decodeValue(r)
+	if err != nil {
+		return nil, err
+	}
+	o, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid("$", "want a JSON object, got %s", kindOf(v))
+	}
+	return o, nil
+}
+
+func position(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	prefix := data[:off]
+	line = bytes.Count(prefix, []byte("\n")) + 1
+	col = int(off) - bytes.LastIndexByte(prefix, '\n')
+	return line, col
+}
+
+func parseNumber(s, path string) (any, error) {
+	if !strings.ContainsAny(s, ".eE") {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			// Firestore has no integer wider than 64 bits; storing it as a
+			// double would silently change the value.
+			return nil, invalid(path, "integer %s is outside the 64-bit range Firestore stores", s)
+		}
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, invalid(path, "number %s is outside the range of a double", s)
+	}
+	return f, nil
 }
 
 // decodeValue reads one JSON value and builds its canonical form. It is

@@ -19,6 +19,7 @@ type Problem struct {
 	Message string
 }
 
+// String is the problem as reported: "path: message".
 func (p Problem) String() string { return p.Path + ": " + p.Message }
 
 // ValidationError lists every problem found in an input, so a user fixes

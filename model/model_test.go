@@ -348,7 +348,7 @@ func TestPropertyCanonicalRoundTrip(t *testing.T) {
 			rt.Fatalf("%v\n%s", err, b)
 		}
 		var diffs []string
-		diffValue("$", map[string]any(o), map[string]any(back), &diffs)
+		diffValue("$", o, back, &diffs)
 		if len(diffs) > 0 {
 			rt.Fatalf("%v\n%s", diffs, b)
 		}
@@ -387,9 +387,29 @@ func value(depth int) *rapid.Generator[any] {
 // The one-walk size Validate uses is FirestoreSize.
 func TestCheckValueSizeIsFirestoreSize(t *testing.T) {
 	for _, d := range Generate("2026-11-20", 20, 5).Payload.Districts {
-		got := checkValue(map[string]any(d.Data), "$", 1, false, func(string, string, ...any) {})
-		if want := FirestoreSize(map[string]any(d.Data)); got != want {
+		got := checkValue(d.Data, "$", 1, false, func(string, string, ...any) {})
+		if want := FirestoreSize(d.Data); got != want {
 			t.Errorf("district %s: walk size %d, FirestoreSize %d", d.DistrictID, got, want)
 		}
+	}
+}
+
+// encoding/json reaches the model's own decoding, so a Snapshot or its
+// metadata read with json.Unmarshal keeps the application's keys and types,
+// and is refused the same way.
+func TestUnmarshalJSONUsesTheModel(t *testing.T) {
+	var s Snapshot
+	if err := json.Unmarshal([]byte(minimal), &s); err != nil {
+		t.Fatal(err)
+	}
+	if want := mustDecode(t, minimal); !Equal(&s, want) {
+		t.Errorf("json.Unmarshal differs from Decode: %s", Diff(&s, want))
+	}
+	var m PayloadMetadata
+	if err := json.Unmarshal([]byte(`{"source":"s","districtCount":2,"x":1.0}`), &m); err != nil || m.Source != "s" || m.DistrictCount != 2 || m.Extra["x"] != 1.0 {
+		t.Errorf("metadata %+v, %v", m, err)
+	}
+	if err := json.Unmarshal([]byte(`{"districtCount":1.5}`), &m); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "$.districtCount") {
+		t.Errorf("a fractional count: %v; want ErrInvalid naming the path", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 )
 
 // Snapshot is the application's Snapshot: one day's statistics for every
@@ -214,23 +215,15 @@ func metadataFromTree(md Object, path string, p *problems) PayloadMetadata {
 // application's type are always present; optional ones only when set.
 func (s Snapshot) tree() Object {
 	o := Object{}
-	for k, v := range s.Extra {
-		o[k] = v
-	}
-	errs := make([]any, len(s.Errors))
-	for i, e := range s.Errors {
-		errs[i] = e
-	}
+	maps.Copy(o, s.Extra)
 	o["snapshot_id"] = s.SnapshotID
 	o["created_at"] = s.CreatedAt
 	o["schema_version"] = s.SchemaVersion
 	o["calculation_version"] = s.CalculationVersion
 	o["status"] = s.Status
-	o["errors"] = errs
+	o["errors"] = anyList(s.Errors)
 	payload := Object{}
-	for k, v := range s.Payload.Extra {
-		payload[k] = v
-	}
+	maps.Copy(payload, s.Payload.Extra)
 	districts := make([]any, len(s.Payload.Districts))
 	for i, d := range s.Payload.Districts {
 		districts[i] = d.tree()
@@ -258,9 +251,7 @@ func (d DistrictStatistics) tree() Object {
 
 func (m PayloadMetadata) tree() Object {
 	o := Object{}
-	for k, v := range m.Extra {
-		o[k] = v
-	}
+	maps.Copy(o, m.Extra)
 	o["source"] = m.Source
 	o["fetchedAt"] = m.FetchedAt
 	o["dataAsOfDate"] = m.DataAsOfDate
@@ -268,11 +259,7 @@ func (m PayloadMetadata) tree() Object {
 	o["processingDurationMs"] = m.ProcessingDurationMs
 	setList := func(k string, l []string) {
 		if l != nil {
-			a := make([]any, len(l))
-			for i, e := range l {
-				a[i] = e
-			}
-			o[k] = a
+			o[k] = anyList(l)
 		}
 	}
 	setList("configuredDistricts", m.ConfiguredDistricts)
@@ -298,6 +285,16 @@ func (m PayloadMetadata) PutOptional(o map[string]any) {
 	if m.LogicalDate != "" {
 		o["logicalDate"] = m.LogicalDate
 	}
+}
+
+// anyList is l as a canonical list: never nil, so an absent list is written
+// as [].
+func anyList(l []string) []any {
+	a := make([]any, len(l))
+	for i, e := range l {
+		a[i] = e
+	}
+	return a
 }
 
 // extra returns the keys of o not in known, or nil.

@@ -92,17 +92,17 @@ func Validate(s *Snapshot, id string) error {
 		if d.AsOfDate != "" && !ValidDate(d.AsOfDate) {
 			p.add(path+".asOfDate", "%q is not a real YYYY-MM-DD date", d.AsOfDate)
 		}
-		size := checkValue(map[string]any(d.Data), path, 1, false, p.add)
+		size := checkValue(d.Data, path, 1, false, p.add)
 		if n := size + len("data") + 1 + DistrictEnvelopeBudget; n > MaxDocumentBytes {
 			p.add(path, "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
 		}
 	}
-	checkValue(map[string]any(s.Extra), "$", 1, false, p.add)
-	checkValue(map[string]any(s.Payload.Extra), "$.payload", 2, false, p.add)
-	checkValue(map[string]any(md.Extra), "$.payload.metadata", 3, false, p.add)
+	checkValue(s.Extra, "$", 1, false, p.add)
+	checkValue(s.Payload.Extra, "$.payload", 2, false, p.add)
+	checkValue(md.Extra, "$.payload.metadata", 3, false, p.add)
 	checkValue(md.DistrictErrors, "$.payload.metadata.districtErrors", 3, false, p.add)
 	if s.Rankings != nil {
-		checkValue(map[string]any(s.Rankings), "$.rankings", 1, false, p.add)
+		checkValue(s.Rankings, "$.rankings", 1, false, p.add)
 	}
 	if parts, n := rootDocParts(s); n > MaxDocumentBytes {
 		// Name the culprits: a 200 MB unknown field, not "the rankings".
@@ -133,7 +133,7 @@ type rootPart struct {
 func rootDocParts(s *Snapshot) ([]rootPart, int) {
 	md := s.Payload.Metadata
 	meta := 6 << 10 // fixed fields, names, overhead
-	meta += 2*FirestoreSize(md.tree()) - FirestoreSize(map[string]any(md.Extra))
+	meta += 2*FirestoreSize(md.tree()) - FirestoreSize(md.Extra)
 	for _, e := range s.Errors {
 		meta += len(e) + 1
 	}
@@ -154,7 +154,7 @@ func rootDocParts(s *Snapshot) ([]rootPart, int) {
 		{"manifest", fmt.Sprintf("$.payload.districts, %d entries", len(s.Payload.Districts)), manifest},
 	}
 	if s.Rankings != nil {
-		parts = append(parts, rootPart{"rankings", "$.rankings", len("rankings") + 1 + FirestoreSize(map[string]any(s.Rankings))})
+		parts = append(parts, rootPart{"rankings", "$.rankings", len("rankings") + 1 + FirestoreSize(s.Rankings)})
 	}
 	for _, x := range []struct {
 		field, from string

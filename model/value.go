@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,243 +14,91 @@ import (
 // string, int64, float64, []any or map[string]any, recursively.
 type Object = map[string]any
 
-// DecodeObject reads exactly one JSON object from r into canonical form.
-// Numbers written with a fraction or exponent become float64, the rest int64;
-// trailing data after the object is an error, and so are a key repeated in
-// an object, a lone UTF-16 surrogate escape, invalid UTF-8 and a leading
-// byte-order mark (see decodeValue).
-func DecodeObject(r io.Reader) (Object, error) {
-	v, err := decodeValue(r)
+// Marshal encodes v as JSON, writing canonical values so they decode back to
+// the same types: a float64 with an integral value keeps a ".0" (encoding/json
+// would write it as an integer). Map keys are sorted and strings are not
+// HTML-escaped. Types other than the canonical ones and the model's own are
+// encoded by json.Marshal, as they come. The bytes are hashed into stored
+// snapshots, so they never change.
+func Marshal(v any) ([]byte, error) {
+	t, err := jsonTree(v)
 	if err != nil {
 		return nil, err
 	}
-	o, ok := v.(map[string]any)
-	if !ok {
-		return nil, invalid("$", "want a JSON object, got %s", kindOf(v))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(t); err != nil {
+		return nil, err
 	}
-	return o, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-func position(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
-	prefix := data[:off]
-	line = bytes.Count(prefix, []byte("\n")) + 1
-	col = int(off) - bytes.LastIndexByte(prefix, '\n')
-	return line, col
-}
-
-func parseNumber(s, path string) (any, error) {
-	if !strings.ContainsAny(s, ".eE") {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			// Firestore has no integer wider than 64 bits; storing it as a
-			// double would silently change the value.
-			return nil, invalid(path, "integer %s is outside the 64-bit range Firestore stores", s)
-		}
-		return n, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return nil, invalid(path, "number %s is outside the range of a double", s)
-	}
-	return f, nil
-}
-
-// Normalize converts a Go value built by hand or by encoding/json (int,
-// float32, []string, map[string]string, json.Number, …) into canonical form.
-// Values it cannot represent in JSON are returned as an error.
-func Normalize(v any) (any, error) { return normalize(v, "$") }
-
-func normalize(v any, path string) (any, error) {
+// jsonTree copies v into the tree encoding/json encodes as Marshal must:
+// every float64 becomes the json.Number of its canonical text, nil lists and
+// objects become empty ones (canonical JSON has no null for them), and values
+// of other types become their own json.Marshal encoding, which they keep.
+func jsonTree(v any) (any, error) {
 	switch x := v.(type) {
-	case nil, bool, string, int64, float64:
+	case nil, bool, string, int64, int:
 		return x, nil
-	case json.Number:
-		return parseNumber(string(x), path)
+	case float64:
+		return floatNumber(x)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			c, err := normalize(e, fmt.Sprintf("%s[%d]", path, i))
+			c, err := jsonTree(e)
 			if err != nil {
 				return nil, err
 			}
 			out[i] = c
 		}
 		return out, nil
+	case []string:
+		if x == nil {
+			return []string{}, nil
+		}
+		return x, nil
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			c, err := normalize(e, childPath(path, k))
+			c, err := jsonTree(e)
 			if err != nil {
 				return nil, err
 			}
 			out[k] = c
 		}
 		return out, nil
+	case *Snapshot:
+		return jsonTree(x.tree())
+	case Snapshot:
+		return jsonTree(x.tree())
+	case *PayloadMetadata:
+		return jsonTree(x.tree())
+	case PayloadMetadata:
+		return jsonTree(x.tree())
 	}
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), nil
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		u := rv.Uint()
-		if u > math.MaxInt64 {
-			return nil, invalid(path, "integer %d is outside the 64-bit range Firestore stores", u)
-		}
-		return int64(u), nil
-	case reflect.Float32, reflect.Float64:
-		return rv.Float(), nil
-	case reflect.String:
-		return rv.String(), nil
-	case reflect.Bool:
-		return rv.Bool(), nil
-	case reflect.Slice, reflect.Array:
-		out := make([]any, rv.Len())
-		for i := range out {
-			c, err := normalize(rv.Index(i).Interface(), fmt.Sprintf("%s[%d]", path, i))
-			if err != nil {
-				return nil, err
-			}
-			out[i] = c
-		}
-		return out, nil
-	case reflect.Map:
-		if rv.Type().Key().Kind() != reflect.String {
-			break
-		}
-		out := make(map[string]any, rv.Len())
-		it := rv.MapRange()
-		for it.Next() {
-			k := it.Key().String()
-			c, err := normalize(it.Value().Interface(), childPath(path, k))
-			if err != nil {
-				return nil, err
-			}
-			out[k] = c
-		}
-		return out, nil
-	case reflect.Pointer, reflect.Interface:
-		if rv.IsNil() {
-			return nil, nil
-		}
-		return normalize(rv.Elem().Interface(), path)
-	}
-	return nil, invalid(path, "a %T is not a JSON value", v)
-}
-
-// Marshal encodes v as JSON, writing canonical values so they decode back to
-// the same types: a float64 with an integral value keeps a ".0" (encoding/json
-// would write it as an integer). Map keys are sorted. Types other than the
-// canonical ones and the model's own are encoded by encoding/json.
-func Marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := encode(&buf, v); err != nil {
+	b, err := json.Marshal(v)
+	if err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return json.RawMessage(b), nil
 }
 
-func encode(buf *bytes.Buffer, v any) error {
-	switch x := v.(type) {
-	case nil:
-		buf.WriteString("null")
-	case bool:
-		buf.WriteString(strconv.FormatBool(x))
-	case string:
-		encodeString(buf, x)
-	case int64:
-		buf.WriteString(strconv.FormatInt(x, 10))
-	case int:
-		buf.WriteString(strconv.Itoa(x))
-	case float64:
-		return encodeFloat(buf, x)
-	case []any:
-		buf.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			if err := encode(buf, e); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte(']')
-	case []string:
-		buf.WriteByte('[')
-		for i, e := range x {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			encodeString(buf, e)
-		}
-		buf.WriteByte(']')
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		buf.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				buf.WriteByte(',')
-			}
-			encodeString(buf, k)
-			buf.WriteByte(':')
-			if err := encode(buf, x[k]); err != nil {
-				return err
-			}
-		}
-		buf.WriteByte('}')
-	case *Snapshot:
-		return encode(buf, x.tree())
-	case Snapshot:
-		return encode(buf, x.tree())
-	case PayloadMetadata:
-		return encode(buf, x.tree())
-	case *PayloadMetadata:
-		return encode(buf, x.tree())
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		buf.Write(b)
-	}
-	return nil
-}
-
-func encodeFloat(buf *bytes.Buffer, f float64) error {
+// floatNumber is f as encoding/json writes it, with ".0" added to a whole
+// number so that it reads back as a float, not an integer.
+func floatNumber(f float64) (json.Number, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("model: %v cannot be encoded as JSON", f)
+		return "", fmt.Errorf("model: %v cannot be encoded as JSON", f)
 	}
-	// The same formatting rule as encoding/json.
-	format := byte('f')
-	if a := math.Abs(f); a != 0 && (a < 1e-6 || a >= 1e21) {
-		format = 'e'
-	}
-	b := strconv.AppendFloat(nil, f, format, -1, 64)
-	if format == 'e' {
-		// Clean up e-09 to e-9, as encoding/json does.
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "", err
 	}
 	if !bytes.ContainsAny(b, ".eE") {
 		b = append(b, '.', '0')
 	}
-	buf.Write(b)
-	return nil
-}
-
-func encodeString(buf *bytes.Buffer, s string) {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)           // a string always encodes
-	buf.Truncate(buf.Len() - 1) // Encode's newline
+	return json.Number(b), nil
 }
 
 // FirestoreSize is the storage size Firestore charges for a canonical value

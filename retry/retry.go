@@ -1,5 +1,5 @@
-// Package retry runs an operation again after transient failures, with the
-// spec's jittered exponential backoff, a timeout per attempt and one for all
+// Package retry runs an operation again after transient failures, with
+// jittered exponential backoff, a timeout per attempt and one for all
 // attempts. Policies are plain values; the loop is cenkalti/backoff's.
 package retry
 
@@ -42,8 +42,8 @@ type Policy struct {
 	ContentionWait time.Duration
 }
 
-// DefaultPolicy is the spec's: 1 s → 30 s, ×2, ±20%, 3 retries, 30 s per
-// attempt, 300 s in all.
+// DefaultPolicy is the policy for Firestore commits: waits from 1 s up to
+// 30 s, doubling, ±20% jitter, 3 retries, 30 s per attempt, 300 s in all.
 func DefaultPolicy() Policy {
 	return Policy{
 		Initial:        time.Second,
@@ -208,7 +208,6 @@ type Option func(*doConfig)
 type doConfig struct {
 	notify func(err error, wait time.Duration)
 	rand   func() float64
-	timer  backoff.Timer
 }
 
 // WithNotify calls fn before each wait with the error that caused it and
@@ -217,13 +216,9 @@ func WithNotify(fn func(err error, wait time.Duration)) Option {
 	return func(c *doConfig) { c.notify = fn }
 }
 
-// WithRand sets the source of jitter, uniform in [0, 1) (default
-// math/rand/v2's Float64); for tests.
-func WithRand(fn func() float64) Option { return func(c *doConfig) { c.rand = fn } }
-
-// WithTimer sets the timer that waits between attempts; for tests that
-// fake time. A timer must not be shared by concurrent Do calls.
-func WithTimer(t backoff.Timer) Option { return func(c *doConfig) { c.timer = t } }
+// withRand sets the source of jitter, uniform in [0, 1) (default
+// math/rand/v2's Float64), so tests can pin the waits.
+func withRand(fn func() float64) Option { return func(c *doConfig) { c.rand = fn } }
 
 // Do runs op until it succeeds, fails permanently (see Classify), uses up
 // p.MaxRetries, runs out of p.TotalTimeout, or ctx ends. Each attempt gets
@@ -240,9 +235,6 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 	cfg := doConfig{rand: rand.Float64}
 	for _, o := range opts {
 		o(&cfg)
-	}
-	if cfg.rand == nil {
-		cfg.rand = rand.Float64
 	}
 	start := time.Now()
 	var st Stats
@@ -288,7 +280,7 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 	}
 	b := backoff.WithContext(&policyBackOff{p: p, rand: cfg.rand, start: start,
 		code: func() codes.Code { return st.LastCode }}, runCtx)
-	err := backoff.RetryNotifyWithTimer(attempt, b, cfg.notify, cfg.timer)
+	err := backoff.RetryNotify(attempt, b, cfg.notify)
 	st.Retries = max(st.Attempts-1, 0)
 	st.Elapsed = time.Since(start)
 	if err == nil && succeeded {

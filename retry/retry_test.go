@@ -17,15 +17,14 @@ import (
 	"pgregory.net/rapid"
 )
 
-// fast is the default policy scaled to milliseconds.
-func fast() Policy {
-	p := DefaultPolicy()
-	p.Initial, p.Max = time.Millisecond, 8*time.Millisecond
-	p.AttemptTimeout, p.TotalTimeout = time.Second, 10*time.Second
-	return p
-}
+// middle makes every jitter draw 0.5, which scales a wait by exactly 1:
+// with it, Do's waits are the policy's base delays to the nanosecond.
+var middle = withRand(func() float64 { return 0.5 })
 
-func TestDefaultPolicyIsTheSpecs(t *testing.T) {
+// The Do tests run in a synctest bubble: the backoff's real timers run on
+// the bubble's fake clock, so every wait is exact and takes no real time.
+
+func TestDefaultPolicy(t *testing.T) {
 	p := DefaultPolicy()
 	want := Policy{Initial: time.Second, Max: 30 * time.Second, Multiplier: 2, Jitter: 0.2, MaxRetries: 3,
 		AttemptTimeout: 30 * time.Second, TotalTimeout: 300 * time.Second}
@@ -58,7 +57,7 @@ func TestDelayTable(t *testing.T) {
 	}
 }
 
-// Property 4: the delay is min(initial·2^n, max)·(1 ± jitter), and
+// The delay is min(initial·2^n, max)·(1 ± jitter), and
 // RESOURCE_EXHAUSTED waits at least twice as long.
 func TestPropertyDelayWithinJitterBounds(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
@@ -119,108 +118,140 @@ func TestClassify(t *testing.T) {
 }
 
 func TestDoRetriesTransientThenSucceeds(t *testing.T) {
-	calls := 0
-	var waits []time.Duration
-	st, err := Do(context.Background(), fast(), func(context.Context) error {
-		calls++
-		if calls < 3 {
-			return status.Error(codes.Unavailable, "try again")
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		var waits []time.Duration
+		st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return status.Error(codes.Unavailable, "try again")
+			}
+			return nil
+		}, WithNotify(func(_ error, d time.Duration) { waits = append(waits, d) }), middle)
+		if err != nil || st.Attempts != 3 || st.Retries != 2 || st.LastCode != codes.OK {
+			t.Fatalf("Do = %+v, %v", st, err)
 		}
-		return nil
-	}, WithNotify(func(_ error, d time.Duration) { waits = append(waits, d) }), WithRand(func() float64 { return 0.5 }))
-	if err != nil || st.Attempts != 3 || st.Retries != 2 || st.LastCode != codes.OK {
-		t.Fatalf("Do = %+v, %v", st, err)
-	}
-	if len(waits) != 2 || waits[0] != time.Millisecond || waits[1] != 2*time.Millisecond {
-		t.Errorf("waits = %v, want [1ms 2ms]", waits)
-	}
+		if want := []time.Duration{time.Second, 2 * time.Second}; !slices.Equal(waits, want) {
+			t.Errorf("waits = %v, want %v", waits, want)
+		}
+		if st.Elapsed != 3*time.Second {
+			t.Errorf("Elapsed = %s, want the 3 s of waits", st.Elapsed)
+		}
+	})
 }
 
-// Property 5: a retryable failure is retried exactly maxRetries times.
+// A retryable failure is retried exactly maxRetries times, each
+// wait the policy's.
 func TestDoStopsAfterMaxRetries(t *testing.T) {
-	for _, max := range []int{0, 1, 3, 5} {
-		p := fast()
-		p.MaxRetries = max
-		calls := 0
-		st, err := Do(context.Background(), p, func(context.Context) error {
-			calls++
-			return status.Error(codes.DeadlineExceeded, "slow")
+	for _, c := range []struct {
+		maxRetries int
+		elapsed    time.Duration
+	}{{0, 0}, {1, time.Second}, {3, 7 * time.Second}, {5, 31 * time.Second}} {
+		t.Run(fmt.Sprint(c.maxRetries), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := DefaultPolicy()
+				p.MaxRetries = c.maxRetries
+				calls := 0
+				st, err := Do(context.Background(), p, func(context.Context) error {
+					calls++
+					return status.Error(codes.DeadlineExceeded, "slow")
+				}, middle)
+				if calls != c.maxRetries+1 || st.Attempts != c.maxRetries+1 || st.Retries != c.maxRetries {
+					t.Errorf("%d calls, %+v", calls, st)
+				}
+				if st.Elapsed != c.elapsed {
+					t.Errorf("Elapsed = %s, want %s", st.Elapsed, c.elapsed)
+				}
+				if status.Code(err) != codes.DeadlineExceeded {
+					t.Errorf("err %v lost its code", err)
+				}
+			})
 		})
-		if calls != max+1 || st.Attempts != max+1 || st.Retries != max {
-			t.Errorf("maxRetries %d: %d calls, %+v", max, calls, st)
-		}
-		if status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("err %v lost its code", err)
-		}
 	}
 }
 
 func TestDoPermanentIsNotRetried(t *testing.T) {
 	sentinel := errors.New("fenced")
-	for _, e := range []error{status.Error(codes.PermissionDenied, "no"), Permanent(fmt.Errorf("x: %w", sentinel)),
-		Permanent(status.Error(codes.Unavailable, "marked"))} {
-		calls := 0
-		st, err := Do(context.Background(), fast(), func(context.Context) error { calls++; return e })
-		if calls != 1 || st.Retries != 0 {
-			t.Errorf("%v: %d calls", e, calls)
-		}
-		var pe *backoff.PermanentError
-		if errors.As(err, &pe) {
-			t.Errorf("%v: the Permanent marker leaked", err)
-		}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"permanent code", status.Error(codes.PermissionDenied, "no")},
+		{"marked", Permanent(fmt.Errorf("x: %w", sentinel))},
+		{"marked retryable code", Permanent(status.Error(codes.Unavailable, "marked"))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			calls := 0
+			st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error { calls++; return c.err })
+			if calls != 1 || st.Retries != 0 {
+				t.Errorf("%d calls", calls)
+			}
+			var pe *backoff.PermanentError
+			if errors.As(err, &pe) {
+				t.Errorf("%v: the Permanent marker leaked", err)
+			}
+		})
 	}
-	_, err := Do(context.Background(), fast(), func(context.Context) error { return Permanent(fmt.Errorf("x: %w", sentinel)) })
+	_, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error { return Permanent(fmt.Errorf("x: %w", sentinel)) })
 	if !errors.Is(err, sentinel) {
 		t.Errorf("errors.Is lost through Do: %v", err)
 	}
 }
 
 func TestDoAttemptTimeoutIsRetryable(t *testing.T) {
-	p := fast()
-	p.AttemptTimeout = 20 * time.Millisecond
-	p.MaxRetries = 2
-	calls := 0
-	st, err := Do(context.Background(), p, func(ctx context.Context) error {
-		calls++
-		if _, ok := ctx.Deadline(); !ok {
-			t.Error("attempt has no deadline")
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.AttemptTimeout, p.MaxRetries = 20*time.Second, 2
+		calls := 0
+		st, err := Do(context.Background(), p, func(ctx context.Context) error {
+			calls++
+			if _, ok := ctx.Deadline(); !ok {
+				t.Error("attempt has no deadline")
+			}
+			if calls == 3 {
+				return nil
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}, middle)
+		if err != nil || st.Attempts != 3 {
+			t.Errorf("Do = %+v, %v; want success on the third attempt", st, err)
 		}
-		if calls == 3 {
-			return nil
+		// Two attempts that time out, each followed by its wait.
+		if want := 20*time.Second + time.Second + 20*time.Second + 2*time.Second; st.Elapsed != want {
+			t.Errorf("Elapsed = %s, want %s", st.Elapsed, want)
 		}
-		<-ctx.Done()
-		return ctx.Err()
 	})
-	if err != nil || st.Attempts != 3 {
-		t.Errorf("Do = %+v, %v; want success on the third attempt", st, err)
-	}
 }
 
 func TestDoTotalTimeout(t *testing.T) {
-	p := fast()
-	p.Initial, p.Max = 50*time.Millisecond, 50*time.Millisecond
-	p.MaxRetries = 100
-	p.TotalTimeout = 120 * time.Millisecond
-	start := time.Now()
-	st, err := Do(context.Background(), p, func(context.Context) error { return status.Error(codes.Unavailable, "down") })
-	if time.Since(start) > time.Second || st.Attempts > 4 {
-		t.Errorf("total timeout not applied: %+v after %s", st, time.Since(start))
-	}
-	if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unavailable {
-		t.Errorf("err = %v; want the timeout and the last error", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.Initial, p.Max = 50*time.Second, 50*time.Second
+		p.MaxRetries = 100
+		p.TotalTimeout = 120 * time.Second
+		st, err := Do(context.Background(), p, func(context.Context) error { return status.Error(codes.Unavailable, "down") }, middle)
+		// Attempts at 0, 50 s and 100 s; the wait for the fourth is cut at 120 s.
+		if st.Attempts != 3 || st.Elapsed != 120*time.Second {
+			t.Errorf("total timeout not applied: %+v", st)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unavailable {
+			t.Errorf("err = %v; want the timeout and the last error", err)
+		}
+	})
 }
 
 func TestDoCancelStopsWaiting(t *testing.T) {
-	p := fast()
-	p.Initial, p.Max = time.Hour, time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	start := time.Now()
-	_, err := Do(ctx, p, func(context.Context) error { return status.Error(codes.Aborted, "contention") })
-	if time.Since(start) > time.Second || !errors.Is(err, context.Canceled) {
-		t.Errorf("err = %v after %s", err, time.Since(start))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.Initial, p.Max = time.Hour, time.Hour
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Second, cancel)
+		st, err := Do(ctx, p, func(context.Context) error { return status.Error(codes.Aborted, "contention") })
+		if st.Elapsed != 20*time.Second || !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v after %s; want canceled after 20 s", err, st.Elapsed)
+		}
+	})
 }
 
 func TestValidate(t *testing.T) {
@@ -251,7 +282,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The spec's table: at u = 0, 0.5 and 0.999 every wait is within ±20% of
+// At u = 0, 0.5 and 0.999 every wait is within ±20% of
 // min(30s, 1s·2^n).
 func TestDelayWithinJitterOfBase(t *testing.T) {
 	p := DefaultPolicy()
@@ -294,64 +325,53 @@ func TestClassifyBackoffPermanent(t *testing.T) {
 	}
 }
 
-// fakeTimer fires at once and records the waits it was asked for.
-type fakeTimer struct {
-	waits []time.Duration
-	c     chan time.Time
-}
-
-func (f *fakeTimer) Start(d time.Duration) {
-	f.waits = append(f.waits, d)
-	f.c = make(chan time.Time, 1)
-	f.c <- time.Time{}
-}
-func (f *fakeTimer) Stop()               {}
-func (f *fakeTimer) C() <-chan time.Time { return f.c }
-
 // The waits follow the code of the failure they follow: RESOURCE_EXHAUSTED
-// doubles, the others do not. Real-size policy, fake time.
+// doubles, the others do not.
 func TestDoWaitsPerCode(t *testing.T) {
-	fails := []codes.Code{codes.Unavailable, codes.ResourceExhausted, codes.Internal}
-	calls := 0
-	timer := &fakeTimer{}
-	var notified []time.Duration
-	st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error {
-		calls++
-		if calls <= len(fails) {
-			return status.Error(fails[calls-1], "busy")
+	synctest.Test(t, func(t *testing.T) {
+		fails := []codes.Code{codes.Unavailable, codes.ResourceExhausted, codes.Internal}
+		calls := 0
+		var notified, measured []time.Duration
+		last := time.Now()
+		st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error {
+			if calls > 0 {
+				measured = append(measured, time.Since(last))
+			}
+			last = time.Now()
+			calls++
+			if calls <= len(fails) {
+				return status.Error(fails[calls-1], "busy")
+			}
+			return nil
+		}, middle, WithNotify(func(err error, d time.Duration) { notified = append(notified, d) }))
+		if err != nil || st.Attempts != 4 || st.Retries != 3 || st.LastCode != codes.OK {
+			t.Fatalf("Do = %+v, %v", st, err)
 		}
-		return nil
-	}, WithTimer(timer), WithRand(func() float64 { return 0.5 }),
-		WithNotify(func(err error, d time.Duration) { notified = append(notified, d) }))
-	if err != nil || st.Attempts != 4 || st.Retries != 3 || st.LastCode != codes.OK {
-		t.Fatalf("Do = %+v, %v", st, err)
-	}
-	want := []time.Duration{time.Second, 4 * time.Second, 4 * time.Second}
-	if !slices.Equal(timer.waits, want) || !slices.Equal(notified, want) {
-		t.Errorf("waits %v, notified %v; want %v", timer.waits, notified, want)
-	}
-	if st.Elapsed > time.Second {
-		t.Errorf("Elapsed %s: the fake timer was not used", st.Elapsed)
-	}
+		want := []time.Duration{time.Second, 4 * time.Second, 4 * time.Second}
+		if !slices.Equal(measured, want) || !slices.Equal(notified, want) {
+			t.Errorf("waited %v, notified %v; want %v", measured, notified, want)
+		}
+	})
 }
 
 // The returned error names the attempts and keeps the last error's status.
 func TestDoErrorKeepsStatus(t *testing.T) {
-	p := fast()
-	st, err := Do(context.Background(), p, func(context.Context) error {
-		return fmt.Errorf("commit: %w", status.Error(codes.Aborted, "contention"))
-	}, WithTimer(&fakeTimer{}))
-	if st.Attempts != 4 || st.LastCode != codes.Aborted {
-		t.Errorf("Stats %+v", st)
-	}
-	if !strings.HasPrefix(err.Error(), "after 4 attempts: commit: rpc error: code = Aborted") {
-		t.Errorf("message %q", err)
-	}
-	var gs interface{ GRPCStatus() *status.Status }
-	if status.Code(err) != codes.Aborted || !errors.As(err, &gs) || gs.GRPCStatus().Message() != "contention" {
-		t.Errorf("status lost: %v", err)
-	}
-	_, err = Do(context.Background(), p, func(context.Context) error { return status.Error(codes.NotFound, "gone") })
+	synctest.Test(t, func(t *testing.T) {
+		st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error {
+			return fmt.Errorf("commit: %w", status.Error(codes.Aborted, "contention"))
+		})
+		if st.Attempts != 4 || st.LastCode != codes.Aborted {
+			t.Errorf("Stats %+v", st)
+		}
+		if !strings.HasPrefix(err.Error(), "after 4 attempts: commit: rpc error: code = Aborted") {
+			t.Errorf("message %q", err)
+		}
+		var gs interface{ GRPCStatus() *status.Status }
+		if status.Code(err) != codes.Aborted || !errors.As(err, &gs) || gs.GRPCStatus().Message() != "contention" {
+			t.Errorf("status lost: %v", err)
+		}
+	})
+	_, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error { return status.Error(codes.NotFound, "gone") })
 	if err.Error() != "after 1 attempt: rpc error: code = NotFound desc = gone" {
 		t.Errorf("message %q", err)
 	}
@@ -360,25 +380,27 @@ func TestDoErrorKeepsStatus(t *testing.T) {
 // A cancel during a wait ends the wait at once; the error wraps the cause
 // and the last op error, and the wait that never ended is not a retry.
 func TestDoCancelWrapsCauseAndLastError(t *testing.T) {
-	p := fast()
-	p.Initial, p.Max = time.Hour, time.Hour
-	lost := errors.New("lease lost")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	st, err := Do(ctx, p, func(context.Context) error {
-		return status.Error(codes.Unavailable, "down")
-	}, WithNotify(func(error, time.Duration) { go cancel(lost) }))
-	if !errors.Is(err, lost) || status.Code(err) != codes.Unavailable {
-		t.Errorf("err = %v; want the cause and the last error", err)
-	}
-	if st.Attempts != 1 || st.Retries != 0 || st.Elapsed > time.Second {
-		t.Errorf("Stats %+v", st)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.Initial, p.Max = time.Hour, time.Hour
+		lost := errors.New("lease lost")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		st, err := Do(ctx, p, func(context.Context) error {
+			return status.Error(codes.Unavailable, "down")
+		}, WithNotify(func(error, time.Duration) { go cancel(lost) }))
+		if !errors.Is(err, lost) || status.Code(err) != codes.Unavailable {
+			t.Errorf("err = %v; want the cause and the last error", err)
+		}
+		if st.Attempts != 1 || st.Retries != 0 || st.Elapsed != 0 {
+			t.Errorf("Stats %+v; want one attempt and no time waited", st)
+		}
+	})
 }
 
 func TestDoCancelDuringAttempt(t *testing.T) {
 	lost := errors.New("lease lost")
 	ctx, cancel := context.WithCancelCause(context.Background())
-	st, err := Do(ctx, fast(), func(ctx context.Context) error {
+	st, err := Do(ctx, DefaultPolicy(), func(ctx context.Context) error {
 		cancel(lost)
 		<-ctx.Done()
 		return ctx.Err()
@@ -391,7 +413,7 @@ func TestDoCancelDuringAttempt(t *testing.T) {
 func TestDoNotAttemptedOnEndedContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	st, err := Do(ctx, fast(), func(context.Context) error {
+	st, err := Do(ctx, DefaultPolicy(), func(context.Context) error {
 		t.Error("op ran on an ended context")
 		return nil
 	})
@@ -403,82 +425,79 @@ func TestDoNotAttemptedOnEndedContext(t *testing.T) {
 // An attempt cut off by the total timeout is not retried, and the error
 // says which timeout it was.
 func TestDoTotalTimeoutDuringAttempt(t *testing.T) {
-	p := fast()
-	p.AttemptTimeout, p.TotalTimeout = time.Hour, 30*time.Millisecond
-	st, err := Do(context.Background(), p, func(ctx context.Context) error {
-		<-ctx.Done()
-		return ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.AttemptTimeout, p.TotalTimeout = time.Hour, 30*time.Second
+		st, err := Do(context.Background(), p, func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		if st.Attempts != 1 || st.Elapsed != 30*time.Second || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "total timeout 30s") {
+			t.Errorf("Do = %+v, %v", st, err)
+		}
 	})
-	if st.Attempts != 1 || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "total timeout 30ms") {
-		t.Errorf("Do = %+v, %v", st, err)
-	}
 }
 
 // The attempt's own timeout is retryable, with code DEADLINE_EXCEEDED.
 func TestDoAttemptTimeoutCode(t *testing.T) {
-	p := fast()
-	p.AttemptTimeout, p.MaxRetries = 5*time.Millisecond, 1
-	var notified []error
-	st, err := Do(context.Background(), p, func(ctx context.Context) error {
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}, WithNotify(func(err error, _ time.Duration) { notified = append(notified, err) }))
-	if st.Attempts != 2 || st.LastCode != codes.DeadlineExceeded || len(notified) != 1 {
-		t.Errorf("Do = %+v, %v, notified %v", st, err, notified)
-	}
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempt timeout 5ms") {
-		t.Errorf("err = %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.AttemptTimeout, p.MaxRetries = 5*time.Second, 1
+		var notified []error
+		st, err := Do(context.Background(), p, func(ctx context.Context) error {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}, middle, WithNotify(func(err error, _ time.Duration) { notified = append(notified, err) }))
+		if st.Attempts != 2 || st.LastCode != codes.DeadlineExceeded || len(notified) != 1 || st.Elapsed != 11*time.Second {
+			t.Errorf("Do = %+v, %v, notified %v; want two 5 s attempts 1 s apart", st, err, notified)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempt timeout 5s") {
+			t.Errorf("err = %v", err)
+		}
+	})
 }
 
 // ABORTED (lock contention) is retried past MaxRetries until ContentionWait
 // has passed, with waits of at most 4·Initial; other codes still stop at
 // MaxRetries.
 func TestDoContentionWait(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := DefaultPolicy()
-		p.MaxRetries, p.ContentionWait = 1, 90*time.Second
-		var waits []time.Duration
-		start := time.Now()
-		st, err := Do(context.Background(), p, func(context.Context) error {
-			return status.Error(codes.Aborted, "Transaction lock timeout")
-		}, WithNotify(func(_ error, d time.Duration) { waits = append(waits, d) }), WithRand(func() float64 { return 1 }))
-		elapsed := time.Since(start)
-		if status.Code(err) != codes.Aborted {
-			t.Fatalf("err = %v", err)
-		}
-		if elapsed < 90*time.Second || elapsed > 90*time.Second+5*time.Second {
-			t.Errorf("gave up after %s, want just past the 90 s contention wait", elapsed)
-		}
-		if st.Attempts < 20 {
-			t.Errorf("%d attempts in 90 s", st.Attempts)
-		}
-		for i, d := range waits {
-			if d > 4*time.Second*12/10 {
-				t.Errorf("wait %d = %s, want ≤ 4.8 s", i, d)
-			}
-		}
-	})
-	synctest.Test(t, func(t *testing.T) {
-		p := DefaultPolicy()
-		p.MaxRetries, p.ContentionWait = 1, 90*time.Second
-		st, _ := Do(context.Background(), p, func(context.Context) error {
-			return status.Error(codes.Unavailable, "down")
+	aborted := status.Error(codes.Aborted, "Transaction lock timeout")
+	unavailable := status.Error(codes.Unavailable, "down")
+	// The highest jitter draw, so the waits are the longest the policy allows.
+	top := withRand(func() float64 { return 1 })
+	for _, c := range []struct {
+		name           string
+		err            error
+		contentionWait time.Duration
+		waits          []time.Duration
+	}{
+		// 1.2 s, then from the second retry on waits of 2.4 s and 4.8 s
+		// (4 s and at most Initial·2² before jitter) up to exactly 90 s.
+		{"aborted", aborted, 90 * time.Second,
+			append([]time.Duration{1200 * time.Millisecond, 2400 * time.Millisecond}, slices.Repeat([]time.Duration{4800 * time.Millisecond}, 18)...)},
+		{"unavailable", unavailable, 90 * time.Second, []time.Duration{1200 * time.Millisecond}},
+		{"no contention wait", aborted, 0, []time.Duration{1200 * time.Millisecond}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := DefaultPolicy()
+				p.MaxRetries, p.ContentionWait = 1, c.contentionWait
+				var waits []time.Duration
+				st, err := Do(context.Background(), p, func(context.Context) error { return c.err },
+					WithNotify(func(_ error, d time.Duration) { waits = append(waits, d) }), top)
+				if status.Code(err) != status.Code(c.err) {
+					t.Fatalf("err = %v", err)
+				}
+				var total time.Duration
+				for _, d := range c.waits {
+					total += d
+				}
+				if !slices.Equal(waits, c.waits) || st.Attempts != len(c.waits)+1 || st.Elapsed != total {
+					t.Errorf("%d attempts in %s, waits %v; want %d in %s, waits %v", st.Attempts, st.Elapsed, waits, len(c.waits)+1, total, c.waits)
+				}
+			})
 		})
-		if st.Attempts != 2 {
-			t.Errorf("UNAVAILABLE: %d attempts, want 2 (contention wait is for ABORTED only)", st.Attempts)
-		}
-	})
-	synctest.Test(t, func(t *testing.T) {
-		p := DefaultPolicy()
-		p.MaxRetries = 1
-		st, _ := Do(context.Background(), p, func(context.Context) error {
-			return status.Error(codes.Aborted, "contention")
-		})
-		if st.Attempts != 2 {
-			t.Errorf("no contention wait: %d attempts, want 2", st.Attempts)
-		}
-	})
+	}
 }
 
 func TestTransientIsRetried(t *testing.T) {
@@ -492,19 +511,21 @@ func TestTransientIsRetried(t *testing.T) {
 	if Transient(nil) != nil {
 		t.Error("Transient(nil) != nil")
 	}
-	calls := 0
-	st, err := Do(context.Background(), fast(), func(context.Context) error {
-		calls++
-		if calls < 3 {
-			return Transient(inner)
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		st, err := Do(context.Background(), DefaultPolicy(), func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return Transient(inner)
+			}
+			return nil
+		})
+		if err != nil || st.Attempts != 3 {
+			t.Errorf("Do = %+v, %v", st, err)
 		}
-		return nil
+		_, err = Do(context.Background(), DefaultPolicy(), func(context.Context) error { return Transient(inner) })
+		if status.Code(err) != codes.InvalidArgument || !errors.Is(err, inner) {
+			t.Errorf("the code or error is lost through Transient: %v", err)
+		}
 	})
-	if err != nil || st.Attempts != 3 {
-		t.Errorf("Do = %+v, %v", st, err)
-	}
-	_, err = Do(context.Background(), fast(), func(context.Context) error { return Transient(inner) })
-	if status.Code(err) != codes.InvalidArgument || !errors.Is(err, inner) {
-		t.Errorf("the code or error is lost through Transient: %v", err)
-	}
 }

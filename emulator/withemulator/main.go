@@ -9,36 +9,26 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"time"
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	os.Exit(harness.Main("withemulator", "withemulator [--] command [args...]", os.Args[1:], start))
+}
 
-func run(args []string) int {
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
-	}
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: withemulator [--] command [args...]")
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	start := time.Now()
+func start(ctx context.Context) (harness.Server, error) {
 	// A fresh emulator, even if one is set in the environment: tests must
 	// not depend on what a developer left running.
 	emu, err := emulator.Start(ctx, emulator.WithoutReuse())
-	cancel()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "withemulator:", err)
-		return 1
+		return harness.Server{}, err
 	}
-	defer emu.Stop()
-	fmt.Fprintf(os.Stderr, "withemulator: Firestore emulator ready on %s (%.1fs)\n", emu.Host, time.Since(start).Seconds())
-
-	return harness.RunChild("withemulator", args, emulator.HostEnv+"="+emu.Host)
+	return harness.Server{
+		Ready: "Firestore emulator ready on " + emu.Host,
+		Env:   emulator.HostEnv + "=" + emu.Host,
+		Stop:  emu.Stop,
+	}, nil
 }

@@ -13,14 +13,21 @@ import (
 	"time"
 )
 
-// echoServer echoes every connection's bytes back until the client closes.
-func echoServer(t *testing.T) string {
+// listen listens on a free loopback port until t ends.
+func listen(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
+	return ln
+}
+
+// echoServer echoes every connection's bytes back until the client closes.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln := listen(t)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -56,6 +63,16 @@ func dial(t *testing.T, p *Proxy) net.Conn {
 	return c
 }
 
+// echoed dials p and proves the connection works with one echoed line.
+func echoed(t *testing.T, p *Proxy, line string) net.Conn {
+	t.Helper()
+	c := dial(t, p)
+	if _, err := roundTrip(c, bufio.NewReader(c), line, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // roundTrip writes a line and reads it back, failing after within.
 func roundTrip(c net.Conn, r *bufio.Reader, line string, within time.Duration) (time.Duration, error) {
 	t0 := time.Now()
@@ -72,6 +89,21 @@ func roundTrip(c net.Conn, r *bufio.Reader, line string, within time.Duration) (
 		return 0, errors.New("echo returned " + got)
 	}
 	return time.Since(t0), nil
+}
+
+// waitFor polls cond until it holds or within has passed, and reports
+// whether it held: the proxy's counters move on its own goroutines.
+func waitFor(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }
 
 func TestForwardsAndCounts(t *testing.T) {
@@ -104,11 +136,8 @@ func TestForwardsAndCounts(t *testing.T) {
 		}
 	}
 	// The counters move just after the bytes are handed on.
-	s := p.Stats()
-	for deadline := time.Now().Add(2 * time.Second); (s.BytesUp < 76 || s.BytesDown < 76) && time.Now().Before(deadline); s = p.Stats() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if s.Connections != 9 || s.Resets != 0 || s.BytesUp != 60+16 || s.BytesDown != 60+16 {
+	waitFor(2*time.Second, func() bool { s := p.Stats(); return s.BytesUp >= 76 && s.BytesDown >= 76 })
+	if s := p.Stats(); s.Connections != 9 || s.Resets != 0 || s.BytesUp != 60+16 || s.BytesDown != 60+16 {
 		t.Errorf("stats %+v; want 9 connections, 0 resets, 76 bytes each way", s)
 	}
 }
@@ -135,7 +164,8 @@ func TestHalfClose(t *testing.T) {
 // An echo through the proxy takes at least the round trip it adds: no byte
 // is forwarded early. (How much later is up to the host's timer slack.)
 // And latency does not cap throughput: many lines in flight at once take
-// about one round trip, not one each.
+// about one round trip, not one each. A delay proxy on real sockets must be
+// measured on the real clock (synctest cannot fake network I/O).
 func TestLatency(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
@@ -164,6 +194,7 @@ func TestLatency(t *testing.T) {
 	go func() {
 		for range n {
 			_, _ = io.WriteString(c, "pipelined\n")
+			// Spaced on the real clock so each line is a chunk of its own.
 			time.Sleep(time.Millisecond)
 		}
 	}()
@@ -250,11 +281,7 @@ func TestResetAll(t *testing.T) {
 	p := newProxy(t, echoServer(t))
 	var cs []net.Conn
 	for range 3 {
-		c := dial(t, p)
-		if _, err := roundTrip(c, bufio.NewReader(c), "x", 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
+		cs = append(cs, echoed(t, p, "x"))
 	}
 	p.ResetAll()
 	for i, c := range cs {
@@ -265,21 +292,13 @@ func TestResetAll(t *testing.T) {
 	if s := p.Stats(); s.Resets != 3 {
 		t.Errorf("Resets = %d, want 3", s.Resets)
 	}
-	// New connections still work.
-	c := dial(t, p)
-	if _, err := roundTrip(c, bufio.NewReader(c), "again", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	echoed(t, p, "again") // new connections still work
 }
 
 // The server side gets the reset too, not only the client.
 func TestResetReachesServer(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listen(t)
 	serverErr := make(chan error, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -295,8 +314,8 @@ func TestResetReachesServer(t *testing.T) {
 	if _, err := c.Write([]byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	for p.Stats().BytesUp < 2 {
-		time.Sleep(5 * time.Millisecond)
+	if !waitFor(5*time.Second, func() bool { return p.Stats().BytesUp >= 2 }) {
+		t.Fatal("the server never got the bytes")
 	}
 	p.ResetAll()
 	if err := <-serverErr; !isReset(err) {
@@ -308,10 +327,7 @@ func TestResetRate(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
 	p.SetResetRate(1)
-	c := dial(t, p)
-	if _, err := roundTrip(c, bufio.NewReader(c), "x", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c := echoed(t, p, "x")
 	t0 := time.Now()
 	if err := readErr(c); !isReset(err) {
 		t.Fatalf("%v; want ECONNRESET within a second or two", err)
@@ -320,11 +336,13 @@ func TestResetRate(t *testing.T) {
 	p.SetResetRate(0)
 	c = dial(t, p)
 	r := bufio.NewReader(c)
-	for range 3 {
-		time.Sleep(500 * time.Millisecond)
-		if _, err := roundTrip(c, r, "calm", 5*time.Second); err != nil {
-			t.Fatalf("rate 0: %v", err)
-		}
+	if _, err := roundTrip(c, r, "calm", 5*time.Second); err != nil {
+		t.Fatalf("rate 0: %v", err)
+	}
+	// The resetter ticks each second on the real clock: outlive a tick.
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := roundTrip(c, r, "calm", 5*time.Second); err != nil {
+		t.Fatalf("rate 0, after a resetter tick: %v", err)
 	}
 	if s := p.Stats(); s.Resets != 1 {
 		t.Errorf("Resets = %d, want 1", s.Resets)
@@ -334,10 +352,7 @@ func TestResetRate(t *testing.T) {
 func TestRefuse(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, echoServer(t))
-	live := dial(t, p)
-	if _, err := roundTrip(live, bufio.NewReader(live), "x", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	live := echoed(t, p, "x")
 	p.Refuse(true)
 	if err := readErr(live); !isReset(err) {
 		t.Errorf("live connection: %v; want ECONNRESET", err)
@@ -351,19 +366,13 @@ func TestRefuse(t *testing.T) {
 		t.Errorf("stats %+v; want 4 connections, 4 resets", s)
 	}
 	p.Refuse(false)
-	c := dial(t, p)
-	if _, err := roundTrip(c, bufio.NewReader(c), "back", 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	echoed(t, p, "back")
 }
 
 // A target that is down: the client's connection is reset.
 func TestTargetDown(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	p := newProxy(t, addr)

@@ -3,6 +3,7 @@
 package harness
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,7 +11,56 @@ import (
 	"os/exec"
 	"os/signal"
 	"syscall"
+	"time"
 )
+
+// startTimeout bounds how long Main waits for its server: a cold JVM or
+// initdb on a loaded machine takes a while, but not minutes.
+const startTimeout = 2 * time.Minute
+
+// Server is a server Main has started.
+type Server struct {
+	// Ready is what the ready line on stderr says, such as "PostgreSQL
+	// ready".
+	Ready string
+	// Env (NAME=value) hands the server to the command.
+	Env string
+	// Stop stops the server once the command has ended.
+	Stop func() error
+}
+
+// Main is the whole of a tool that runs a command with a server
+// (withemulator, withpostgres), so the tools differ only in their server.
+// args are the command, after an optional "--". Main starts the server with
+// start, bounded by two minutes, says on stderr that it is ready and how
+// long that took, runs the command with the server's Env added (stdio passed
+// through, SIGINT and SIGTERM forwarded), stops the server and returns the
+// command's exit code: 2 (with usage) when there is no command, 1 when the
+// server did not start. Messages are prefixed with tool.
+func Main(tool, usage string, args []string, start func(ctx context.Context) (Server, error)) int {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage:", usage)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	began := time.Now()
+	srv, err := start(ctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", tool, err)
+		return 1
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", tool, err)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "%s: %s (%.1fs)\n", tool, srv.Ready, time.Since(began).Seconds())
+	return runChild(tool, args, srv.Env)
+}
 
 // FreePort returns a TCP port free on the loopback interface right now.
 func FreePort() (int, error) {
@@ -30,10 +80,10 @@ func Tail(s string, n int) string {
 	return s
 }
 
-// RunChild runs args with this process's stdio and env plus extraEnv,
+// runChild runs args with this process's stdio and env plus extraEnv,
 // forwarding SIGINT and SIGTERM to it, and returns its exit code (1 if it
 // could not run; the reason goes to stderr, prefixed with tool).
-func RunChild(tool string, args []string, extraEnv ...string) int {
+func runChild(tool string, args []string, extraEnv ...string) int {
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), extraEnv...)

@@ -9,9 +9,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"time"
 
 	"github.com/snapwriter/snapwriter/internal/harness"
 	"github.com/snapwriter/snapwriter/pgserver"
@@ -25,27 +23,12 @@ func run(args []string) int {
 		opts = append(opts, pgserver.Durable())
 		args = args[1:]
 	}
-	if len(args) > 0 && args[0] == "--" {
-		args = args[1:]
-	}
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: withpostgres [--durable] [--] command [args...]")
-		return 2
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	start := time.Now()
-	srv, err := pgserver.Start(ctx, opts...)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "withpostgres:", err)
-		return 1
-	}
-	defer func() {
-		if err := srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "withpostgres:", err)
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "withpostgres: PostgreSQL ready (%.1fs)\n", time.Since(start).Seconds())
-
-	return harness.RunChild("withpostgres", args, pgserver.DSNEnv+"="+srv.DSN)
+	return harness.Main("withpostgres", "withpostgres [--durable] [--] command [args...]", args,
+		func(ctx context.Context) (harness.Server, error) {
+			srv, err := pgserver.Start(ctx, opts...)
+			if err != nil {
+				return harness.Server{}, err
+			}
+			return harness.Server{Ready: "PostgreSQL ready", Env: pgserver.DSNEnv + "=" + srv.DSN, Stop: srv.Stop}, nil
+		})
 }
