@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -452,7 +453,7 @@ func validateInputs(mine []backfillInput, complete map[string]string) error {
 			bad = append(bad, in.path+": "+in.problem)
 			continue
 		}
-		if _, err := loadDated(in); err != nil {
+		if _, err := input.LoadDated(in.path, in.date); err != nil {
 			if !errors.Is(err, model.ErrInvalid) {
 				return err
 			}
@@ -464,22 +465,6 @@ func validateInputs(mine []backfillInput, complete map[string]string) error {
 	}
 	return errBackfill{code: exitUsage, msg: fmt.Sprintf("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
 		len(bad), checked, strings.Join(bad, "\n  "))}
-}
-
-// loadDated reads and validates one date's input; its own dataAsOfDate, if
-// any, must be the date its name says.
-func loadDated(in backfillInput) (*model.Snapshot, error) {
-	snap, err := model.Load(in.path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if d := snap.Payload.Metadata.DataAsOfDate; d != "" && d != in.date {
-		return nil, fmt.Errorf("%w: %s: payload.metadata.dataAsOfDate is %s, the name says %s", model.ErrInvalid, in.path, d, in.date)
-	}
-	if err := model.Validate(snap, in.date); err != nil {
-		return nil, fmt.Errorf("%s: %w", in.path, err)
-	}
-	return snap, nil
 }
 
 // backfillDate writes one date and reports how it went. A non-nil
@@ -506,7 +491,7 @@ func (a *app) backfillDate(cmd *cobra.Command, f writeFlags, w *snapshot.Writer,
 			return done(), we
 		}
 	}
-	snap, err := loadDated(in)
+	snap, err := input.LoadDated(in.path, in.date)
 	if err != nil {
 		r.Outcome, r.ExitCode, r.Error = outcomeFailed, exitCode(err), err.Error()
 		return done(), nil

@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
-	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -26,10 +22,6 @@ import (
 func cronParser() cron.Parser {
 	return cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 }
-
-// maxInputBytes bounds a snapshot fetched over HTTP (5,000 districts of
-// 20 KB are ~100 MB).
-const maxInputBytes = 1 << 30
 
 type scheduleFlags struct {
 	cron        string
@@ -86,7 +78,7 @@ type scheduleRun struct {
 	f      writeFlags
 	loc    *time.Location
 	writer *snapshot.Writer
-	http   *http.Client
+	input  input.Source
 	log    *zap.Logger
 }
 
@@ -129,8 +121,12 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 		return err
 	}
 	defer closeLocker()
+	src := input.Dir(s.inputDir)
+	if s.inputURL != "" {
+		src = input.URL(s.inputURL, &http.Client{Timeout: s.httpTimeout})
+	}
 	log := a.log.With(zap.String("cron", s.cron), zap.String("timezone", loc.String()))
-	r := &scheduleRun{a: a, s: s, f: f, loc: loc, writer: w, http: &http.Client{Timeout: s.httpTimeout}, log: log}
+	r := &scheduleRun{a: a, s: s, f: f, loc: loc, writer: w, input: src, log: log}
 
 	var running atomic.Bool
 	c := cron.New(cron.WithLocation(loc), cron.WithParser(cronParser()), cron.WithLogger(cronLogger{log}))
@@ -164,7 +160,7 @@ func (r *scheduleRun) run(ctx context.Context, tick time.Time) {
 	}
 	log.Info("run starting")
 	t0 := time.Now()
-	snap, err := r.load(ctx, date)
+	snap, err := r.input(ctx, date)
 	if err != nil {
 		log.Error("run failed: no usable input", zap.Error(err))
 		return
@@ -181,66 +177,6 @@ func (r *scheduleRun) run(ctx context.Context, tick time.Time) {
 		return
 	}
 	log.Info("run finished", fields...)
-}
-
-// load reads and validates the input of date.
-func (r *scheduleRun) load(ctx context.Context, date string) (*model.Snapshot, error) {
-	var snap *model.Snapshot
-	var err error
-	if r.s.inputDir != "" {
-		path := filepath.Join(r.s.inputDir, date+".json")
-		if st, serr := os.Stat(filepath.Join(r.s.inputDir, date)); serr == nil && st.IsDir() {
-			path = filepath.Join(r.s.inputDir, date)
-		}
-		snap, err = model.Load(path, nil)
-	} else {
-		snap, err = r.fetch(ctx, strings.ReplaceAll(r.s.inputURL, "{date}", date))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if d := snap.Payload.Metadata.DataAsOfDate; d != "" && d != date {
-		return nil, fmt.Errorf("%w: the input is dated %s, this run writes %s", model.ErrInvalid, d, date)
-	}
-	return snap, model.Validate(snap, date)
-}
-
-func (r *scheduleRun) fetch(ctx context.Context, u string) (*model.Snapshot, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := r.http.Do(req)
-	if err != nil {
-		// *url.Error repeats the whole URL, query (tokens) included.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("fetching input %s: %w", redactURL(u), err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return nil, fmt.Errorf("fetching input %s: HTTP %s", redactURL(u), resp.Status)
-	}
-	snap, err := model.Decode(io.LimitReader(resp.Body, maxInputBytes))
-	if err != nil {
-		return nil, fmt.Errorf("input %s: %w", redactURL(u), err)
-	}
-	return snap, nil
-}
-
-// redactURL drops the query and user info, which may carry tokens, from
-// a URL before it is logged.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 // cronLogger sends robfig/cron's own messages to zap: its routine ones at
