@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,37 +10,7 @@ import (
 	"strings"
 )
 
-// Load reads a snapshot from path: "-" is stdin, a directory is a
-// per-district snapshot directory (LoadDir), anything else a Snapshot JSON
-// file. Every failure, a missing file included, matches ErrInvalid and
-// names the path.
-func Load(path string, stdin io.Reader) (*Snapshot, error) {
-	if path == "-" {
-		s, err := Decode(stdin)
-		if err != nil {
-			return nil, fmt.Errorf("stdin: %w", err)
-		}
-		return s, nil
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, inputErr(path, err)
-	}
-	if fi.IsDir() {
-		return LoadDir(path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, inputErr(path, err)
-	}
-	defer f.Close()
-	s, err := Decode(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return s, nil
-}
-
+// inputErr says that the input file at path cannot be opened.
 func inputErr(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: input %s does not exist", ErrInvalid, path)

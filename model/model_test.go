@@ -246,30 +246,6 @@ func TestFirestoreSize(t *testing.T) {
 	}
 }
 
-func TestLoad(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "snap.json")
-	if err := os.WriteFile(file, []byte(minimal), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	want := mustDecode(t, minimal)
-	for _, src := range []struct{ path, stdin string }{{file, ""}, {"-", minimal}} {
-		got, err := Load(src.path, strings.NewReader(src.stdin))
-		if err != nil || !Equal(got, want) {
-			t.Errorf("Load(%s): %v %s", src.path, err, Diff(got, want))
-		}
-	}
-	_, err := Load(filepath.Join(dir, "nope.json"), nil)
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nope.json") {
-		t.Errorf("missing file: %v", err)
-	}
-	bad := filepath.Join(dir, "bad.json")
-	_ = os.WriteFile(bad, []byte("{"), 0o600)
-	if _, err := Load(bad, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bad.json") {
-		t.Errorf("bad file: %v", err)
-	}
-}
-
 // A per-district directory as the application stores it reads back as the
 // same snapshot: envelope or bare district files, manifest order, failed
 // districts skipped, rankings optional.
@@ -301,11 +277,11 @@ func TestLoadDir(t *testing.T) {
 	write("district_3.json", Object{"districtId": "3", "districtName": "District 3", "status": "success", "data": ds[2].Data})
 	write("all-districts-rankings.json", src.Rankings)
 
-	s, err := Load(dir, nil)
+	s, err := LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Validate(s, s.ID("")); err != nil {
+	if err := Validate(s, s.Payload.Metadata.DataAsOfDate); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -313,7 +289,7 @@ func TestLoadDir(t *testing.T) {
 		got = append(got, d.DistrictID)
 	}
 	if strings.Join(got, ",") != "3,1,2" || s.Status != "partial" || s.Payload.Metadata.ProcessingDurationMs != 1234 ||
-		len(s.Payload.Metadata.FailedDistricts) != 1 || s.Rankings == nil || s.ID("") != "2026-11-20" {
+		len(s.Payload.Metadata.FailedDistricts) != 1 || s.Rankings == nil || s.Payload.Metadata.DataAsOfDate != "2026-11-20" {
 		t.Errorf("loaded %v status %s md %+v", got, s.Status, s.Payload.Metadata)
 	}
 	if Diff(&Snapshot{Payload: Payload{Districts: ds[:1]}}, &Snapshot{Payload: Payload{Districts: s.Payload.Districts[1:2]}}) != "" {
@@ -322,7 +298,7 @@ func TestLoadDir(t *testing.T) {
 
 	// A district the manifest lists as written but whose file is missing.
 	_ = os.Remove(filepath.Join(dir, "district_2.json"))
-	if _, err := Load(dir, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "district_2.json") {
+	if _, err := LoadDir(dir); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "district_2.json") {
 		t.Errorf("missing district file: %v", err)
 	}
 	_ = os.Remove(filepath.Join(dir, "metadata.json"))

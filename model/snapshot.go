@@ -109,15 +109,6 @@ func (m *PayloadMetadata) UnmarshalJSON(b []byte) error {
 	return p.err()
 }
 
-// ID is the snapshot's id: the --date flag when given, else the payload's
-// dataAsOfDate.
-func (s *Snapshot) ID(dateFlag string) string {
-	if dateFlag != "" {
-		return dateFlag
-	}
-	return s.Payload.Metadata.DataAsOfDate
-}
-
 // fromTree builds a Snapshot from a canonical tree, which it takes over.
 func fromTree(o Object) (*Snapshot, error) {
 	var p problems

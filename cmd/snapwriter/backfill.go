@@ -6,15 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
-	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -22,128 +17,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 
+	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// backfillInput is one date's input under --input-dir: a Snapshot JSON
-// file DIR/YYYY-MM-DD.json or a per-district directory DIR/YYYY-MM-DD/.
-// problem, when set, says why the entry cannot be used; such an entry is
-// reported, never skipped.
-type backfillInput struct {
-	date    string
-	path    string
-	problem string
-}
-
-// datedName matches the entries backfill reads: YYYY-MM-DD.json files and
-// YYYY-MM-DD directories.
-var datedName = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2})(\.json)?$`)
-
-// listInputs finds the dated inputs in dir, oldest first. Symbolic links
-// are followed, to files and to directories alike. Entries whose name does
-// not look like a date are ignored; one that does but cannot be used (not a
-// real date, a broken link, a directory named .json, a file without .json,
-// a FIFO, …) is listed with its problem. A date given both as a file and as
-// a directory is ambiguous and refused.
-func listInputs(dir string) ([]backfillInput, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, usagef("--input-dir: %v", err)
-	}
-	byDate := map[string]backfillInput{}
-	for _, e := range entries {
-		name := e.Name()
-		m := datedName.FindStringSubmatch(name)
-		if m == nil {
-			continue
-		}
-		in := backfillInput{date: m[1], path: filepath.Join(dir, name)}
-		in.problem = entryProblem(in.path, m[1], m[2] == ".json")
-		if prev, dup := byDate[in.date]; dup {
-			return nil, usagef("--input-dir: %s is given twice (%s and %s)", in.date, filepath.Base(prev.path), name)
-		}
-		byDate[in.date] = in
-	}
-	out := make([]backfillInput, 0, len(byDate))
-	for _, in := range byDate {
-		out = append(out, in)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].date < out[j].date })
-	return out, nil
-}
-
-// entryProblem says why the dated entry at path cannot be used, or "" when
-// it can: a .json name must be a regular file, a bare date a directory,
-// after following symbolic links.
-func entryProblem(path, date string, isFile bool) string {
-	if !model.ValidDate(date) {
-		return fmt.Sprintf("%s is not a real date", date)
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		if li, lerr := os.Lstat(path); lerr == nil && li.Mode()&fs.ModeSymlink != 0 {
-			target, _ := os.Readlink(path)
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Sprintf("broken symbolic link to %s", target)
-			}
-			return fmt.Sprintf("symbolic link to %s cannot be followed: %v", target, unwrapPath(err))
-		}
-		return fmt.Sprintf("cannot be read: %v", unwrapPath(err))
-	}
-	kind := describeMode(fi.Mode())
-	if li, err := os.Lstat(path); err == nil && li.Mode()&fs.ModeSymlink != 0 {
-		target, _ := os.Readlink(path)
-		kind = fmt.Sprintf("a symbolic link to %s, %s", target, kind)
-	}
-	switch {
-	case isFile && !fi.Mode().IsRegular():
-		return fmt.Sprintf("is %s; a snapshot file YYYY-MM-DD.json must be a regular file (a snapshot directory is named YYYY-MM-DD)", kind)
-	case !isFile && !fi.IsDir():
-		return fmt.Sprintf("is %s; a snapshot directory YYYY-MM-DD must be a directory (a snapshot file is named YYYY-MM-DD.json)", kind)
-	}
-	return ""
-}
-
-// describeMode names a file's type for a message.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "a regular file"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "a special file (" + m.Type().String() + ")"
-}
-
-// unwrapPath drops the *fs.PathError's repetition of the path the message
-// already names.
-func unwrapPath(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
-}
-
-// shardOf is the task that writes date when count tasks share a backfill:
-// the date's day number modulo count. It depends on the date alone, not on
-// which files a task happens to see, so no date goes to two tasks and none
-// is skipped; consecutive dates spread evenly over the tasks.
-func shardOf(date string, count int) int {
-	t, err := time.Parse(time.DateOnly, date)
-	if err != nil {
-		return -1
-	}
-	day := t.Unix() / 86400
-	return int(((day % int64(count)) + int64(count)) % int64(count))
-}
 
 // taskShard reads this task's index and the task count from the flags, or
 // from Cloud Run's CLOUD_RUN_TASK_INDEX / CLOUD_RUN_TASK_COUNT.
@@ -176,49 +53,20 @@ func (a *app) taskShard(index, count int) (int, int, error) {
 	return index, count, nil
 }
 
-// Outcomes of one date, from best to worst. The exit code of a backfill
-// is the worst outcome's.
-const (
-	outcomeComplete   = "complete"
-	outcomeSkipped    = "skipped"
-	outcomePartial    = "partial"
-	outcomeLockHeld   = "lock-held"
-	outcomeFenced     = "fenced-out"
-	outcomeFailed     = "failed"
-	outcomeNotStarted = "not-started"
-)
-
-// severity orders exit codes by how much an operator must do about them:
-// a partial date needs a repair, a held lock a rerun, a fenced-out write a
-// look at who else writes, a failure or an interrupted run everything.
-func severity(code int) int {
-	switch code {
-	case exitOK:
-		return 0
-	case exitPartial:
-		return 1
-	case exitLockHeld:
-		return 2
-	case exitFenced:
-		return 3
-	default:
-		return 4
-	}
-}
-
 // dateResult is one date's line in the backfill summary.
 type dateResult struct {
-	Date             string   `json:"date"`
-	Outcome          string   `json:"outcome"`
-	ExitCode         int      `json:"exitCode"`
-	Fence            string   `json:"fence,omitempty"`
-	DistrictsWritten int      `json:"districtsWritten"`
-	FailedDistricts  []string `json:"failedDistricts,omitempty"`
-	DurationMs       int64    `json:"durationMs"`
-	Error            string   `json:"error,omitempty"`
+	Date             string           `json:"date"`
+	Outcome          backfill.Outcome `json:"outcome"`
+	ExitCode         int              `json:"exitCode"`
+	Fence            string           `json:"fence,omitempty"`
+	DistrictsWritten int              `json:"districtsWritten"`
+	FailedDistricts  []string         `json:"failedDistricts,omitempty"`
+	DurationMs       int64            `json:"durationMs"`
+	Error            string           `json:"error,omitempty"`
 }
 
-// backfillSummary is what backfill prints at the end.
+// backfillSummary is what backfill prints at the end: a backfill.Summary
+// with the task and the exit codes.
 type backfillSummary struct {
 	TaskIndex  int          `json:"taskIndex"`
 	TaskCount  int          `json:"taskCount"`
@@ -316,19 +164,11 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err != nil {
 		return err
 	}
-	all, err := listInputs(b.dir)
+	all, err := backfill.List(b.dir)
 	if err != nil {
-		return err
+		return usagef("--input-dir: %v", err)
 	}
-	var mine []backfillInput
-	for _, in := range all {
-		// A name that is no real date belongs to no task: every task
-		// reports it.
-		shard := shardOf(in.date, count)
-		if (b.from == "" || in.date >= b.from) && (b.to == "" || in.date <= b.to) && (shard == index || shard < 0) {
-			mine = append(mine, in)
-		}
-	}
+	mine := backfill.Select(all, b.from, b.to, backfill.Shard{Index: index, Count: count})
 	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
@@ -338,25 +178,22 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	reader := snapshot.NewReader(client, a.global.collection)
 
 	// With --skip-complete, one listing (a projection of each root) tells
-	// which dates are done, so a daily rerun over a year of files neither
-	// parses nor locks the old ones. The writer checks again under the lock.
-	complete := map[string]string{} // date → writer fence
+	// which dates are done. The writer checks again under the lock.
+	complete := map[string]string{}
 	if b.skipComplete {
 		lctx, cancel := context.WithTimeout(ctx, a.bound())
-		list, err := reader.List(lctx)
+		complete, err = backfill.Completed(lctx, reader)
 		cancel()
 		if err != nil {
 			return a.firestoreWait(err)
 		}
-		for _, s := range list {
-			if s.State == "complete" {
-				complete[s.SnapshotID] = s.WriterFence
-			}
-		}
 	}
-	// Validate everything first: a bad file found halfway through would
-	// leave the backfill half done for a reason known from the start.
-	if err := validateInputs(mine, complete); err != nil {
+	if err := backfill.Check(mine, complete); err != nil {
+		var ue *backfill.UnusableError
+		if errors.As(err, &ue) {
+			return errBackfill{code: exitUsage, msg: fmt.Sprintf("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
+				len(ue.Problems), ue.Checked, strings.Join(ue.Problems, "\n  "))}
+		}
 		return err
 	}
 	log := a.log.With(zap.Int("taskIndex", index), zap.Int("taskCount", count))
@@ -374,50 +211,51 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		return err
 	}
 	defer closeLocker()
-	sum := backfillSummary{TaskIndex: index, TaskCount: count, Dates: []dateResult{}}
-	// A store that did not answer stops the backfill: every further date
-	// would wait as long in vain. A rerun with --skip-complete resumes.
-	var stopped string
-	for _, in := range mine {
-		var r dateResult
-		if fence, done := complete[in.date]; done {
-			r = dateResult{Date: in.date, Outcome: outcomeSkipped, Fence: fence}
-		} else if ctx.Err() != nil {
-			r = dateResult{Date: in.date, Outcome: outcomeNotStarted, ExitCode: exitError, Error: "not started: " + context.Cause(ctx).Error()}
-		} else if stopped != "" {
-			r = dateResult{Date: in.date, Outcome: outcomeNotStarted, ExitCode: exitError, Error: "not started: " + stopped}
-		} else {
+	res := backfill.Run(ctx, mine, backfill.Options{
+		Writer:       w,
+		SkipComplete: b.skipComplete,
+		Reader:       reader,
+		ReadTimeout:  a.bound(),
+		Complete:     complete,
+		// A store that did not answer stops the backfill.
+		Unanswered: func(err error) (string, error) {
+			err = a.writeWait(err, f)
+			var we *waitError
+			if errors.As(err, &we) {
+				return we.short(), err
+			}
+			return "", err
+		},
+		Started: func(date string) {
 			if bar != nil {
-				bar.Describe(in.date)
+				bar.Describe(date)
 			}
-			var werr *waitError
-			if r, werr = a.backfillDate(cmd, f, w, reader, in, b.skipComplete); werr != nil {
-				stopped = fmt.Sprintf("the backfill stopped at %s: %s", in.date, werr.short())
+		},
+		Done: func(r backfill.DateResult) {
+			fields := []zap.Field{zap.String("date", r.Date), zap.String("outcome", string(r.Outcome)), zap.String("fence", r.Fence),
+				zap.Int("districtsWritten", r.DistrictsWritten), zap.Int("failedDistricts", len(r.FailedDistricts)),
+				zap.Int64("durationMs", r.Duration.Milliseconds())}
+			if r.Err != nil {
+				fields = append(fields, zap.String("error", r.Err.Error()))
 			}
-		}
-		sum.add(r)
-		fields := []zap.Field{zap.String("date", r.Date), zap.String("outcome", r.Outcome), zap.String("fence", r.Fence),
-			zap.Int("districtsWritten", r.DistrictsWritten), zap.Int("failedDistricts", len(r.FailedDistricts)),
-			zap.Int64("durationMs", r.DurationMs)}
-		if r.Error != "" {
-			fields = append(fields, zap.String("error", r.Error))
-		}
-		switch {
-		case bar != nil:
-			_ = bar.Add(1)
-			if r.ExitCode != exitOK {
-				log.Warn("date not complete", fields...)
+			switch {
+			case bar != nil:
+				_ = bar.Add(1)
+				if dateExit(r) != exitOK {
+					log.Warn("date not complete", fields...)
+				}
+			case dateExit(r) != exitOK:
+				log.Warn("date done", fields...)
+			default:
+				log.Info("date done", fields...)
 			}
-		case r.ExitCode != exitOK:
-			log.Warn("date done", fields...)
-		default:
-			log.Info("date done", fields...)
-		}
-	}
+		},
+	})
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(a.stderr)
 	}
+	sum := newBackfillSummary(res, index, count)
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
@@ -427,135 +265,51 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if sum.ExitCode != exitOK {
 		msg := fmt.Sprintf("backfill: %d complete, %d partial, %d failed, %d skipped, %d not started",
 			sum.Complete, sum.Partial, sum.Failed, sum.Skipped, sum.NotStarted)
-		if stopped != "" {
+		if res.Stopped != nil {
 			// Say which store did not answer, not just the count.
-			msg += "; " + stopped
+			msg += "; " + res.Stopped.Error()
 		}
 		return errBackfill{code: sum.ExitCode, msg: msg}
 	}
 	return nil
 }
 
-// validateInputs reads and validates every input of this task that is not
-// already complete, and reports every one that cannot be used: an entry
-// that is no usable file or directory (a broken link, a FIFO, …) as well as
-// invalid content. Any of them is exit 2, before the first write.
-func validateInputs(mine []backfillInput, complete map[string]string) error {
-	var bad []string
-	checked := 0
-	for _, in := range mine {
-		if _, done := complete[in.date]; done {
-			continue
-		}
-		checked++
-		if in.problem != "" {
-			bad = append(bad, in.path+": "+in.problem)
-			continue
-		}
-		if _, err := loadDated(in); err != nil {
-			if !errors.Is(err, model.ErrInvalid) {
-				return err
-			}
-			bad = append(bad, strings.ReplaceAll(err.Error(), "\n", "\n    "))
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return errBackfill{code: exitUsage, msg: fmt.Sprintf("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
-		len(bad), checked, strings.Join(bad, "\n  "))}
-}
-
-// loadDated reads and validates one date's input; its own dataAsOfDate, if
-// any, must be the date its name says.
-func loadDated(in backfillInput) (*model.Snapshot, error) {
-	snap, err := model.Load(in.path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if d := snap.Payload.Metadata.DataAsOfDate; d != "" && d != in.date {
-		return nil, fmt.Errorf("%w: %s: payload.metadata.dataAsOfDate is %s, the name says %s", model.ErrInvalid, in.path, d, in.date)
-	}
-	if err := model.Validate(snap, in.date); err != nil {
-		return nil, fmt.Errorf("%s: %w", in.path, err)
-	}
-	return snap, nil
-}
-
-// backfillDate writes one date and reports how it went. A non-nil
-// waitError says that Firestore or the lock store did not answer, which
-// stops the backfill.
-func (a *app) backfillDate(cmd *cobra.Command, f writeFlags, w *snapshot.Writer, reader *snapshot.Reader, in backfillInput, skipComplete bool) (dateResult, *waitError) {
-	ctx := cmd.Context()
-	t0 := time.Now()
-	r := dateResult{Date: in.date}
-	done := func() dateResult { r.DurationMs = time.Since(t0).Milliseconds(); return r }
-	if skipComplete {
-		// A read first, so a rerun over finished dates takes no locks;
-		// the writer checks again under the lock.
-		rctx, cancel := context.WithTimeout(ctx, a.bound())
-		s, err := reader.Summary(rctx, in.date)
-		cancel()
-		if err == nil && s.State == snapshot.StateComplete {
-			r.Outcome, r.Fence = outcomeSkipped, s.WriterFence
-			return done(), nil
-		}
-		var we *waitError
-		if err != nil && ctx.Err() == nil && errors.As(a.firestoreWait(err), &we) {
-			r.Outcome, r.ExitCode, r.Error = outcomeFailed, exitError, we.Error()
-			return done(), we
-		}
-	}
-	snap, err := loadDated(in)
-	if err != nil {
-		r.Outcome, r.ExitCode, r.Error = outcomeFailed, exitCode(err), err.Error()
-		return done(), nil
-	}
-	res, werr := w.Write(ctx, in.date, snap)
-	if res != nil {
-		r.Fence, r.DistrictsWritten, r.FailedDistricts = res.Fence, res.DistrictsWritten, res.FailedDistricts
-	}
-	err = a.writeWait(outcome(res, werr), f)
-	r.ExitCode = exitCode(err)
-	var stop *waitError
-	if err != nil {
-		r.Error = err.Error()
-		errors.As(err, &stop)
-	}
-	switch {
-	case res != nil && res.Skipped:
-		r.Outcome = outcomeSkipped
-	case r.ExitCode == exitOK:
-		r.Outcome = outcomeComplete
-	case r.ExitCode == exitPartial:
-		r.Outcome = outcomePartial
-	case r.ExitCode == exitLockHeld:
-		r.Outcome = outcomeLockHeld
-	case r.ExitCode == exitFenced:
-		r.Outcome = outcomeFenced
-	default:
-		r.Outcome = outcomeFailed
-	}
-	return done(), stop
-}
-
-func (s *backfillSummary) add(r dateResult) {
+// dateExit is the exit code of a date's outcome: the code a write of that
+// date alone would have ended with.
+func dateExit(r backfill.DateResult) int {
 	switch r.Outcome {
-	case outcomeComplete:
-		s.Complete++
-	case outcomeSkipped:
-		s.Skipped++
-	case outcomePartial:
-		s.Partial++
-	case outcomeNotStarted:
-		s.NotStarted++
-	default:
-		s.Failed++
+	case backfill.Complete, backfill.Skipped:
+		return exitOK
+	case backfill.Partial:
+		return exitPartial
+	case backfill.LockHeld:
+		return exitLockHeld
+	case backfill.FencedOut:
+		return exitFenced
+	case backfill.NotStarted:
+		return exitError
 	}
-	if severity(r.ExitCode) > severity(s.ExitCode) {
-		s.ExitCode = r.ExitCode
+	// Failed: 1, or 2 for an input that became invalid after the check.
+	return max(exitCode(r.Err), exitError)
+}
+
+// newBackfillSummary is the summary backfill prints of res; its exit code
+// is the worst date's.
+func newBackfillSummary(res *backfill.Summary, index, count int) backfillSummary {
+	sum := backfillSummary{TaskIndex: index, TaskCount: count, Complete: res.Complete, Partial: res.Partial,
+		Failed: res.Failed, Skipped: res.Skipped, NotStarted: res.NotStarted, Dates: make([]dateResult, 0, len(res.Dates))}
+	if worst, ok := res.Worst(); ok {
+		sum.ExitCode = dateExit(worst)
 	}
-	s.Dates = append(s.Dates, r)
+	for _, r := range res.Dates {
+		d := dateResult{Date: r.Date, Outcome: r.Outcome, ExitCode: dateExit(r), Fence: r.Fence, DistrictsWritten: r.DistrictsWritten,
+			FailedDistricts: r.FailedDistricts, DurationMs: r.Duration.Milliseconds()}
+		if r.Err != nil {
+			d.Error = r.Err.Error()
+		}
+		sum.Dates = append(sum.Dates, d)
+	}
+	return sum
 }
 
 func (s *backfillSummary) print(w io.Writer, asJSON bool) error {

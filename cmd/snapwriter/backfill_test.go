@@ -16,6 +16,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -44,35 +45,6 @@ func inputDir(t *testing.T, ds []string, districts int) string {
 		}
 	}
 	return dir
-}
-
-func TestShardOf(t *testing.T) {
-	t.Parallel()
-	// Across a month, a year and a leap day.
-	for _, first := range []string{"2026-11-20", "2023-12-17", "2024-02-15"} {
-		for count := 1; count <= 7; count++ {
-			sizes := make([]int, count)
-			for _, d := range dates(first, 30) {
-				s := shardOf(d, count)
-				if s < 0 || s >= count {
-					t.Fatalf("shardOf(%s, %d) = %d", d, count, s)
-				}
-				sizes[s]++
-			}
-			for i, n := range sizes {
-				if n < 30/count || n > 30/count+1 {
-					t.Errorf("from %s over %d tasks: task %d gets %d dates (%v)", first, count, i, n, sizes)
-				}
-			}
-		}
-	}
-	// Deterministic and independent of the other dates.
-	// Pinned values: a change would reshuffle running backfills' shares.
-	for date, want := range map[string]int{"1970-01-01": 0, "1970-01-05": 0, "2026-11-20": 1, "2026-11-21": 2} {
-		if got := shardOf(date, 4); got != want {
-			t.Errorf("shardOf(%s, 4) = %d, want %d", date, got, want)
-		}
-	}
 }
 
 // proc is a snapwriter process's outcome.
@@ -158,7 +130,7 @@ func TestBackfillAcrossTasks(t *testing.T) {
 		}
 		for _, d := range s.Dates {
 			seen[d.Date]++
-			if d.Outcome != outcomeComplete || d.Fence != "000000000000001" {
+			if d.Outcome != backfill.Complete || d.Fence != "000000000000001" {
 				t.Errorf("task %d, %s: %+v", i, d.Date, d)
 			}
 		}
@@ -250,7 +222,7 @@ func TestTwoBackfillsAtOnce(t *testing.T) {
 			t.Fatalf("backfill %d: exit %d\n%s\n%s", i, p.code, p.stdout, p.stderr)
 		}
 		for _, d := range summaryOf(t, p).Dates {
-			if d.Outcome != outcomeComplete {
+			if d.Outcome != backfill.Complete {
 				t.Errorf("backfill %d, %s: %+v", i, d.Date, d)
 			}
 			fences[d.Date] = append(fences[d.Date], d.Fence)
@@ -381,7 +353,7 @@ func TestBackfillStopsOnSignal(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Complete != 1 || s.NotStarted != 3 || s.Dates[0].Outcome != outcomeComplete || s.Dates[3].Outcome != outcomeNotStarted {
+	if s.Complete != 1 || s.NotStarted != 3 || s.Dates[0].Outcome != backfill.Complete || s.Dates[3].Outcome != backfill.NotStarted {
 		t.Errorf("summary after the stop: %+v", s)
 	}
 	if state := stateOf(t, c.project); len(state) != 1 || state["2026-04-01"].State != "complete" {

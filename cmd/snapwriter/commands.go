@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -172,16 +173,16 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 // writeOp is the body of write and repair: load and validate the input
 // (nothing touches Firestore before that), build the writer, run op under
 // the snapshot's id (date, else the input's dataAsOfDate), print the result.
-func (a *app) writeOp(cmd *cobra.Command, f writeFlags, input, date string, asJSON bool,
+func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSON bool,
 	op func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error), extra ...snapshot.Option) error {
-	snap, err := model.Load(input, a.stdin)
+	snap, err := input.Load(path, a.stdin)
 	if err != nil {
 		return err
 	}
 	if err := checkDate(snap, date); err != nil {
 		return err
 	}
-	id := snap.ID(date)
+	id := input.ID(snap, date)
 	if err := model.Validate(snap, id); err != nil {
 		return err
 	}

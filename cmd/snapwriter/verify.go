@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -27,7 +28,7 @@ func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, id string,
 }
 
 func (a *app) verifyCommand() *cobra.Command {
-	var date, input string
+	var date, inputPath string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify --date D [--input F] [--json]",
@@ -54,9 +55,9 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
 			var snap *model.Snapshot
-			if input != "" {
+			if inputPath != "" {
 				var err error
-				if snap, err = model.Load(input, a.stdin); err != nil {
+				if snap, err = input.Load(inputPath, a.stdin); err != nil {
 					return err
 				}
 				if err := checkDate(snap, date); err != nil {
@@ -92,7 +93,7 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
-	fl.StringVar(&input, "input", "", `also compare with this input: file, directory, or "-"`)
+	fl.StringVar(&inputPath, "input", "", `also compare with this input: file, directory, or "-"`)
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	registerTimeout(fl, defaultReadTimeout, getTimeoutUsage)
 	_ = cmd.MarkFlagRequired("date")

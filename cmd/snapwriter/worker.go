@@ -2,34 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/schedule"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// cronParser takes standard 5-field expressions, an optional leading
-// seconds field, and descriptors such as @daily or @every 1h.
-func cronParser() cron.Parser {
-	return cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-}
-
-// maxInputBytes bounds a snapshot fetched over HTTP (5,000 districts of
-// 20 KB are ~100 MB).
-const maxInputBytes = 1 << 30
 
 type scheduleFlags struct {
 	cron        string
@@ -79,17 +64,6 @@ manifest records the partial state, the lock is released), and the worker exits 
 	return cmd
 }
 
-// scheduleRun is what one tick needs.
-type scheduleRun struct {
-	a      *app
-	s      scheduleFlags
-	f      writeFlags
-	loc    *time.Location
-	writer *snapshot.Writer
-	http   *http.Client
-	log    *zap.Logger
-}
-
 func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error {
 	if err := f.validate(); err != nil {
 		return err
@@ -98,8 +72,7 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 	if err != nil || s.timezone == "" || strings.EqualFold(s.timezone, "local") {
 		return usagef("--timezone %q: want an IANA time zone such as UTC or Europe/Berlin", s.timezone)
 	}
-	sched, err := cronParser().Parse(s.cron)
-	if err != nil {
+	if _, err := schedule.Parse(s.cron); err != nil {
 		return usagef("--cron %q: %v", s.cron, err)
 	}
 	switch {
@@ -110,12 +83,17 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 	case s.httpTimeout <= 0:
 		return usagef("--http-timeout %s: must be positive", s.httpTimeout)
 	}
+	var src input.Source
 	if s.inputDir != "" {
 		if st, err := os.Stat(s.inputDir); err != nil || !st.IsDir() {
 			return usagef("--input-dir %q: not a directory", s.inputDir)
 		}
-	} else if u, err := url.Parse(s.inputURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("--input-url %q: want an http or https URL", s.inputURL)
+		src = input.Dir(s.inputDir)
+	} else {
+		if u, err := url.Parse(s.inputURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usagef("--input-url %q: want an http or https URL", s.inputURL)
+		}
+		src = input.URL(s.inputURL, &http.Client{Timeout: s.httpTimeout})
 	}
 
 	ctx := cmd.Context()
@@ -129,126 +107,17 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 		return err
 	}
 	defer closeLocker()
-	log := a.log.With(zap.String("cron", s.cron), zap.String("timezone", loc.String()))
-	r := &scheduleRun{a: a, s: s, f: f, loc: loc, writer: w, http: &http.Client{Timeout: s.httpTimeout}, log: log}
-
-	var running atomic.Bool
-	c := cron.New(cron.WithLocation(loc), cron.WithParser(cronParser()), cron.WithLogger(cronLogger{log}))
-	c.Schedule(sched, cron.FuncJob(func() {
-		tick := time.Now().In(loc)
-		// One write at a time; a tick that finds one running is logged,
-		// not queued (a queue would write stale days late) nor dropped
-		// silently.
-		if !running.CompareAndSwap(false, true) {
-			log.Warn("missed run: the previous write is still running", zap.Time("scheduled", tick))
-			return
-		}
-		defer running.Store(false)
-		r.run(ctx, tick)
-	}))
-	c.Start()
-	log.Info("schedule started", zap.Time("next", sched.Next(time.Now().In(loc))))
-	<-ctx.Done()
-	log.Info("stopping schedule: no new runs; waiting for the write in progress", zap.String("cause", context.Cause(ctx).Error()))
-	<-c.Stop().Done()
-	log.Info("schedule stopped")
-	return nil
-}
-
-// run writes the snapshot of one tick and logs how it went.
-func (r *scheduleRun) run(ctx context.Context, tick time.Time) {
-	date := tick.AddDate(0, 0, r.s.dateOffset).Format(time.DateOnly)
-	log := r.log.With(zap.String("date", date), zap.Time("tick", tick))
-	if ctx.Err() != nil {
-		return
+	worker := &schedule.Worker{
+		Spec:       s.cron,
+		Location:   loc,
+		DateOffset: s.dateOffset,
+		Input:      src,
+		Write: func(ctx context.Context, date string, snap *model.Snapshot) (*snapshot.Result, error) {
+			res, err := w.Write(ctx, date, snap)
+			return res, a.writeWait(outcome(res, err), f)
+		},
+		Log:      a.log,
+		ExitCode: exitCode,
 	}
-	log.Info("run starting")
-	t0 := time.Now()
-	snap, err := r.load(ctx, date)
-	if err != nil {
-		log.Error("run failed: no usable input", zap.Error(err))
-		return
-	}
-	res, werr := r.writer.Write(ctx, date, snap)
-	err = r.a.writeWait(outcome(res, werr), r.f)
-	fields := []zap.Field{zap.Int("exitCode", exitCode(err)), zap.Int64("durationMs", time.Since(t0).Milliseconds())}
-	if res != nil {
-		fields = append(fields, zap.Bool("complete", res.Complete), zap.String("fence", res.Fence),
-			zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("failedDistricts", len(res.FailedDistricts)))
-	}
-	if err != nil {
-		log.Error("run failed", append(fields, zap.Error(err))...)
-		return
-	}
-	log.Info("run finished", fields...)
-}
-
-// load reads and validates the input of date.
-func (r *scheduleRun) load(ctx context.Context, date string) (*model.Snapshot, error) {
-	var snap *model.Snapshot
-	var err error
-	if r.s.inputDir != "" {
-		path := filepath.Join(r.s.inputDir, date+".json")
-		if st, serr := os.Stat(filepath.Join(r.s.inputDir, date)); serr == nil && st.IsDir() {
-			path = filepath.Join(r.s.inputDir, date)
-		}
-		snap, err = model.Load(path, nil)
-	} else {
-		snap, err = r.fetch(ctx, strings.ReplaceAll(r.s.inputURL, "{date}", date))
-	}
-	if err != nil {
-		return nil, err
-	}
-	if d := snap.Payload.Metadata.DataAsOfDate; d != "" && d != date {
-		return nil, fmt.Errorf("%w: the input is dated %s, this run writes %s", model.ErrInvalid, d, date)
-	}
-	return snap, model.Validate(snap, date)
-}
-
-func (r *scheduleRun) fetch(ctx context.Context, u string) (*model.Snapshot, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := r.http.Do(req)
-	if err != nil {
-		// *url.Error repeats the whole URL, query (tokens) included.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("fetching input %s: %w", redactURL(u), err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return nil, fmt.Errorf("fetching input %s: HTTP %s", redactURL(u), resp.Status)
-	}
-	snap, err := model.Decode(io.LimitReader(resp.Body, maxInputBytes))
-	if err != nil {
-		return nil, fmt.Errorf("input %s: %w", redactURL(u), err)
-	}
-	return snap, nil
-}
-
-// redactURL drops the query and user info, which may carry tokens, from
-// a URL before it is logged.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
-
-// cronLogger sends robfig/cron's own messages to zap: its routine ones at
-// debug level, its errors (a panicking job) at error level.
-type cronLogger struct{ log *zap.Logger }
-
-func (l cronLogger) Info(msg string, kv ...any) { l.log.Sugar().Debugw("cron: "+msg, kv...) }
-
-func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Sugar().Errorw("cron: "+msg, append(kv, "error", err)...)
+	return worker.Run(ctx)
 }

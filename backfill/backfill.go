@@ -1,0 +1,304 @@
+// Package backfill writes a directory of dated snapshot inputs into
+// Firestore, oldest first, one date at a time, each under its own snapshot
+// lock, and says how each date ended.
+//
+// List finds the inputs, Select picks a task's share of them (Cloud Run job
+// tasks split the dates with Shard), Check validates them before the first
+// write, and Run writes them and returns a Summary. What a caller shows
+// while it runs, and how it reports the outcomes, is the caller's.
+package backfill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// Outcome is how one date of a backfill ended.
+type Outcome string
+
+// The outcomes of a date, from best to worst (see Severity).
+const (
+	// Complete: the date was written, every district of it.
+	Complete Outcome = "complete"
+	// Skipped: the stored snapshot was already complete; nothing written.
+	Skipped Outcome = "skipped"
+	// Partial: written in part; the manifest records what failed, and a
+	// repair completes it.
+	Partial Outcome = "partial"
+	// LockHeld: another writer held the date's lock throughout the wait.
+	LockHeld Outcome = "lock-held"
+	// FencedOut: a newer writer took the date over; its data is intact.
+	FencedOut Outcome = "fenced-out"
+	// Failed: the date could not be written (input, Firestore, lock store).
+	Failed Outcome = "failed"
+	// NotStarted: the backfill stopped (cancelled, or a store did not
+	// answer) before it reached the date.
+	NotStarted Outcome = "not-started"
+)
+
+// Severity ranks an outcome by how much an operator must do about it: 0
+// for nothing (Complete, Skipped), then a repair (Partial), a rerun
+// (LockHeld), a look at who else writes (FencedOut), and 4 for everything
+// (Failed, NotStarted, and any unknown outcome).
+func (o Outcome) Severity() int {
+	switch o {
+	case Complete, Skipped:
+		return 0
+	case Partial:
+		return 1
+	case LockHeld:
+		return 2
+	case FencedOut:
+		return 3
+	default:
+		return 4
+	}
+}
+
+// DateResult is how one date went.
+type DateResult struct {
+	Date             string
+	Outcome          Outcome
+	Fence            string // the writer fence, when the date was written or skipped
+	DistrictsWritten int
+	FailedDistricts  []string
+	Duration         time.Duration
+	// Err says why the date is not Complete or Skipped; nil when it is.
+	Err error
+}
+
+// Summary is how a backfill went, date by date, with counts.
+type Summary struct {
+	// Counts of the dates by outcome; Failed counts those that are Failed,
+	// LockHeld or FencedOut.
+	Complete, Partial, Failed, Skipped, NotStarted int
+	// Dates are the results in the order the dates were taken.
+	Dates []DateResult
+	// Stopped, when not nil, says why the backfill stopped before its last
+	// date (a store that did not answer); the dates after are NotStarted.
+	Stopped error
+}
+
+// Add counts r and appends it to the dates.
+func (s *Summary) Add(r DateResult) {
+	switch r.Outcome {
+	case Complete:
+		s.Complete++
+	case Skipped:
+		s.Skipped++
+	case Partial:
+		s.Partial++
+	case NotStarted:
+		s.NotStarted++
+	default:
+		s.Failed++
+	}
+	s.Dates = append(s.Dates, r)
+}
+
+// Worst returns the first date with the highest Severity, and false when
+// there are no dates.
+func (s *Summary) Worst() (DateResult, bool) {
+	if len(s.Dates) == 0 {
+		return DateResult{}, false
+	}
+	worst := s.Dates[0]
+	for _, r := range s.Dates[1:] {
+		if r.Outcome.Severity() > worst.Outcome.Severity() {
+			worst = r
+		}
+	}
+	return worst, true
+}
+
+// Writer writes one date's snapshot; *snapshot.Writer is one.
+type Writer interface {
+	Write(ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
+}
+
+// Reader reads what is stored; *snapshot.Reader is one.
+type Reader interface {
+	Summary(ctx context.Context, id string) (*snapshot.Summary, error)
+	List(ctx context.Context) ([]snapshot.Summary, error)
+}
+
+// Completed returns the dates whose stored snapshot is complete, with their
+// writer fence, from one listing: a daily rerun over a year of inputs then
+// neither reads nor locks the old ones (Options.Complete).
+func Completed(ctx context.Context, r Reader) (map[string]string, error) {
+	list, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	complete := map[string]string{}
+	for _, s := range list {
+		if s.State == snapshot.StateComplete {
+			complete[s.SnapshotID] = s.WriterFence
+		}
+	}
+	return complete, nil
+}
+
+// Options say how Run writes its dates.
+type Options struct {
+	// Writer writes each date; required.
+	Writer Writer
+	// SkipComplete reads each date's stored state with Reader before its
+	// write and skips a complete one without taking its lock. The Writer
+	// should check again under the lock (snapshot.WithSkipComplete).
+	SkipComplete bool
+	// Reader is required with SkipComplete.
+	Reader Reader
+	// ReadTimeout bounds each of SkipComplete's reads; 0: no bound.
+	ReadTimeout time.Duration
+	// Complete holds dates known to be complete, with their writer fence
+	// (from Completed): they are Skipped without a read.
+	Complete map[string]string
+
+	// Unanswered, when set, is given the error of every date that failed.
+	// When err means that Firestore or the lock store did not answer, it
+	// returns a short reason to stop, and Run stops: every later date
+	// would wait as long in vain, so they are NotStarted, and a rerun with
+	// SkipComplete resumes. It also returns the error to report for the
+	// date: err, or err reworded (naming the store, say); nil keeps err.
+	Unanswered func(err error) (stop string, report error)
+
+	// Started, when set, is called before a date's read or write begins.
+	Started func(date string)
+	// Done, when set, is called with each date's result, in order.
+	Done func(DateResult)
+}
+
+// Run writes inputs in order, one date at a time, and returns how each
+// went. It does not stop at a failed date: only a cancelled ctx or a store
+// that did not answer (Options.Unanswered) ends it early, and the dates it
+// did not reach are NotStarted. Check the inputs first: Run reads each one
+// again just before writing it.
+func Run(ctx context.Context, inputs []Input, opts Options) *Summary {
+	sum := &Summary{Dates: []DateResult{}}
+	for _, in := range inputs {
+		var r DateResult
+		if fence, done := opts.Complete[in.Date]; done {
+			r = DateResult{Date: in.Date, Outcome: Skipped, Fence: fence}
+		} else if ctx.Err() != nil {
+			r = DateResult{Date: in.Date, Outcome: NotStarted, Err: fmt.Errorf("not started: %w", context.Cause(ctx))}
+		} else if sum.Stopped != nil {
+			r = DateResult{Date: in.Date, Outcome: NotStarted, Err: fmt.Errorf("not started: %w", sum.Stopped)}
+		} else {
+			if opts.Started != nil {
+				opts.Started(in.Date)
+			}
+			var stop string
+			r, stop = opts.date(ctx, in)
+			if stop != "" {
+				sum.Stopped = fmt.Errorf("the backfill stopped at %s: %s", in.Date, stop)
+			}
+		}
+		sum.Add(r)
+		if opts.Done != nil {
+			opts.Done(r)
+		}
+	}
+	return sum
+}
+
+// date writes one date. A stop reason says that a store did not answer.
+func (o *Options) date(ctx context.Context, in Input) (DateResult, string) {
+	t0 := time.Now()
+	r := DateResult{Date: in.Date}
+	done := func(stop string) (DateResult, string) { r.Duration = time.Since(t0); return r, stop }
+	if o.SkipComplete {
+		// A read first, so a rerun over finished dates takes no locks.
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if o.ReadTimeout > 0 {
+			rctx, cancel = context.WithTimeout(ctx, o.ReadTimeout)
+		}
+		s, err := o.Reader.Summary(rctx, in.Date)
+		cancel()
+		if err == nil && s.State == snapshot.StateComplete {
+			r.Outcome, r.Fence = Skipped, s.WriterFence
+			return done("")
+		}
+		// Any other failure of the read is left to the write, which reads
+		// again under the lock; only a store that did not answer stops.
+		if err != nil && ctx.Err() == nil {
+			if stop, report := o.unanswered(err); stop != "" {
+				r.Outcome, r.Err = Failed, report
+				return done(stop)
+			}
+		}
+	}
+	snap, err := input.LoadDated(in.Path, in.Date)
+	if err != nil {
+		r.Outcome, r.Err = Failed, err
+		return done("")
+	}
+	res, err := o.Writer.Write(ctx, in.Date, snap)
+	if res != nil {
+		r.Fence, r.DistrictsWritten, r.FailedDistricts = res.Fence, res.DistrictsWritten, res.FailedDistricts
+	}
+	r.Outcome, r.Err = classify(res, err)
+	var stop string
+	if r.Outcome == Failed {
+		stop, r.Err = o.unanswered(r.Err)
+	}
+	return done(stop)
+}
+
+// unanswered asks Options.Unanswered about err.
+func (o *Options) unanswered(err error) (stop string, report error) {
+	if o.Unanswered == nil {
+		return "", err
+	}
+	stop, report = o.Unanswered(err)
+	if report == nil {
+		report = err
+	}
+	return stop, report
+}
+
+// errPartial is the error of a write that ended well but left districts
+// unwritten.
+var errPartial = errors.New("snapshot written partially; the manifest records the failed districts (run `snapwriter repair`)")
+
+// classify says how a write that returned res and err ended, and the error
+// that says why when it is not Complete or Skipped. It is the one place
+// that decides whether a date is Partial: a write that returned no error
+// but an incomplete result, a write stopped by cancellation after it began
+// (what was written is recorded, and a repair completes it), and a lock
+// lost with no newer writer (the manifest records what was written).
+func classify(res *snapshot.Result, err error) (Outcome, error) {
+	incomplete := res != nil && !res.Complete
+	switch {
+	case err == nil && incomplete && !res.Skipped:
+		err = errPartial
+	case err != nil && incomplete && errors.Is(err, context.Canceled):
+		err = fmt.Errorf("%w: %w", errPartial, err)
+	}
+	switch {
+	case res != nil && res.Skipped:
+		return Skipped, err
+	case err == nil:
+		return Complete, nil
+	case errors.Is(err, model.ErrInvalid), errors.Is(err, snapshot.ErrMismatch):
+		return Failed, err
+	case errors.Is(err, snapshot.ErrFencedOut):
+		return FencedOut, err
+	case errors.Is(err, snapshot.ErrLockHeld):
+		return LockHeld, err
+	case errors.Is(err, snapshot.ErrManifestNotRecorded), errors.Is(err, snapshot.ErrRootFailed):
+		// Checked before ErrLockLost, which either may also carry: the
+		// manifest does not record the write, so this is no partial.
+		return Failed, err
+	case errors.Is(err, errPartial), errors.Is(err, snapshot.ErrLockLost):
+		return Partial, err
+	default:
+		return Failed, err
+	}
+}
