@@ -263,41 +263,21 @@ func (o *Options) unanswered(err error) (stop string, report error) {
 	return stop, report
 }
 
-// errPartial is the error of a write that ended well but left districts
-// unwritten.
-var errPartial = errors.New("snapshot written partially; the manifest records the failed districts (run `snapwriter repair`)")
-
-// classify says how a write that returned res and err ended, and the error
-// that says why when it is not Complete or Skipped. It is the one place
-// that decides whether a date is Partial: a write that returned no error
-// but an incomplete result, a write stopped by cancellation after it began
-// (what was written is recorded, and a repair completes it), and a lock
-// lost with no newer writer (the manifest records what was written).
+// classify says how a write that returned res and err ended: the
+// snapshot package reports an incomplete write with ErrPartial, a newer
+// writer with ErrFencedOut, a held lock with ErrLockHeld.
 func classify(res *snapshot.Result, err error) (Outcome, error) {
-	incomplete := res != nil && !res.Complete
-	switch {
-	case err == nil && incomplete && !res.Skipped:
-		err = errPartial
-	case err != nil && incomplete && errors.Is(err, context.Canceled):
-		err = fmt.Errorf("%w: %w", errPartial, err)
-	}
 	switch {
 	case res != nil && res.Skipped:
 		return Skipped, err
 	case err == nil:
 		return Complete, nil
-	case errors.Is(err, model.ErrInvalid), errors.Is(err, snapshot.ErrMismatch):
-		return Failed, err
+	case errors.Is(err, snapshot.ErrPartial):
+		return Partial, err
 	case errors.Is(err, snapshot.ErrFencedOut):
 		return FencedOut, err
 	case errors.Is(err, snapshot.ErrLockHeld):
 		return LockHeld, err
-	case errors.Is(err, snapshot.ErrManifestNotRecorded), errors.Is(err, snapshot.ErrRootFailed):
-		// Checked before ErrLockLost, which either may also carry: the
-		// manifest does not record the write, so this is no partial.
-		return Failed, err
-	case errors.Is(err, errPartial), errors.Is(err, snapshot.ErrLockLost):
-		return Partial, err
 	default:
 		return Failed, err
 	}

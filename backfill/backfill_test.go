@@ -103,15 +103,15 @@ func TestRunOutcomes(t *testing.T) {
 	}{
 		{"complete", outcome{res: written(3)}, Complete, ""},
 		{"skipped under the lock", outcome{res: &snapshot.Result{Skipped: true, Complete: true}}, Skipped, ""},
-		{"chunks failed", outcome{res: partly(2, "3")}, Partial, "snapshot written partially; the manifest records the failed districts"},
-		{"stopped by a signal", outcome{res: partly(1, "2", "3"), err: context.Canceled}, Partial, "snapshot written partially; the manifest records the failed districts (run `snapwriter repair`): context canceled"},
-		{"lock lost", outcome{res: partly(1, "2", "3"), err: snapshot.ErrLockLost}, Partial, snapshot.ErrLockLost.Error()},
+		{"chunks failed", outcome{res: partly(2, "3"), err: fmt.Errorf("%w: 1 of 2 chunks failed", snapshot.ErrPartial)}, Partial, "snapshot written partially: 1 of 2 chunks failed"},
+		{"stopped by a signal", outcome{res: partly(1, "2", "3"), err: fmt.Errorf("%w: stopped: %w", snapshot.ErrPartial, context.Canceled)}, Partial, "context canceled"},
+		{"lock lost", outcome{res: partly(1, "2", "3"), err: fmt.Errorf("%w: %w", snapshot.ErrPartial, snapshot.ErrLockLost)}, Partial, snapshot.ErrLockLost.Error()},
 		{"lock held", outcome{err: snapshot.ErrLockHeld}, LockHeld, snapshot.ErrLockHeld.Error()},
 		{"fenced out", outcome{res: partly(1), err: snapshot.ErrFencedOut}, FencedOut, snapshot.ErrFencedOut.Error()},
 		{"manifest not recorded", outcome{res: partly(1), err: manifestLost}, Failed, snapshot.ErrManifestNotRecorded.Error()},
 		{"root failed", outcome{res: partly(0), err: snapshot.ErrRootFailed}, Failed, snapshot.ErrRootFailed.Error()},
 		{"invalid", outcome{err: fmt.Errorf("%w: too big", model.ErrInvalid)}, Failed, "too big"},
-		{"timed out mid-write", outcome{res: partly(1), err: context.DeadlineExceeded}, Failed, "deadline exceeded"},
+		{"timed out before the root", outcome{res: partly(0), err: context.DeadlineExceeded}, Failed, "deadline exceeded"},
 		{"other", outcome{err: errors.New("boom")}, Failed, "boom"},
 	}
 	f := &fake{dates: map[string]outcome{}}

@@ -122,11 +122,6 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 	return w, closeLocker, nil
 }
 
-// outcome is the error a write's exit code is read from: since the
-// snapshot package reports an incomplete write with snapshot.ErrPartial
-// beside its Result, it is the write's own error.
-func outcome(_ *snapshot.Result, err error) error { return err }
-
 func (a *app) writeCommand() *cobra.Command {
 	var f writeFlags
 	var input, date string
@@ -203,7 +198,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 			return err
 		}
 	}
-	return a.writeWait(outcome(res, werr), f)
+	return a.writeWait(werr, f)
 }
 
 func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
