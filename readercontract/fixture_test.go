@@ -30,7 +30,7 @@ func appFixture(date string, in *model.Snapshot, written []string, status string
 			"districtName": "District " + id,
 			"collectedAt":  pm.FetchedAt,
 			"status":       "success",
-			"data":         map[string]any(d.Data),
+			"data":         d.Data,
 		}
 		size, _ := model.Marshal(doc)
 		e := map[string]any{
@@ -83,7 +83,7 @@ func appFixture(date string, in *model.Snapshot, written []string, status string
 		},
 	}
 	if in.Rankings != nil {
-		root["rankings"] = map[string]any(in.Rankings)
+		root["rankings"] = in.Rankings
 	}
 	return root, docs
 }

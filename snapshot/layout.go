@@ -416,10 +416,10 @@ func (in rootInput) fenceDoc(at time.Time) fenceDocument {
 func inputExtra(s *model.Snapshot) map[string]any {
 	extra := map[string]any{}
 	if len(s.Extra) > 0 {
-		extra["snapshot"] = map[string]any(s.Extra)
+		extra["snapshot"] = s.Extra
 	}
 	if len(s.Payload.Extra) > 0 {
-		extra["payload"] = map[string]any(s.Payload.Extra)
+		extra["payload"] = s.Payload.Extra
 	}
 	if len(extra) == 0 {
 		return nil

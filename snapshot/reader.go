@@ -209,7 +209,7 @@ func (r *Reader) District(ctx context.Context, id, districtID string) (model.Obj
 	if st == entryFailed || !ok {
 		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNotFound)
 	}
-	return model.Object(stats), nil
+	return stats, nil
 }
 
 // Summary returns the listing entry of one snapshot.

@@ -86,12 +86,17 @@ func TestLockLostExit3(t *testing.T) {
 		if !writesDistricts(cr) || chunks.Add(1) != 1 {
 			return nil
 		}
-		// The first chunk: the lock disappears and the commit stalls past
-		// the heartbeat, which then finds the lock gone.
+		// The first chunk: the lock disappears and the commit stalls until
+		// the heartbeat finds the lock gone, which ends the write's work
+		// (and this commit's) context.
 		if _, err := c.client().Collection("locks").Doc(c.snapKey("firestore", day)).Delete(context.Background()); err != nil {
 			t.Error(err)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+			t.Error("the lease was not lost within 30 s of its lock's deletion")
+		}
 		return nil
 	})}
 	code, out, errs := c.run(in, "write", "--input", "-", "--json", "--lock-ttl", "1s", "--concurrency", "1")
