@@ -85,9 +85,12 @@ type LockInfo struct {
 
 // ValidateTTL fails with InvalidArgument unless ttl is a positive whole
 // number of milliseconds, the unit every backend stores.
-func ValidateTTL(ttl time.Duration) error {
+func ValidateTTL(ttl time.Duration) error { return validateTTL("ttl", ttl) }
+
+// validateTTL is ValidateTTL with its error named op.
+func validateTTL(op string, ttl time.Duration) error {
 	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
-		return &Error{Code: InvalidArgument, Op: "ttl",
+		return &Error{Code: InvalidArgument, Op: op,
 			Err: fmt.Errorf("ttl %s is not a positive whole number of milliseconds", ttl)}
 	}
 	return nil

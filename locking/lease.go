@@ -63,12 +63,12 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 			o(&cfg)
 		}
 	}
-	nkey, err := NormalizeAndValidateKey(key)
+	nkey, err := normalizeKey(op, key)
 	if err != nil {
-		return nil, WithOp(err, op)
+		return nil, err
 	}
-	if err := ValidateTTL(cfg.ttl); err != nil {
-		return nil, WithOp(err, op)
+	if err := validateTTL(op, cfg.ttl); err != nil {
+		return nil, err
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, err

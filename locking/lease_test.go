@@ -18,6 +18,7 @@ type fake struct {
 	locks  map[string]fakeLock // key → holder
 	fences map[string]uint64
 	calls  map[string]int
+	issued int // lockIds handed out
 
 	skew       time.Duration // the backend's clock minus ours, as a server's may be
 	serverTime bool          // Capabilities: the server's clock decides (set with skew)
@@ -25,6 +26,10 @@ type fake struct {
 	releaseErr error
 	extendHook func(ctx context.Context) (ExtendResult, error) // replaces Extend when set
 }
+
+// fakeLockID is the nth lockId the fake hands out: of the contract's form
+// (22 base64url characters), and distinct per n.
+func fakeLockID(n int) string { return fmt.Sprintf("fakelock%014d", n) }
 
 type fakeLock struct {
 	id      string
@@ -64,15 +69,10 @@ func (f *fake) Acquire(ctx context.Context, key string, ttl time.Duration) (Acqu
 	if l, ok := f.locks[key]; ok && IsLive(l.expires.UnixMilli(), now.UnixMilli()) {
 		return AcquireResult{}, nil
 	}
-	id, err := NewLockID()
-	if err != nil {
-		return AcquireResult{}, err
-	}
+	f.issued++
+	id := fakeLockID(f.issued)
 	f.fences[key]++
-	fence, err := FormatFence(f.fences[key])
-	if err != nil {
-		return AcquireResult{}, err
-	}
+	fence := fmt.Sprintf("%015d", f.fences[key])
 	f.locks[key] = fakeLock{id: id, expires: now.Add(ttl)}
 	return AcquireResult{OK: true, LockID: id, ExpiresAt: now.Add(ttl), Fence: fence}, nil
 }

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/internal/benchutil"
-	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // BenchmarkAcquireRelease measures lock acquire+release pairs on the
@@ -94,7 +94,7 @@ func literal(client *firestore.Client, lockColl, fenceColl string) benchutil.Pai
 	acquire := func(key string) (string, error) {
 		ctx := context.Background()
 		lockRef, fenceRef := locks.Doc(key), fences.Doc("fence:"+key)
-		lockID, err := locking.NewLockID()
+		lockID, err := backendkit.NewLockID()
 		if err != nil {
 			return "", err
 		}

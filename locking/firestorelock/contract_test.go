@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 func getDoc(t *testing.T, c *firestore.Client, coll, id string) *firestore.DocumentSnapshot {
@@ -71,7 +72,7 @@ func TestDebugLookups(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 
-	foreign, _ := locking.NewLockID()
+	foreign, _ := backendkit.NewLockID()
 	if got, err := b.LookupLockIDDebug(ctx, foreign); got != nil || err != nil {
 		t.Errorf("unknown lockId: %+v, %v", got, err)
 	}
@@ -94,7 +95,7 @@ func TestFailureReasons(t *testing.T) {
 	b, _ := newBackend(t, WithClock(clk.Now))
 	ctx := context.Background()
 	r := mustAcquire(t, b, "k", 10*time.Second)
-	foreign, _ := locking.NewLockID()
+	foreign, _ := backendkit.NewLockID()
 	if ok, why, err := b.ReleaseWithReason(ctx, foreign); ok || why != locking.ReasonNotFound || err != nil {
 		t.Errorf("release unknown: %v %q %v", ok, why, err)
 	}

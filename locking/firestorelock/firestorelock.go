@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // Default collection names, as SyncGuard's.
@@ -137,7 +138,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
 // WithLogger sets where the backend logs operational warnings (default:
-// nowhere): a fence past locking.FenceWarnThreshold and lock documents
+// nowhere): a fence past backendkit.FenceWarnThreshold and lock documents
 // sharing one lockId, as the Firestore spec requires. Entries name locks by
 // key hash only.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
@@ -186,7 +187,7 @@ func (b *Backend) Capabilities() locking.Capabilities {
 // docIDs validates key and derives its lock and fence document ids, with
 // the spec's two-step derivation so both hash alike should either need it.
 func docIDs(op, key string) (nkey, lockDocID, fenceDocID string, err error) {
-	return locking.StorageKeys(op, key, maxDocIDBytes)
+	return backendkit.StorageKeys(op, key, maxDocIDBytes)
 }
 
 // lockDoc is a lock document as stored.
@@ -245,15 +246,15 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return locking.AcquireResult{}, err
 	}
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
+		return locking.AcquireResult{}, backendkit.WithOp(err, op)
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, lockDocID, fenceDocID}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, lockDocID, fenceDocID}}
 	if ctx.Err() != nil {
 		return locking.AcquireResult{}, e.Ended(ctx)
 	}
-	lockID, err := locking.NewLockID()
+	lockID, err := backendkit.NewLockID()
 	if err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
+		return locking.AcquireResult{}, backendkit.WithOp(err, op)
 	}
 	e.Secrets = append(e.Secrets, lockID)
 	lockRef, fenceRef := b.locks.Doc(lockDocID), b.fences.Doc(fenceDocID)
@@ -286,17 +287,17 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 			s, _ := snaps[1].Data()[fieldFence].(string)
 			// A counter we cannot read is refused, not restarted at 1:
 			// restarting would hand out fences already used.
-			if last, err = locking.ParseFence(s); err != nil {
+			if last, err = backendkit.ParseFence(s); err != nil {
 				return err
 			}
 		}
 		// Defence in depth: a lock document stamped above the counter (the
 		// counter deleted, which the spec forbids) must not see its fence
 		// reissued.
-		if n, err := locking.ParseFence(cur.fence); held && err == nil && n > last {
+		if n, err := backendkit.ParseFence(cur.fence); held && err == nil && n > last {
 			last = n
 		}
-		fence, err := locking.FormatFence(last + 1)
+		fence, err := backendkit.FormatFence(last + 1)
 		if err != nil {
 			return err
 		}
@@ -322,12 +323,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	if err != nil {
 		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
-	if locking.FenceNeedsWarning(res.Fence) {
+	if backendkit.FenceNeedsWarning(res.Fence) {
 		// Years of headroom remain, but a key acquired this often needs an
 		// operator to plan for the maximum before acquires start failing.
 		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
 			zap.String("keyHash", e.KeyHash), zap.String("fence", res.Fence),
-			zap.Uint64("maxFence", locking.MaxFence))
+			zap.Uint64("maxFence", backendkit.MaxFence))
 	}
 	return res, nil
 }
@@ -363,7 +364,7 @@ func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) 
 func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, "", locking.WithOp(err, op)
+		return locking.ExtendResult{}, "", backendkit.WithOp(err, op)
 	}
 	var expiresMs int64
 	ok, reason, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
@@ -391,7 +392,7 @@ func (b *Backend) ReleaseKey(ctx context.Context, key, lockID string) (bool, err
 func (b *Backend) ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (locking.ExtendResult, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, locking.WithOp(err, op)
+		return locking.ExtendResult{}, backendkit.WithOp(err, op)
 	}
 	var expiresMs int64
 	ok, _, err := b.mutateAt(ctx, op, key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
@@ -420,7 +421,7 @@ func (b *Backend) mutate(ctx context.Context, op, lockID string,
 func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", locking.WithOp(err, op)
+		return false, "", backendkit.WithOp(err, op)
 	}
 	var keyRef *firestore.DocumentRef
 	if key != "" {
@@ -430,7 +431,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 		}
 		keyRef = b.locks.Doc(lockDocID)
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	if key != "" {
 		e.KeyHash = locking.HashKey(key)
 		e.Secrets = append(e.Secrets, key, keyRef.ID)
@@ -498,7 +499,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 // bug or a foreign client can create duplicates, and acting on the wrong
 // one could release someone else's lock. It adds what it finds to e's
 // secrets, since an error about the document would quote its path.
-func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *locking.OpErrors) (*firestore.DocumentSnapshot, lockDoc, error) {
+func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *backendkit.OpErrors) (*firestore.DocumentSnapshot, lockDoc, error) {
 	snaps, err := it.GetAll()
 	if err != nil {
 		return nil, lockDoc{}, err
@@ -576,7 +577,7 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (keyRead, error) 
 		return keyRead{}, err
 	}
 	r := keyRead{nkey: nkey, keyHash: locking.HashKey(nkey), ref: b.locks.Doc(lockDocID)}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: r.keyHash, Secrets: []string{key, nkey, lockDocID}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: r.keyHash, Secrets: []string{key, nkey, lockDocID}}
 	if ctx.Err() != nil {
 		return keyRead{}, e.Ended(ctx)
 	}
@@ -617,9 +618,9 @@ func (b *Backend) LookupLockIDDebug(ctx context.Context, lockID string) (*lockin
 func (b *Backend) lookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, lockDoc, string, error) {
 	const op = "lookup"
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return nil, lockDoc{}, "", locking.WithOp(err, op)
+		return nil, lockDoc{}, "", backendkit.WithOp(err, op)
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	if ctx.Err() != nil {
 		return nil, lockDoc{}, "", e.Ended(ctx)
 	}
@@ -693,7 +694,7 @@ func (b *Backend) cleanupExpired(ctx context.Context, ref *firestore.DocumentRef
 		return false, &locking.Error{Code: locking.Internal, Op: "cleanup", LockIDHash: locking.HashKey(lockID),
 			Err: errors.New("refusing to clean up a document outside the lock collection")}
 	}
-	e := locking.OpErrors{Classify: classify, Op: "cleanup", LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID, ref.ID}}
+	e := backendkit.OpErrors{Classify: classify, Op: "cleanup", LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID, ref.ID}}
 	var deleted bool
 	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		deleted = false

@@ -22,6 +22,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 var emu *emulator.Emulator
@@ -163,7 +164,7 @@ func TestLockIDsAndExpiry(t *testing.T) {
 		t.Errorf("expiry %v, want now+ttl by the backend's clock", r.ExpiresAt)
 	}
 
-	foreign, _ := locking.NewLockID()
+	foreign, _ := backendkit.NewLockID()
 	if ok, err := b.Release(ctx, foreign); ok || err != nil {
 		t.Errorf("release of a foreign lockId: %v, %v", ok, err)
 	}
@@ -634,14 +635,14 @@ func TestClassifyAndScrub(t *testing.T) {
 	}
 
 	orig := status.Error(codes.NotFound, `no document "locks/caf\u00e9 \"q\"" for AAAAAAAAAAAAAAAAAAAAAA`)
-	s := locking.Scrub(orig, "caf\u00e9 \"q\"", "AAAAAAAAAAAAAAAAAAAAAA", "")
+	s := backendkit.Scrub(orig, "caf\u00e9 \"q\"", "AAAAAAAAAAAAAAAAAAAAAA", "")
 	if strings.Contains(s.Error(), "caf") || strings.Contains(s.Error(), "AAAAAAAAAAAAAAAAAAAAAA") {
 		t.Errorf("scrubbed = %q", s.Error())
 	}
 	if !errors.Is(s, orig) || status.Code(s) != codes.NotFound {
 		t.Error("scrubbing lost the original error")
 	}
-	if plain := errors.New("nothing secret"); locking.Scrub(plain, "k") != plain {
+	if plain := errors.New("nothing secret"); backendkit.Scrub(plain, "k") != plain {
 		t.Error("an error without secrets was wrapped")
 	}
 }

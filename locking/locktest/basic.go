@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // testCapabilities: backends MUST expose timeAuthority in capabilities;
@@ -237,7 +238,7 @@ func testConcurrentRelease(t *testing.T, b locking.Backend) {
 func testForeignLockID(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
 	r := MustAcquire(t, b, "foreign", 10*time.Second)
-	foreign, err := locking.NewLockID()
+	foreign, err := backendkit.NewLockID()
 	if err != nil {
 		t.Fatal(err)
 	}

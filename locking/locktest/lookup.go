@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // hashForm is HashKey's output: 24 lowercase hex characters.
@@ -52,7 +53,7 @@ func testLookupReadOnly(t *testing.T, b locking.Backend) {
 	}
 	wantRecords(t, b, n, "after lookups")
 	// Reads of what is not there create nothing.
-	unknown, _ := locking.NewLockID()
+	unknown, _ := backendkit.NewLockID()
 	for range 3 {
 		if info, err := b.LookupKey(ctx, "read-only-free"); info != nil || err != nil {
 			t.Errorf("LookupKey(free key) = %+v, %v; want nil, nil", info, err)

@@ -48,6 +48,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // Default table names, as SyncGuard's.
@@ -136,7 +137,7 @@ func WithAutoCreateTables(enabled bool) Option { return func(c *config) { c.auto
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
 // WithLogger sets where the backend logs warnings (default: nowhere): a
-// fence past locking.FenceWarnThreshold, and a client clock more than
+// fence past backendkit.FenceWarnThreshold, and a client clock more than
 // locking.TimeTolerance off the server's. Entries name locks by hash only.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -327,7 +328,7 @@ func (b *Backend) Capabilities() locking.Capabilities {
 // keys validates key and derives its storage and fence keys, with the
 // spec's two-step derivation and 0 reserve bytes.
 func keys(op, key string) (nkey, storageKey, fenceKey string, err error) {
-	if nkey, storageKey, fenceKey, err = locking.StorageKeys(op, key, maxStorageKeyBytes); err != nil {
+	if nkey, storageKey, fenceKey, err = backendkit.StorageKeys(op, key, maxStorageKeyBytes); err != nil {
 		return "", "", "", err
 	}
 	if strings.ContainsRune(nkey, 0) {
@@ -348,15 +349,15 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		return locking.AcquireResult{}, err
 	}
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
+		return locking.AcquireResult{}, backendkit.WithOp(err, op)
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey, fenceKey}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey, fenceKey}}
 	if ctx.Err() != nil {
 		return locking.AcquireResult{}, e.Ended(ctx)
 	}
-	lockID, err := locking.NewLockID()
+	lockID, err := backendkit.NewLockID()
 	if err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
+		return locking.AcquireResult{}, backendkit.WithOp(err, op)
 	}
 	e.Secrets = append(e.Secrets, lockID)
 
@@ -369,7 +370,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		batch := &pgx.Batch{}
 		batch.Queue(b.q.acquireLock, storageKey)
 		batch.Queue(b.q.acquireCounter, fenceKey, nkey)
-		batch.Queue(b.q.acquire, storageKey, fenceKey, lockID, ttl.Milliseconds(), nkey, int64(locking.MaxFence)).
+		batch.Queue(b.q.acquire, storageKey, fenceKey, lockID, ttl.Milliseconds(), nkey, int64(backendkit.MaxFence)).
 			QueryRow(func(r pgx.Row) error { return r.Scan(&nowMs, &curExpires, &free, &fence, &newExpires) })
 		return conn.SendBatch(ctx, batch).Close()
 	})
@@ -386,14 +387,14 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		// Not live, yet no counter increment: the counter is at the maximum
 		// (the statement refuses to pass it), and nothing was written.
 		return locking.AcquireResult{}, e.Map(ctx, &locking.Error{Code: locking.Internal,
-			Err: fmt.Errorf("fence counter is at the maximum %d; rotate the key namespace", uint64(locking.MaxFence))})
+			Err: fmt.Errorf("fence counter is at the maximum %d; rotate the key namespace", uint64(backendkit.MaxFence))})
 	}
-	if _, err := locking.ParseFence(*fence); err != nil {
+	if _, err := backendkit.ParseFence(*fence); err != nil {
 		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
-	if locking.FenceNeedsWarning(*fence) {
+	if backendkit.FenceNeedsWarning(*fence) {
 		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
-			zap.String("keyHash", e.KeyHash), zap.String("fence", *fence), zap.Uint64("maxFence", locking.MaxFence))
+			zap.String("keyHash", e.KeyHash), zap.String("fence", *fence), zap.Uint64("maxFence", backendkit.MaxFence))
 	}
 	return locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(*newExpires), Fence: *fence}, nil
 }
@@ -425,7 +426,7 @@ func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) 
 func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, "", locking.WithOp(err, op)
+		return locking.ExtendResult{}, "", backendkit.WithOp(err, op)
 	}
 	ok, reason, expires, err := b.mutate(ctx, op, b.q.extend, lockID, ttl.Milliseconds())
 	if err != nil || !ok {
@@ -440,9 +441,9 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 // row, why not, and the row's new expiry.
 func (b *Backend) mutate(ctx context.Context, op, sql, lockID string, args ...any) (bool, locking.Reason, int64, error) {
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", 0, locking.WithOp(err, op)
+		return false, "", 0, backendkit.WithOp(err, op)
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	if ctx.Err() != nil {
 		return false, "", 0, e.Ended(ctx)
 	}
@@ -564,7 +565,7 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey}}
 	r, err := b.read(ctx, &e, b.q.readKey, storageKey)
 	if err != nil {
 		return row{}, err
@@ -580,9 +581,9 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
 func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	const op = "lookup"
 	if err := locking.ValidateLockID(lockID); err != nil {
-		return row{}, locking.WithOp(err, op)
+		return row{}, backendkit.WithOp(err, op)
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
+	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
 	r, err := b.read(ctx, &e, b.q.readLockID, lockID)
 	if err != nil || !r.found || r.lockID != lockID {
 		return row{}, err
@@ -593,7 +594,7 @@ func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	return r, nil
 }
 
-func (b *Backend) read(ctx context.Context, e *locking.OpErrors, sql string, arg string) (row, error) {
+func (b *Backend) read(ctx context.Context, e *backendkit.OpErrors, sql string, arg string) (row, error) {
 	if ctx.Err() != nil {
 		return row{}, e.Ended(ctx)
 	}
@@ -693,7 +694,7 @@ func (b *Backend) withConn(ctx context.Context, fn func(*pgxpool.Conn) error) er
 
 // mapErr for operations that name no lock.
 func mapErr(ctx context.Context, op string, err error) error {
-	return (&locking.OpErrors{Classify: classify, Op: op}).Map(ctx, err)
+	return (&backendkit.OpErrors{Classify: classify, Op: op}).Map(ctx, err)
 }
 
 // classify is the spec's table. A cancelled context is Aborted and an

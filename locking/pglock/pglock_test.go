@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 	"github.com/snapwriter/snapwriter/locking/locktest"
 	"github.com/snapwriter/snapwriter/pgserver"
 )
@@ -350,7 +351,7 @@ func TestFenceLimits(t *testing.T) {
 		t.Fatal("release")
 	}
 	_, _, fenceKey, _ := keys("test", key)
-	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(fences)+` SET fence = $1 WHERE fence_key = $2`, int64(locking.MaxFence-1), fenceKey); err != nil {
+	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(fences)+` SET fence = $1 WHERE fence_key = $2`, int64(backendkit.MaxFence-1), fenceKey); err != nil {
 		t.Fatal(err)
 	}
 	r = locktest.MustAcquire(t, b, key, time.Minute)
@@ -375,7 +376,7 @@ func TestFenceLimits(t *testing.T) {
 	if n := lockRows(t, b.pool, locks); n != 0 {
 		t.Errorf("%d lock rows after the refused acquire", n)
 	}
-	if got := counter(t, b.pool, fences, key); got != locking.MaxFence {
+	if got := counter(t, b.pool, fences, key); got != backendkit.MaxFence {
 		t.Errorf("counter %d after the refused acquire; want it left at the maximum", got)
 	}
 }
@@ -454,7 +455,7 @@ func TestKilledConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, storageKey, fenceKey, _ := keys("test", key)
-	lockID, _ := locking.NewLockID()
+	lockID, _ := backendkit.NewLockID()
 	for _, s := range []struct {
 		sql  string
 		args []any

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // specPeer performs the spec's (and SyncGuard's TypeScript backend's)
@@ -34,7 +35,7 @@ func (p specPeer) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
-	lockID, _ := locking.NewLockID()
+	lockID, _ := backendkit.NewLockID()
 	var res locking.AcquireResult
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, storageKey); err != nil {
@@ -60,7 +61,7 @@ ON CONFLICT (fence_key) DO NOTHING`, fenceKey, nkey); err != nil {
 		if err := tx.QueryRow(ctx, `UPDATE `+ident(p.fences)+` SET fence = fence + 1 WHERE fence_key = $1 RETURNING fence`, fenceKey).Scan(&n); err != nil {
 			return err
 		}
-		fence, err := locking.FormatFence(n)
+		fence, err := backendkit.FormatFence(n)
 		if err != nil {
 			return err
 		}

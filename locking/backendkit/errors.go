@@ -1,8 +1,10 @@
-package locking
+package backendkit
 
 import (
 	"context"
 	"errors"
+
+	"github.com/snapwriter/snapwriter/locking"
 )
 
 // OpErrors builds the errors of one backend operation, so every backend
@@ -13,26 +15,27 @@ type OpErrors struct {
 	Op, KeyHash, LockIDHash string
 	// Secrets are the raw strings no message may carry.
 	Secrets []string
-	// Classify maps a storage error to a Code (the backend spec's table).
-	Classify func(ctx context.Context, err error) Code
+	// Classify maps a storage error to a Code; nil maps everything to
+	// Internal.
+	Classify func(ctx context.Context, err error) locking.Code
 }
 
 // Ended reports a context that ended before any I/O: Aborted, or
 // NetworkTimeout for a deadline.
 func (e *OpErrors) Ended(ctx context.Context) error {
-	code := Aborted
+	code := locking.Aborted
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		code = NetworkTimeout
+		code = locking.NetworkTimeout
 	}
-	return &Error{Code: code, Op: e.Op, KeyHash: e.KeyHash, LockIDHash: e.LockIDHash, Err: context.Cause(ctx)}
+	return &locking.Error{Code: code, Op: e.Op, KeyHash: e.KeyHash, LockIDHash: e.LockIDHash, Err: context.Cause(ctx)}
 }
 
-// Map turns err into an *Error. One already an *Error (the backend's own,
-// already classified and clean) gets this operation's name and hashes;
-// any other is classified, and scrubbed while errors.Is/As still reach it
-// (a gRPC status, a *pgconn.PgError).
+// Map turns err into a *locking.Error. One already a *locking.Error (the
+// backend's own, already classified and clean) gets this operation's name
+// and hashes; any other is classified, and scrubbed while errors.Is/As
+// still reach it (a gRPC status, a *pgconn.PgError).
 func (e *OpErrors) Map(ctx context.Context, err error) error {
-	var le *Error
+	var le *locking.Error
 	if errors.As(err, &le) {
 		c := *le
 		c.Op = e.Op
@@ -44,17 +47,17 @@ func (e *OpErrors) Map(ctx context.Context, err error) error {
 		}
 		return &c
 	}
-	code := Internal
+	code := locking.Internal
 	if e.Classify != nil {
 		code = e.Classify(ctx, err)
 	}
-	return &Error{Code: code, Op: e.Op, KeyHash: e.KeyHash, LockIDHash: e.LockIDHash, Err: Scrub(err, e.Secrets...)}
+	return &locking.Error{Code: code, Op: e.Op, KeyHash: e.KeyHash, LockIDHash: e.LockIDHash, Err: Scrub(err, e.Secrets...)}
 }
 
-// WithOp returns err with Op set when it is an *Error, else err itself, so
-// a validation error names the operation the caller made.
+// WithOp returns err with Op set when it is a *locking.Error, else err
+// itself, so a validation error names the operation the caller made.
 func WithOp(err error, op string) error {
-	var le *Error
+	var le *locking.Error
 	if errors.As(err, &le) {
 		c := *le
 		c.Op = op
