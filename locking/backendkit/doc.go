@@ -4,8 +4,10 @@
 // alike, so that a key, lockId or fence means the same on all of them and
 // Go and TypeScript (SyncGuard) peers can share storage.
 //
-// A backend derives a key's storage ids with StorageKeys, draws lockIds
-// with NewLockID, numbers fences with FormatFence, and maps whatever its
-// storage returns with OpErrors.Map, which classifies the error and scrubs
-// raw keys and lockIds from its text.
+// A backend describes its storage once (Storage) and starts each operation
+// with Storage.BeginAcquire, BeginKey or BeginLockID, which check the
+// input and the context before any I/O, derive the storage ids and draw
+// the lockId. It numbers fences with FormatFence, and maps whatever its
+// storage returns with the OpErrors those return, which classify the error
+// and scrub raw keys and lockIds from its text.
 package backendkit

@@ -49,21 +49,3 @@ func MakeStorageKey(prefix, key string, limit, reserve int) (string, error) {
 	}
 	return id, nil
 }
-
-// StorageKeys validates key for operation op and derives the ids a backend
-// stores it under: nkey is the NFC-normalised key, lockKey
-// MakeStorageKey("", nkey, limit, 0) and fenceKey
-// MakeStorageKey("", "fence:"+lockKey, limit, 0), so both hash alike should
-// either need it. Errors are InvalidArgument, with Op set.
-func StorageKeys(op, key string, limit int) (nkey, lockKey, fenceKey string, err error) {
-	if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
-		return "", "", "", WithOp(err, op)
-	}
-	if lockKey, err = MakeStorageKey("", nkey, limit, 0); err != nil {
-		return "", "", "", WithOp(err, op)
-	}
-	if fenceKey, err = MakeStorageKey("", "fence:"+lockKey, limit, 0); err != nil {
-		return "", "", "", WithOp(err, op)
-	}
-	return nkey, lockKey, fenceKey, nil
-}

@@ -83,6 +83,7 @@ type Backend struct {
 	now     func() time.Time
 	log     *zap.Logger
 	cleanup bool
+	kit     backendkit.Storage
 	// cleanups holds a token per cleanup in flight.
 	cleanups chan struct{}
 	// cleanupDone, if set (by tests), is called after each cleanup with
@@ -170,7 +171,8 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 		return nil, invalid("the fence counter collection must differ from the lock collection (both %q)", cfg.locks)
 	}
 	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now, log: cfg.log,
-		cleanup: cfg.cleanup, cleanups: make(chan struct{}, cleanupSlots)}, nil
+		cleanup: cfg.cleanup, kit: backendkit.Storage{MaxIDBytes: maxDocIDBytes, Classify: classify},
+		cleanups: make(chan struct{}, cleanupSlots)}, nil
 }
 
 // validCollectionID reports whether id can name a top-level collection.
@@ -182,12 +184,6 @@ func validCollectionID(id string) bool {
 // Capabilities reports fencing and client time.
 func (b *Backend) Capabilities() locking.Capabilities {
 	return locking.Capabilities{Backend: "firestore", SupportsFencing: true, TimeAuthority: "client"}
-}
-
-// docIDs validates key and derives its lock and fence document ids, with
-// the spec's two-step derivation so both hash alike should either need it.
-func docIDs(op, key string) (nkey, lockDocID, fenceDocID string, err error) {
-	return backendkit.StorageKeys(op, key, maxDocIDBytes)
 }
 
 // lockDoc is a lock document as stored.
@@ -240,24 +236,12 @@ func millis(v any) int64 {
 // its fence counter; if no live lock holds key it writes a new lock with
 // the next fence and advances the counter.
 func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
-	const op = "acquire"
-	nkey, lockDocID, fenceDocID, err := docIDs(op, key)
+	c, err := b.kit.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
-	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, backendkit.WithOp(err, op)
-	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, lockDocID, fenceDocID}}
-	if ctx.Err() != nil {
-		return locking.AcquireResult{}, e.Ended(ctx)
-	}
-	lockID, err := backendkit.NewLockID()
-	if err != nil {
-		return locking.AcquireResult{}, backendkit.WithOp(err, op)
-	}
-	e.Secrets = append(e.Secrets, lockID)
-	lockRef, fenceRef := b.locks.Doc(lockDocID), b.fences.Doc(fenceDocID)
+	e, lockID := c.Errors, c.LockID
+	lockRef, fenceRef := b.locks.Doc(c.LockKey), b.fences.Doc(c.FenceKey)
 	var res locking.AcquireResult
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = locking.AcquireResult{}
@@ -420,30 +404,28 @@ func (b *Backend) mutate(ctx context.Context, op, lockID string,
 // ownership exactly as after the query.
 func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", backendkit.WithOp(err, op)
+	var k backendkit.Keys
+	if key != "" {
+		var err error
+		if k, err = b.kit.Keys(op, key); err != nil {
+			return false, "", err
+		}
+	}
+	e, err := b.kit.BeginLockID(ctx, op, lockID)
+	if err != nil {
+		return false, "", err
 	}
 	var keyRef *firestore.DocumentRef
 	if key != "" {
-		_, lockDocID, _, err := docIDs(op, key)
-		if err != nil {
-			return false, "", err
-		}
-		keyRef = b.locks.Doc(lockDocID)
-	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	if key != "" {
-		e.KeyHash = locking.HashKey(key)
-		e.Secrets = append(e.Secrets, key, keyRef.ID)
-	}
-	if ctx.Err() != nil {
-		return false, "", e.Ended(ctx)
+		keyRef = b.locks.Doc(k.LockKey)
+		e.KeyHash = k.KeyHash
+		e.Secrets = append(e.Secrets, key, k.Key, k.LockKey)
 	}
 	var (
 		applied bool
 		reason  locking.Reason
 	)
-	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		applied, reason = false, ""
 		// The spec's cancellation points: on entering the transaction,
 		// after the read, before the write.
@@ -462,7 +444,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 			}
 			d, _ = readLock(snap)
 		} else {
-			snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
+			snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), e)
 		}
 		if err != nil {
 			return err
@@ -572,23 +554,19 @@ type keyRead struct {
 // readKey validates key and reads its lock document, checking ctx before
 // and after the read.
 func (b *Backend) readKey(ctx context.Context, op, key string) (keyRead, error) {
-	nkey, lockDocID, _, err := docIDs(op, key)
+	c, err := b.kit.BeginKey(ctx, op, key)
 	if err != nil {
 		return keyRead{}, err
 	}
-	r := keyRead{nkey: nkey, keyHash: locking.HashKey(nkey), ref: b.locks.Doc(lockDocID)}
-	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: r.keyHash, Secrets: []string{key, nkey, lockDocID}}
-	if ctx.Err() != nil {
-		return keyRead{}, e.Ended(ctx)
-	}
+	r := keyRead{nkey: c.Key, keyHash: c.KeyHash, ref: b.locks.Doc(c.LockKey)}
 	snap, err := r.ref.Get(ctx)
 	switch {
 	case status.Code(err) == codes.NotFound:
 	case err != nil:
-		return keyRead{}, e.Map(ctx, err)
+		return keyRead{}, c.Errors.Map(ctx, err)
 	}
 	if ctx.Err() != nil {
-		return keyRead{}, e.Ended(ctx)
+		return keyRead{}, c.Errors.Ended(ctx)
 	}
 	if err == nil {
 		r.d, r.found = readLock(snap)
@@ -616,16 +594,12 @@ func (b *Backend) LookupLockIDDebug(ctx context.Context, lockID string) (*lockin
 }
 
 func (b *Backend) lookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, lockDoc, string, error) {
-	const op = "lookup"
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return nil, lockDoc{}, "", backendkit.WithOp(err, op)
-	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	if ctx.Err() != nil {
-		return nil, lockDoc{}, "", e.Ended(ctx)
+	e, err := b.kit.BeginLockID(ctx, "lookup", lockID)
+	if err != nil {
+		return nil, lockDoc{}, "", err
 	}
 	// No Limit(1): findByLockID must see duplicates to refuse them.
-	snap, d, err := b.findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
+	snap, d, err := b.findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), e)
 	if err != nil {
 		return nil, lockDoc{}, "", e.Map(ctx, err)
 	}
@@ -694,7 +668,8 @@ func (b *Backend) cleanupExpired(ctx context.Context, ref *firestore.DocumentRef
 		return false, &locking.Error{Code: locking.Internal, Op: "cleanup", LockIDHash: locking.HashKey(lockID),
 			Err: errors.New("refusing to clean up a document outside the lock collection")}
 	}
-	e := backendkit.OpErrors{Classify: classify, Op: "cleanup", LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID, ref.ID}}
+	e := b.kit.Errors("cleanup")
+	e.LockIDHash, e.Secrets = locking.HashKey(lockID), []string{lockID, ref.ID}
 	var deleted bool
 	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		deleted = false

@@ -94,6 +94,7 @@ type Backend struct {
 	// cleanupDone, if set (by tests), is called after each cleanup.
 	cleanupDone func(deleted bool, err error)
 	q           queries
+	kit         backendkit.Storage
 }
 
 var (
@@ -178,7 +179,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		return nil, err
 	}
 	b := &Backend{pool: pool, now: cfg.now, log: cfg.log, poolWait: cfg.poolWait, cleanup: cfg.cleanup,
-		cleanups: make(chan struct{}, cleanupSlots), q: newQueries(cfg.locks, cfg.fences)}
+		cleanups: make(chan struct{}, cleanupSlots), q: newQueries(cfg.locks, cfg.fences),
+		kit: storage()}
 	if cfg.autoCreate {
 		if err := b.createTables(ctx, cfg.locks, cfg.fences); err != nil {
 			return nil, err
@@ -325,41 +327,28 @@ func (b *Backend) Capabilities() locking.Capabilities {
 	return locking.Capabilities{Backend: "postgres", SupportsFencing: true, TimeAuthority: "server"}
 }
 
-// keys validates key and derives its storage and fence keys, with the
-// spec's two-step derivation and 0 reserve bytes.
-func keys(op, key string) (nkey, storageKey, fenceKey string, err error) {
-	if nkey, storageKey, fenceKey, err = backendkit.StorageKeys(op, key, maxStorageKeyBytes); err != nil {
-		return "", "", "", err
-	}
+// storage is what PostgreSQL takes: keys up to the B-tree limit, no NUL.
+func storage() backendkit.Storage {
+	return backendkit.Storage{MaxIDBytes: maxStorageKeyBytes, CheckKey: checkKey, Classify: classify}
+}
+
+// checkKey refuses a key with NUL, which PostgreSQL text cannot hold,
+// before any I/O rather than as a server error after it.
+func checkKey(nkey string) error {
 	if strings.ContainsRune(nkey, 0) {
-		// PostgreSQL text cannot hold NUL; refuse it here rather than as a
-		// server error after I/O.
-		return "", "", "", &locking.Error{Code: locking.InvalidArgument, Op: op, KeyHash: locking.HashKey(nkey),
-			Err: errors.New("key contains a NUL character, which PostgreSQL text cannot store")}
+		return errors.New("key contains a NUL character, which PostgreSQL text cannot store")
 	}
-	return nkey, storageKey, fenceKey, nil
+	return nil
 }
 
 // Acquire takes key for ttl if no live lock holds it: one round trip, one
 // transaction (see the package comment).
 func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
-	const op = "acquire"
-	nkey, storageKey, fenceKey, err := keys(op, key)
+	c, err := b.kit.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
-	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, backendkit.WithOp(err, op)
-	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey, fenceKey}}
-	if ctx.Err() != nil {
-		return locking.AcquireResult{}, e.Ended(ctx)
-	}
-	lockID, err := backendkit.NewLockID()
-	if err != nil {
-		return locking.AcquireResult{}, backendkit.WithOp(err, op)
-	}
-	e.Secrets = append(e.Secrets, lockID)
+	e, lockID, nkey, storageKey, fenceKey := c.Errors, c.LockID, c.Key, c.LockKey, c.FenceKey
 
 	var (
 		nowMs, curExpires, newExpires *int64
@@ -440,19 +429,16 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 // explicit ownership check) and is live. It reports whether it changed the
 // row, why not, and the row's new expiry.
 func (b *Backend) mutate(ctx context.Context, op, sql, lockID string, args ...any) (bool, locking.Reason, int64, error) {
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", 0, backendkit.WithOp(err, op)
-	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	if ctx.Err() != nil {
-		return false, "", 0, e.Ended(ctx)
+	e, err := b.kit.BeginLockID(ctx, op, lockID)
+	if err != nil {
+		return false, "", 0, err
 	}
 	var (
 		nowMs, changed  int64
 		curExpires, exp *int64
 		curLockID       *string
 	)
-	err := b.withConn(ctx, func(conn *pgxpool.Conn) error {
+	err = b.withConn(ctx, func(conn *pgxpool.Conn) error {
 		return conn.QueryRow(ctx, sql, append([]any{lockID}, args...)...).Scan(&nowMs, &curExpires, &curLockID, &changed, &exp)
 	})
 	if err != nil {
@@ -561,17 +547,16 @@ func (r row) debug() *locking.LockInfoDebug {
 
 // readKey validates key and reads its lock row, with the server's time.
 func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
-	nkey, storageKey, _, err := keys(op, key)
+	c, err := b.kit.BeginKey(ctx, op, key)
 	if err != nil {
 		return row{}, err
 	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey}}
-	r, err := b.read(ctx, &e, b.q.readKey, storageKey)
+	r, err := b.read(ctx, c.Errors, b.q.readKey, c.LockKey)
 	if err != nil {
 		return row{}, err
 	}
 	if r.found && r.userKey == "" {
-		r.userKey = nkey
+		r.userKey = c.Key
 	}
 	return r, nil
 }
@@ -579,12 +564,11 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
 // readLockID validates lockID and reads the row carrying it, verifying the
 // lock_id it got back (the spec's explicit ownership check).
 func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
-	const op = "lookup"
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return row{}, backendkit.WithOp(err, op)
+	e, err := b.kit.BeginLockID(ctx, "lookup", lockID)
+	if err != nil {
+		return row{}, err
 	}
-	e := backendkit.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	r, err := b.read(ctx, &e, b.q.readLockID, lockID)
+	r, err := b.read(ctx, e, b.q.readLockID, lockID)
 	if err != nil || !r.found || r.lockID != lockID {
 		return row{}, err
 	}
@@ -594,10 +578,9 @@ func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	return r, nil
 }
 
+// read runs a lookup query begun (and its context checked) by
+// BeginKey or BeginLockID.
 func (b *Backend) read(ctx context.Context, e *backendkit.OpErrors, sql string, arg string) (row, error) {
-	if ctx.Err() != nil {
-		return row{}, e.Ended(ctx)
-	}
 	var (
 		r                           row
 		key, lockID, fence, userKey *string
@@ -694,7 +677,7 @@ func (b *Backend) withConn(ctx context.Context, fn func(*pgxpool.Conn) error) er
 
 // mapErr for operations that name no lock.
 func mapErr(ctx context.Context, op string, err error) error {
-	return (&backendkit.OpErrors{Classify: classify, Op: op}).Map(ctx, err)
+	return storage().Errors(op).Map(ctx, err)
 }
 
 // classify is the spec's table. A cancelled context is Aborted and an

@@ -25,10 +25,11 @@ import (
 // counter reads a key's fence counter (-1: no row).
 func counter(t *testing.T, pool *pgxpool.Pool, fences, key string) int64 {
 	t.Helper()
-	_, _, fenceKey, err := keys("test", key)
+	k, err := storage().Keys("test", key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fenceKey := k.FenceKey
 	var n int64
 	err = pool.QueryRow(t.Context(), `SELECT fence FROM `+ident(fences)+` WHERE fence_key = $1`, fenceKey).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -350,7 +351,8 @@ func TestFenceLimits(t *testing.T) {
 	if ok, _ := b.Release(ctx, r.LockID); !ok {
 		t.Fatal("release")
 	}
-	_, _, fenceKey, _ := keys("test", key)
+	k, _ := storage().Keys("test", key)
+	fenceKey := k.FenceKey
 	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(fences)+` SET fence = $1 WHERE fence_key = $2`, int64(backendkit.MaxFence-1), fenceKey); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +388,8 @@ func TestFenceLimits(t *testing.T) {
 // func commits it.
 func holdAdvisory(t *testing.T, pool *pgxpool.Pool, key string) (pid uint32, done func()) {
 	t.Helper()
-	_, storageKey, _, _ := keys("test", key)
+	k, _ := storage().Keys("test", key)
+	storageKey := k.LockKey
 	tx, err := pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -454,7 +457,8 @@ func TestKilledConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, storageKey, fenceKey, _ := keys("test", key)
+	k, _ := storage().Keys("test", key)
+	storageKey, fenceKey := k.LockKey, k.FenceKey
 	lockID, _ := backendkit.NewLockID()
 	for _, s := range []struct {
 		sql  string

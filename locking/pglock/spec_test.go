@@ -31,10 +31,11 @@ func (p specPeer) nowMs(ctx context.Context, tx pgx.Tx) (int64, error) {
 // Acquire is SyncGuard's acquire: advisory lock, server time, read the lock
 // row, two-step fence increment, upsert the lock.
 func (p specPeer) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
-	nkey, storageKey, fenceKey, err := keys("acquire", key)
+	k, err := storage().Keys("acquire", key)
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
+	nkey, storageKey, fenceKey := k.Key, k.LockKey, k.FenceKey
 	lockID, _ := backendkit.NewLockID()
 	var res locking.AcquireResult
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
