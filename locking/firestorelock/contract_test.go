@@ -169,7 +169,7 @@ func TestIsLockedReadOnlyByDefault(t *testing.T) {
 	if locked, err := b.IsLocked(context.Background(), "k"); locked || err != nil {
 		t.Fatal(locked, err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	_ = b.Close() // waits for any cleanup IsLocked started
 	if !docExists(t, c, DefaultLockCollection, "k") {
 		t.Error("IsLocked deleted a document without WithCleanupInIsLocked")
 	}
@@ -181,12 +181,13 @@ func TestIsLockedReadOnlyByDefault(t *testing.T) {
 func TestCleanupInIsLocked(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Now()}
-	b, c := newBackend(t, WithClock(clk.Now), WithCleanupInIsLocked(true))
 	type outcome struct {
 		deleted bool
 		err     error
 	}
 	done := make(chan outcome, 4)
+	opts := []Option{WithClock(clk.Now), WithCleanupInIsLocked(true)}
+	b, c := newBackend(t, opts...)
 	b.cleanupDone = func(d bool, err error) { done <- outcome{d, err} }
 	ctx := context.Background()
 
@@ -201,14 +202,23 @@ func TestCleanupInIsLocked(t *testing.T) {
 	if locked, err := b.IsLocked(ctx, "k"); locked || err != nil {
 		t.Fatal(locked, err)
 	}
+	_ = b.Close() // waits for any cleanup IsLocked started
 	select {
 	case o := <-done:
 		t.Fatalf("cleanup within the guard: %+v", o)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	if !docExists(t, c, DefaultLockCollection, "k") {
 		t.Fatal("lock document deleted within the guard")
 	}
+	// A new backend on the same client carries on; the closed one's
+	// cleanups are over.
+	b, err := New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.cleanupDone = func(d bool, err error) { done <- outcome{d, err} }
 	// Past the guard: IsLocked still answers false, and the document goes.
 	clk.Advance(time.Millisecond)
 	if locked, err := b.IsLocked(ctx, "k"); locked || err != nil {
@@ -237,6 +247,44 @@ func TestCleanupInIsLocked(t *testing.T) {
 	cancel()
 	if _, err := b.IsLocked(cctx, "k"); !errors.Is(err, locking.ErrAborted) {
 		t.Errorf("cancelled IsLocked: %v", err)
+	}
+}
+
+// Close waits for the cleanup in flight, and after it IsLocked starts
+// none, while the backend's operations go on working on the client.
+func TestCloseStopsCleanups(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Now()}
+	b, c := newBackend(t, WithClock(clk.Now), WithCleanupInIsLocked(true))
+	finished := make(chan error, 4)
+	b.cleanupDone = func(_ bool, err error) { finished <- err }
+	ctx := context.Background()
+	mustAcquire(t, b, "a", time.Second)
+	mustAcquire(t, b, "b", time.Second)
+	clk.Advance(time.Hour)
+	if locked, err := b.IsLocked(ctx, "a"); locked || err != nil { // starts a cleanup
+		t.Fatal(locked, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-finished: // deleted, or cancelled by Close: either way, over
+		t.Logf("cleanup in flight at Close ended with %v", err)
+	default:
+		t.Fatal("Close returned before the cleanup in flight had")
+	}
+	if locked, err := b.IsLocked(ctx, "b"); locked || err != nil {
+		t.Fatalf("IsLocked after Close = %v, %v", locked, err)
+	}
+	if err := b.Close(); err != nil { // idempotent, and waits for anything started since
+		t.Errorf("second Close = %v", err)
+	}
+	if len(finished) != 0 || !docExists(t, c, DefaultLockCollection, "b") {
+		t.Error("IsLocked started a cleanup after Close")
+	}
+	if r, err := b.Acquire(ctx, "b", time.Minute); err != nil || !r.OK {
+		t.Errorf("Acquire after Close = %+v, %v; the client is the caller's and still open", r, err)
 	}
 }
 

@@ -84,8 +84,8 @@ type Backend struct {
 	log     *zap.Logger
 	cleanup bool
 	kit     backendkit.Storage
-	// cleanups holds a token per cleanup in flight.
-	cleanups chan struct{}
+	// janitor runs the cleanups IsLocked starts; Close stops it.
+	janitor *backendkit.Janitor
 	// cleanupDone, if set (by tests), is called after each cleanup with
 	// whether it deleted the document.
 	cleanupDone func(deleted bool, err error)
@@ -172,7 +172,7 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 	}
 	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now, log: cfg.log,
 		cleanup: cfg.cleanup, kit: backendkit.Storage{MaxIDBytes: maxDocIDBytes, Classify: classify},
-		cleanups: make(chan struct{}, cleanupSlots)}, nil
+		janitor: backendkit.NewJanitor(cleanupSlots, cleanupTimeout)}, nil
 }
 
 // validCollectionID reports whether id can name a top-level collection.
@@ -640,22 +640,23 @@ func pastCleanupGuard(expiresAtMs, nowMs int64) bool {
 // startCleanup deletes the expired lock document ref in the background if a
 // cleanup slot is free; otherwise it does nothing. It never blocks.
 func (b *Backend) startCleanup(ctx context.Context, ref *firestore.DocumentRef, lockID string) {
-	select {
-	case b.cleanups <- struct{}{}:
-	default:
-		return // enough cleanups in flight: this one is best-effort
-	}
-	go func() {
-		defer func() { <-b.cleanups }()
-		// Detached: IsLocked has returned, and its caller's cancellation
-		// should not strand a transaction half-way.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		deleted, err := b.cleanupExpired(cctx, ref, lockID)
+	b.janitor.TryGo(ctx, func(ctx context.Context) {
+		deleted, err := b.cleanupExpired(ctx, ref, lockID)
 		if b.cleanupDone != nil {
 			b.cleanupDone(deleted, err)
 		}
-	}()
+	})
+}
+
+// Close stops the background cleanups IsLocked starts with
+// WithCleanupInIsLocked, cancelling those in flight, and waits for them to
+// return, so that no goroutine of the backend outlives it. It does not
+// close the Firestore client passed to New: that stays the caller's, and
+// the backend's operations keep working on it, but IsLocked starts no more
+// cleanups. Close is idempotent and returns nil.
+func (b *Backend) Close() error {
+	b.janitor.Close()
+	return nil
 }
 
 // cleanupExpired deletes the lock document ref in a transaction that

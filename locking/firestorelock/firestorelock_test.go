@@ -38,6 +38,7 @@ func newBackend(t *testing.T, opts ...Option) (*Backend, *firestore.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
 	return b, c
 }
 

@@ -90,7 +90,7 @@ type Backend struct {
 	log      *zap.Logger
 	poolWait time.Duration
 	cleanup  bool
-	cleanups chan struct{}
+	janitor  *backendkit.Janitor // runs the cleanups IsLocked starts; Close stops it
 	// cleanupDone, if set (by tests), is called after each cleanup.
 	cleanupDone func(deleted bool, err error)
 	q           queries
@@ -179,7 +179,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		return nil, err
 	}
 	b := &Backend{pool: pool, now: cfg.now, log: cfg.log, poolWait: cfg.poolWait, cleanup: cfg.cleanup,
-		cleanups: make(chan struct{}, cleanupSlots), q: newQueries(cfg.locks, cfg.fences),
+		janitor: backendkit.NewJanitor(cleanupSlots, cleanupTimeout), q: newQueries(cfg.locks, cfg.fences),
 		kit: storage()}
 	if cfg.autoCreate {
 		if err := b.createTables(ctx, cfg.locks, cfg.fences); err != nil {
@@ -617,25 +617,28 @@ func deref[T any](p *T) T {
 // startCleanup deletes the expired lock row in the background if a cleanup
 // slot is free; otherwise it does nothing. It never blocks.
 func (b *Backend) startCleanup(ctx context.Context, storageKey, lockID string) {
-	select {
-	case b.cleanups <- struct{}{}:
-	default:
-		return
-	}
-	go func() {
-		defer func() { <-b.cleanups }()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
+	b.janitor.TryGo(ctx, func(ctx context.Context) {
 		var tag pgconn.CommandTag
-		err := b.withConn(cctx, func(conn *pgxpool.Conn) error {
+		err := b.withConn(ctx, func(conn *pgxpool.Conn) error {
 			var err error
-			tag, err = conn.Exec(cctx, b.q.cleanup, storageKey, lockID, (locking.TimeTolerance + cleanupGuard).Milliseconds())
+			tag, err = conn.Exec(ctx, b.q.cleanup, storageKey, lockID, (locking.TimeTolerance + cleanupGuard).Milliseconds())
 			return err
 		})
 		if b.cleanupDone != nil {
 			b.cleanupDone(err == nil && tag.RowsAffected() == 1, err)
 		}
-	}()
+	})
+}
+
+// Close stops the background cleanups IsLocked starts with
+// WithCleanupInIsLocked, cancelling those in flight, and waits for them to
+// return, so that no goroutine of the backend outlives it. It does not
+// close the pool passed to New: that stays the caller's, and the backend's
+// operations keep working on it, but IsLocked starts no more cleanups.
+// Close the backend before the pool. Close is idempotent and returns nil.
+func (b *Backend) Close() error {
+	b.janitor.Close()
+	return nil
 }
 
 // checkClock warns when the client's clock is off the server's by more

@@ -51,6 +51,16 @@ func lockRows(t *testing.T, pool *pgxpool.Pool, locks string) int {
 	return n
 }
 
+// rowFor reports whether the lock table has a row for key.
+func rowFor(t *testing.T, b *Backend, locks, key string) bool {
+	t.Helper()
+	var ok bool
+	if err := b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM `+ident(locks)+` WHERE user_key = $1)`, key).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
 // 32 goroutines acquiring a never-seen key at once (its counter row absent)
 // get exactly one winner, with fence 1; then 100 rounds of 8 contenders
 // each produce exactly one winner per round and strictly increasing fences.
@@ -675,12 +685,53 @@ func TestCleanupInIsLocked(t *testing.T) {
 	if locked, _ := b.IsLocked(ctx, "recent"); locked {
 		t.Error("a lock expired 1.5 s ago reads as locked")
 	}
+	_ = b.Close() // waits for any cleanup IsLocked started
 	select {
 	case <-done:
 		t.Error("cleanup started for a lock within the guard")
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	if n := lockRows(t, b.pool, locks); n != 1 {
 		t.Errorf("%d lock rows; the recently expired lock was deleted", n)
+	}
+}
+
+// Close waits for the cleanup in flight, and after it IsLocked starts
+// none, while the backend's operations go on working on the pool.
+func TestCloseStopsCleanups(t *testing.T) {
+	t.Parallel()
+	finished := make(chan error, 4)
+	b, locks, _ := testBackend(t, WithCleanupInIsLocked(true))
+	b.cleanupDone = func(_ bool, err error) { finished <- err }
+	ctx := t.Context()
+	for _, key := range []string{"a", "b"} {
+		r := locktest.MustAcquire(t, b, key, time.Minute)
+		if _, err := b.pool.Exec(ctx, `UPDATE `+ident(locks)+` SET expires_at_ms = expires_at_ms - 70000 WHERE lock_id = $1`, r.LockID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if locked, err := b.IsLocked(ctx, "a"); locked || err != nil { // starts a cleanup
+		t.Fatal(locked, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-finished: // deleted, or cancelled by Close: either way, over
+		t.Logf("cleanup in flight at Close ended with %v", err)
+	default:
+		t.Fatal("Close returned before the cleanup in flight had")
+	}
+	if locked, err := b.IsLocked(ctx, "b"); locked || err != nil {
+		t.Fatalf("IsLocked after Close = %v, %v", locked, err)
+	}
+	if err := b.Close(); err != nil { // idempotent, and waits for anything started since
+		t.Errorf("second Close = %v", err)
+	}
+	if len(finished) != 0 || !rowFor(t, b, locks, "b") {
+		t.Error("IsLocked started a cleanup after Close")
+	}
+	if r, err := b.Acquire(ctx, "b", time.Minute); err != nil || !r.OK {
+		t.Errorf("Acquire after Close = %+v, %v; the pool is the caller's and still open", r, err)
 	}
 }
