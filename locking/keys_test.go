@@ -4,12 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 	"time"
-
-	"pgregory.net/rapid"
 )
 
 func TestNormalizeAndValidateKey(t *testing.T) {
@@ -127,77 +124,6 @@ func TestIsLive(t *testing.T) {
 	}
 }
 
-func TestDefaultRetryPolicy(t *testing.T) {
-	want := RetryPolicy{MaxRetries: 10, RetryDelay: 100 * time.Millisecond, Backoff: Exponential, Jitter: EqualJitter, Timeout: 5 * time.Second}
-	if got := DefaultRetryPolicy(); got != want {
-		t.Errorf("DefaultRetryPolicy() = %+v", got)
-	}
-}
-
-// The lock() helper's formulas for every backoff × jitter: base =
-// delay·2^(n−1) or delay; equal jitter base/2 + u·base/2, full u·base, none
-// base.
-func TestPropertyRetryDelay(t *testing.T) {
-	rapid.Check(t, func(rt *rapid.T) {
-		p := RetryPolicy{
-			RetryDelay: time.Duration(rapid.Int64Range(0, int64(10*time.Second)).Draw(rt, "delay")),
-			Backoff:    BackoffKind(rapid.IntRange(0, 1).Draw(rt, "backoff")),
-			Jitter:     JitterKind(rapid.IntRange(0, 2).Draw(rt, "jitter")),
-		}
-		n := rapid.IntRange(1, 20).Draw(rt, "attempt")
-		u := rapid.Float64Range(0, 1).Filter(func(u float64) bool { return u < 1 }).Draw(rt, "u")
-		base := float64(p.RetryDelay)
-		if p.Backoff == Exponential {
-			base *= float64(uint64(1) << (n - 1))
-		}
-		var want, lo, hi float64
-		switch p.Jitter {
-		case EqualJitter:
-			want, lo, hi = base/2+u*base/2, base/2, base
-		case FullJitter:
-			want, lo, hi = u*base, 0, base
-		case NoJitter:
-			want, lo, hi = base, base, base
-		}
-		d := float64(p.Delay(n, u))
-		if d < lo-1 || d > hi {
-			rt.Fatalf("Delay(%d, %v) = %v, outside [%v, %v] for %+v", n, u, d, lo, hi, p)
-		}
-		if math.Abs(d-want) > 1 {
-			rt.Fatalf("Delay(%d, %v) = %v, want %v for %+v", n, u, d, want, p)
-		}
-		// More randomness never waits less; Fixed never grows.
-		v := rapid.Float64Range(0, 1).Filter(func(v float64) bool { return v < 1 }).Draw(rt, "v")
-		if u2 := u + (1-u)*v; p.Delay(n, u2) < p.Delay(n, u) {
-			rt.Fatalf("Delay not monotone in u")
-		}
-		if p.Backoff == Fixed && p.Delay(n, u) != p.Delay(1, u) {
-			rt.Fatalf("Fixed backoff grew with the attempt")
-		}
-	})
-}
-
-func TestRetryDelayEdges(t *testing.T) {
-	p := RetryPolicy{RetryDelay: 100 * time.Millisecond, Backoff: Exponential, Jitter: NoJitter}
-	if p.Delay(0, 0) != 100*time.Millisecond || p.Delay(-3, 0) != 100*time.Millisecond {
-		t.Error("attempts below 1 do not count as the first")
-	}
-	if p.Delay(3, 0) != 400*time.Millisecond {
-		t.Errorf("Delay(3) = %s", p.Delay(3, 0))
-	}
-	// Saturates instead of overflowing: the writer polls with MaxRetries 1<<20.
-	for _, n := range []int{63, 64, 1000, 1 << 20} {
-		if d := p.Delay(n, 0.5); d <= 0 {
-			t.Errorf("Delay(%d) = %s", n, d)
-		}
-	}
-	for _, bad := range []RetryPolicy{{MaxRetries: -1}, {RetryDelay: -1}, {Timeout: -1}, {Backoff: 2}, {Jitter: 3}, {Jitter: -1}} {
-		if err := bad.Validate(); !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("Validate(%+v) = %v", bad, err)
-		}
-	}
-}
-
 func TestValidateTTL(t *testing.T) {
 	for _, ok := range []time.Duration{time.Millisecond, 300 * time.Millisecond, 30 * time.Second} {
 		if err := ValidateTTL(ok); err != nil {
@@ -253,34 +179,6 @@ func TestErrors(t *testing.T) {
 			if errors.Is(&Error{Code: s.Code, Err: cause}, o) != (i == j) {
 				t.Errorf("code %s matches sentinel %s: %v", s.Code, o.Code, i != j)
 			}
-		}
-	}
-}
-
-// The spec's formulas, exactly, for each backoff and jitter.
-func TestRetryDelayFormulas(t *testing.T) {
-	const d = 100 * time.Millisecond
-	for _, c := range []struct {
-		b       BackoffKind
-		j       JitterKind
-		attempt int
-		u       float64
-		want    time.Duration
-	}{
-		{Exponential, NoJitter, 1, 0.3, d},
-		{Exponential, NoJitter, 2, 0.3, 2 * d},
-		{Exponential, NoJitter, 4, 0.3, 8 * d},
-		{Exponential, EqualJitter, 3, 0, 2 * d},                        // base/2
-		{Exponential, EqualJitter, 3, 0.5, 3 * d},                      // base/2 + base/4
-		{Exponential, FullJitter, 3, 0.25, d},                          // base/4
-		{Fixed, NoJitter, 5, 0.9, d},                                   // no growth
-		{Fixed, EqualJitter, 5, 0.5, 75 * time.Millisecond},            // d/2 + d/4
-		{Fixed, FullJitter, 7, 0.5, 50 * time.Millisecond},             // d/2
-		{Exponential, EqualJitter, 1, 0.999, 99950 * time.Microsecond}, // just under base
-	} {
-		p := RetryPolicy{RetryDelay: d, Backoff: c.b, Jitter: c.j}
-		if got := p.Delay(c.attempt, c.u); got != c.want {
-			t.Errorf("%+v: Delay(%d, %v) = %s, want %s", p, c.attempt, c.u, got, c.want)
 		}
 	}
 }

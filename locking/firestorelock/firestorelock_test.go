@@ -727,7 +727,7 @@ func TestDoOnFirestore(t *testing.T) {
 	var mu sync.Mutex
 	fences := map[string]bool{}
 	var wg sync.WaitGroup
-	p := locking.RetryPolicy{MaxRetries: 1 << 20, RetryDelay: 10 * time.Millisecond, Backoff: locking.Exponential, Jitter: locking.FullJitter, Timeout: 60 * time.Second}
+	p := locking.RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 1, Timeout: 60 * time.Second}
 	for range 6 {
 		wg.Add(1)
 		go func() {

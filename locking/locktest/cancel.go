@@ -47,8 +47,8 @@ func testCancelledContext(t *testing.T, b locking.Backend) {
 	}
 
 	// The helpers, waiting on the held lock, stop promptly when cancelled.
-	patient := locking.WithRetry(locking.RetryPolicy{MaxRetries: 1000, RetryDelay: 20 * time.Millisecond,
-		Backoff: locking.Fixed, Jitter: locking.EqualJitter, Timeout: time.Minute})
+	patient := locking.WithRetry(locking.RetryPolicy{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond,
+		Multiplier: 1, Jitter: 0.5, Timeout: time.Minute})
 	helpers := []struct {
 		name string
 		call func(ctx context.Context) error

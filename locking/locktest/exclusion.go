@@ -74,8 +74,10 @@ func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 	)
 	opts := []locking.AcquireOption{
 		locking.WithTTL(5 * time.Second),
-		locking.WithRetry(locking.RetryPolicy{MaxRetries: 100_000, RetryDelay: 5 * time.Millisecond,
-			Backoff: locking.Fixed, Jitter: locking.EqualJitter, Timeout: 40 * time.Second}),
+		// Contention, and the ServiceUnavailable heavy contention on one
+		// lock may cause, are retried for up to 40 s.
+		locking.WithRetry(locking.RetryPolicy{Initial: 5 * time.Millisecond, Max: 5 * time.Millisecond,
+			Multiplier: 1, Jitter: 0.5, Timeout: 40 * time.Second}),
 	}
 	var (
 		holders, overlaps, sections, transient atomic.Int32
