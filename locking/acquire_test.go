@@ -400,7 +400,7 @@ func TestAcquireInvalidInputTouchesNothing(t *testing.T) {
 		if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &le) || le.Op != "acquire" {
 			t.Errorf("%s: %v", c.name, err)
 		}
-		if err := Do(context.Background(), f, c.key, func(context.Context) error { t.Error("fn ran"); return nil }, c.opts...); !errors.Is(err, ErrInvalidArgument) {
+		if err := Do(context.Background(), f, c.key, func(context.Context, *Lease) error { t.Error("fn ran"); return nil }, c.opts...); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Do %s: %v", c.name, err)
 		}
 	}

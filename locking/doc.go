@@ -13,7 +13,15 @@
 // Nothing here imports a database driver; backends live in subpackages
 // (firestorelock).
 //
-// Typical use:
+// Typical use, for a function:
+//
+//	err := locking.Do(ctx, backend, "report:2026-11-20", func(ctx context.Context, l *locking.Lease) error {
+//		// ctx is cancelled if the lock is lost.
+//		return store(ctx, report, l.Fence()) // stamp the fence on what the lock guards
+//	})
+//	if errors.Is(err, locking.ErrAcquisitionTimeout) { ... } // held by someone else
+//
+// or, holding the lock across calls:
 //
 //	lease, err := locking.Acquire(ctx, backend, "snapshot:2026-11-20")
 //	if err != nil { ... }                      // errors.Is(err, locking.ErrAcquisitionTimeout): held
@@ -23,8 +31,8 @@
 //	... write, stamping lease.Fence() ...
 //	if err := lease.Err(); err != nil { ... } // lost: the write may not have been exclusive
 //
-// or, for a function, locking.Do(ctx, backend, key, fn), with
-// OnReleaseError to hear of releases that failed.
+// Both wait for a held lock, and retry a backend failing transiently, as
+// a RetryPolicy says (WithRetry; DefaultRetryPolicy by default).
 //
 // Diagnostics: Owns, GetByKey and GetByID read a lock's sanitized
 // LockInfo (hashes only, safe to log); GetByKeyRaw, GetByIDRaw and

@@ -378,11 +378,13 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.releaseErr
 }
 
-// Do runs fn while holding the lock on key (the spec's lock() helper): it
-// acquires (see Acquire, with its retry policy), runs fn with a context
-// that is cancelled if the lease is lost, and always releases, even if fn
-// panics, with a context detached from ctx so that a cancelled caller
-// still frees the lock.
+// Do runs fn while holding the lock on key: it acquires (see Acquire, with
+// its retry policy), runs fn with the lease and a context that is cancelled
+// if the lease is lost, and always releases, even if fn panics, with a
+// context detached from ctx so that a cancelled caller still frees the
+// lock. fn gets the lease so that it can stamp l.Fence() on every write the
+// lock guards: the storage can then refuse a writer whose lock has since
+// passed to someone else. fn must not call l.Release; Do does.
 //
 // Do returns fn's error if fn failed. Otherwise, if the lease was lost
 // while fn ran or turned out lost at release, it returns that loss
@@ -390,7 +392,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // A failure of the release itself (a backend error) never becomes Do's
 // result: it goes to the OnReleaseError function if one was given, and is
 // otherwise ignored, as the lock expires with its TTL anyway.
-func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) (err error) {
 	cfg := acquireConfig{}
 	for _, o := range opts {
 		if o != nil {
@@ -418,7 +420,7 @@ func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context)
 	}()
 	lctx, cancel := lease.Context(ctx)
 	defer cancel()
-	if err := fn(lctx); err != nil {
+	if err := fn(lctx, lease); err != nil {
 		return err
 	}
 	return lease.Err()

@@ -732,16 +732,16 @@ func TestDoOnFirestore(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := locking.Do(context.Background(), b, "do", func(ctx context.Context) error {
+			err := locking.Do(context.Background(), b, "do", func(ctx context.Context, l *locking.Lease) error {
 				if inside.Add(1) != 1 {
 					t.Error("two holders at once")
 				}
 				info, err := b.LookupKey(ctx, "do")
-				if err != nil || info == nil {
-					return fmt.Errorf("lookup inside Do: %+v, %v", info, err)
+				if err != nil || info == nil || info.Fence != l.Fence() {
+					return fmt.Errorf("lookup inside Do: %+v, %v; want the lease's fence %s", info, err, l.Fence())
 				}
 				mu.Lock()
-				fences[info.Fence] = true
+				fences[l.Fence()] = true
 				mu.Unlock()
 				time.Sleep(20 * time.Millisecond)
 				inside.Add(-1)

@@ -61,7 +61,7 @@ func testCancelledContext(t *testing.T, b locking.Backend) {
 			return err
 		}},
 		{"locking.Do", func(ctx context.Context) error {
-			return locking.Do(ctx, b, "cancel-held", func(context.Context) error {
+			return locking.Do(ctx, b, "cancel-held", func(context.Context, *locking.Lease) error {
 				return errors.New("fn ran although the lock is held")
 			}, patient)
 		}},
