@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -283,6 +284,9 @@ func TestTelemetryWrapping(t *testing.T) {
 	if _, ok := WithTelemetry(f, func(Event) {}, false).(DebugLookuper); ok {
 		t.Error("decorator claims raw lookups its backend lacks")
 	}
+	if _, ok := WithTelemetry(debugFake{f}, func(Event) {}, false).(KeyedBackend); ok {
+		t.Error("decorator claims a keyed shortcut its backend lacks")
+	}
 	rec := newRecorder()
 	b := WithTelemetry(debugFake{f}, rec.on, false)
 	if _, ok := b.(DebugLookuper); !ok {
@@ -307,5 +311,111 @@ func TestTelemetryWrapping(t *testing.T) {
 	e = rec.wait(t, 3)[2]
 	if e.Err == nil || strings.Contains(e.Err.Error(), "secret-key") || !errors.Is(e.Err, ErrInternal) {
 		t.Errorf("error event %+v", e)
+	}
+}
+
+// keyedFake is the fake with the keyed shortcut (KeyedBackend), its calls
+// counted apart from Release's and Extend's.
+type keyedFake struct{ *fake }
+
+func (f keyedFake) ReleaseKey(_ context.Context, key, lockID string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["releaseKey"]++
+	if l, ok := f.locks[key]; ok && l.id == lockID && IsLive(l.expires.UnixMilli(), f.now().UnixMilli()) {
+		delete(f.locks, key)
+		return true, nil
+	}
+	return false, nil
+}
+
+func (f keyedFake) ExtendKey(_ context.Context, key, lockID string, ttl time.Duration) (ExtendResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["extendKey"]++
+	if l, ok := f.locks[key]; ok && l.id == lockID && IsLive(l.expires.UnixMilli(), f.now().UnixMilli()) {
+		exp := f.now().Add(ttl)
+		f.locks[key] = fakeLock{id: lockID, expires: exp}
+		return ExtendResult{OK: true, ExpiresAt: exp}, nil
+	}
+	return ExtendResult{}, nil
+}
+
+// debugKeyedFake has both the raw lookups and the keyed shortcut.
+type debugKeyedFake struct{ keyedFake }
+
+func (f debugKeyedFake) LookupKeyDebug(ctx context.Context, key string) (*LockInfoDebug, error) {
+	return debugFake{f.fake}.LookupKeyDebug(ctx, key)
+}
+
+func (f debugKeyedFake) LookupLockIDDebug(ctx context.Context, lockID string) (*LockInfoDebug, error) {
+	return debugFake{f.fake}.LookupLockIDDebug(ctx, lockID)
+}
+
+var (
+	_ KeyedBackend  = keyedFake{}
+	_ KeyedBackend  = debugKeyedFake{}
+	_ DebugLookuper = debugKeyedFake{}
+)
+
+// A Lease on a decorated keyed backend still extends and releases by key
+// (the decorator does not hide KeyedBackend), and those calls are reported.
+func TestTelemetryKeepsKeyedShortcut(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		wrap  func(*fake) Backend
+		debug bool
+	}{
+		{"keyed", func(f *fake) Backend { return keyedFake{f} }, false},
+		{"keyed and debug", func(f *fake) Backend { return debugKeyedFake{keyedFake{f}} }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				rec := newRecorder()
+				b := WithTelemetry(c.wrap(f), rec.on, false)
+				if _, ok := b.(KeyedBackend); !ok {
+					t.Fatal("the decorator hides the backend's KeyedBackend")
+				}
+				if _, ok := b.(DebugLookuper); ok != c.debug {
+					t.Errorf("decorator is a DebugLookuper: %v; want %v", ok, c.debug)
+				}
+				if _, ok := b.(ReasonReporter); !ok {
+					t.Error("decorator is not a ReasonReporter")
+				}
+				l, err := Acquire(context.Background(), b, "k", WithTTL(300*time.Millisecond))
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond) // one heartbeat
+				synctest.Wait()
+				if err := l.Release(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if k, r := f.count("extendKey"), f.count("releaseKey"); k != 1 || r != 1 || f.count("extend") != 0 || f.count("release") != 0 {
+					t.Errorf("extendKey %d, releaseKey %d, extend %d, release %d; want the lease to use only the keyed calls, once each",
+						k, r, f.count("extend"), f.count("release"))
+				}
+				kh, lh := HashKey("k"), HashKey(l.LockID())
+				want := []Event{
+					{Type: EventAcquire, KeyHash: kh, LockIDHash: lh, Result: ResultOK},
+					{Type: EventExtend, KeyHash: kh, LockIDHash: lh, Result: ResultOK},
+					{Type: EventRelease, KeyHash: kh, LockIDHash: lh, Result: ResultOK},
+				}
+				got := rec.wait(t, len(want))
+				for i := range want {
+					if got[i] != want[i] {
+						t.Errorf("event %d = %+v\nwant %+v", i, got[i], want[i])
+					}
+				}
+				// A keyed call that changes nothing is a failure event.
+				if ok, err := b.(KeyedBackend).ReleaseKey(context.Background(), "k", l.LockID()); ok || err != nil {
+					t.Fatal(ok, err)
+				}
+				if e := rec.wait(t, len(want)+1)[len(want)]; e.Type != EventRelease || e.Result != ResultFail || e.KeyHash != kh {
+					t.Errorf("refused keyed release: event %+v", e)
+				}
+			})
+		})
 	}
 }

@@ -122,13 +122,16 @@ func TestFailureReasons(t *testing.T) {
 }
 
 // The telemetry decorator on Firestore: reasons come through, and the raw
-// lookups stay reachable.
+// lookups and the keyed shortcut stay reachable.
 func TestTelemetryOnFirestore(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Now()}
 	fb, _ := newBackend(t, WithClock(clk.Now))
 	events := make(chan locking.Event, 16)
 	b := locking.WithTelemetry(fb, func(e locking.Event) { events <- e }, false)
+	if _, ok := b.(locking.KeyedBackend); !ok {
+		t.Error("the decorator hides the backend's keyed shortcut")
+	}
 	ctx := context.Background()
 	r, err := b.Acquire(ctx, "k", time.Second)
 	if err != nil || !r.OK {
