@@ -232,16 +232,20 @@ func TestLockIDsAndExpiry(t *testing.T) {
 	}
 }
 
-// Real time, real expiry: a short TTL runs out and the lock passes on.
+// A short TTL runs out and the lock passes on. The client's clock decides
+// (WithClock), so moving it is expiry; the conformance suite waits for
+// real expiry.
 func TestShortTTLExpires(t *testing.T) {
 	t.Parallel()
-	b, _ := newBackend(t)
+	clk := &clock{now: time.Now()}
+	b, _ := newBackend(t, WithClock(clk.Now))
 	ctx := context.Background()
 	r := mustAcquire(t, b, "short", 100*time.Millisecond)
+	clk.Advance(100*time.Millisecond + locking.TimeTolerance - time.Millisecond)
 	if r2, _ := b.Acquire(ctx, "short", time.Minute); r2.OK {
-		t.Fatal("acquired a live lock")
+		t.Fatal("acquired a live lock, a millisecond before its tolerance ran out")
 	}
-	time.Sleep(100*time.Millisecond + locking.TimeTolerance + 50*time.Millisecond)
+	clk.Advance(time.Millisecond)
 	if e, err := b.Extend(ctx, r.LockID, time.Minute); e.OK || err != nil {
 		t.Errorf("extend after expiry: %+v, %v", e, err)
 	}
@@ -659,9 +663,13 @@ func TestLeaseHeartbeatOnFirestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := l.ExpiresAt()
-	time.Sleep(1500 * time.Millisecond) // 2.5 TTLs
-	if l.Err() != nil || !l.ExpiresAt().After(first) {
-		t.Fatalf("lease: Err %v, expiry %v → %v", l.Err(), first, l.ExpiresAt())
+	// The heartbeat runs on real time: wait for its first extension, due
+	// at TTL/3. (That extended locks outlive their first expiry is the
+	// conformance suite's ExtendKeepsAlive.)
+	for deadline := time.Now().Add(10 * time.Second); !l.ExpiresAt().After(first); time.Sleep(10 * time.Millisecond) {
+		if l.Err() != nil || time.Now().After(deadline) {
+			t.Fatalf("no extension by the heartbeat: Err %v, expiry %v", l.Err(), l.ExpiresAt())
+		}
 	}
 	snap, err := c.Collection("locks").Doc("lease").Get(ctx)
 	if err != nil || snap.Data()["expiresAtMs"].(int64) <= first.UnixMilli() {
@@ -743,7 +751,7 @@ func TestDoOnFirestore(t *testing.T) {
 				mu.Lock()
 				fences[l.Fence()] = true
 				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // hold the lock a while, so that an overlap would show
 				inside.Add(-1)
 				return nil
 			}, locking.WithTTL(5*time.Second), locking.WithRetry(p))

@@ -91,7 +91,7 @@ func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 		mu.Lock()
 		fences = append(fences, fence)
 		mu.Unlock()
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // hold the lock a while, so that an overlap would show
 		sections.Add(1)
 		holders.Add(-1)
 	}

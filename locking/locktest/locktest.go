@@ -197,8 +197,34 @@ func wantRecords(t *testing.T, b locking.Backend, want int, when string) {
 	}
 }
 
-// sleepUntil sleeps until d (not at all if d has passed).
+// sleepUntil sleeps until d (not at all if d has passed). The suite runs
+// against real storage with a real clock, so where it needs time to pass
+// (a lock to expire, a call to land near an instant) it has to wait.
 func sleepUntil(d time.Time) { time.Sleep(time.Until(d)) }
+
+// pollEvery is how often awaitExpiry asks the backend.
+const pollEvery = 10 * time.Millisecond
+
+// awaitExpiry waits for the lock on key, which expires at expiresAt, to be
+// gone: until its liveness tolerance has passed (no backend may free it
+// sooner), then polling IsLocked until it reports false, which it must
+// within margin. when names the moment in the failure message.
+func awaitExpiry(t *testing.T, b locking.Backend, key string, expiresAt time.Time, when string) {
+	t.Helper()
+	sleepUntil(expiresAt.Add(tolerance))
+	deadline := expiresAt.Add(tolerance + margin)
+	for {
+		locked, err := b.IsLocked(t.Context(), key)
+		if err == nil && !locked {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: IsLocked(key %s) = %v, %v %s past the expiry; want false by %s past it",
+				when, locking.HashKey(key), locked, err, time.Since(expiresAt).Round(time.Millisecond), tolerance+margin)
+		}
+		time.Sleep(pollEvery)
+	}
+}
 
 // Within reports whether got is within slack of [lo, hi].
 func Within(got, lo, hi time.Time, slack time.Duration) bool {

@@ -170,8 +170,13 @@ func TestServerTimeAuthority(t *testing.T) {
 		add("extend", e.OK, err)
 		info, err := b.LookupKey(ctx, key)
 		add("lookup", info != nil, err)
-		time.Sleep(ttl + locking.TimeTolerance + 100*time.Millisecond)
-		locked, err = b.IsLocked(ctx, key)
+		// The server's real clock decides: wait out the tolerance (no
+		// sooner can the lock be free), then poll until it is.
+		time.Sleep(time.Until(e.ExpiresAt.Add(locking.TimeTolerance)))
+		deadline := time.Now().Add(time.Second)
+		for locked, err = b.IsLocked(ctx, key); err == nil && locked && time.Now().Before(deadline); locked, err = b.IsLocked(ctx, key) {
+			time.Sleep(10 * time.Millisecond)
+		}
 		add("isLocked after expiry", locked, err)
 		e, err = b.Extend(ctx, a.LockID, ttl)
 		add("extend after expiry", e.OK, err)
@@ -534,7 +539,7 @@ func TestCancelStopsServerSide(t *testing.T) {
 		t.Errorf("cancelled acquire = %v; want Aborted", err)
 	}
 	commit()
-	time.Sleep(200 * time.Millisecond) // time for a server that had not stopped to finish
+	time.Sleep(200 * time.Millisecond) // nothing to poll for: give a server that had not stopped time to finish
 	if n := lockRows(t, b.pool, locks); n != 0 {
 		t.Errorf("%d lock rows: the cancelled acquire completed on the server", n)
 	}
@@ -628,7 +633,7 @@ func TestSpecPeerInterop(t *testing.T) {
 				if holders.Add(1) > 1 {
 					overlaps.Add(1)
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // hold the lock a while, so that an overlap would show
 				holders.Add(-1)
 				if ok, err := be.Release(ctx, r.LockID); !ok || err != nil {
 					t.Errorf("release: %v, %v", ok, err)
