@@ -1,17 +1,10 @@
-// Package locking is the backend-neutral fenced-lock contract (the lock
-// interface spec, as DESIGN §4 amends it): the Backend interface every
-// storage implements, its result and error types, key normalisation and
-// storage-key derivation, lockIds, fence tokens, the one liveness
-// predicate, the retry formulas of the spec's lock() helper, and a Lease
-// that keeps a lock alive and says when it is lost.
-//
-// A fence is a 15-digit decimal string that strictly increases per key
-// across acquisitions; writers stamp it on what they write so storage can
-// refuse a writer whose lock has since passed to someone else. Compare
-// fences as strings (a > b), never as numbers.
-//
-// Nothing here imports a database driver; backends live in subpackages
-// (firestorelock).
+// Package locking is a fenced distributed lock, independent of where the
+// locks are stored: Acquire and Do take a lock and keep it alive, a Lease
+// says when it is lost, and every holder gets a fence token to stamp on
+// what it writes. Backends (firestorelock, pglock) store the locks; they
+// implement Backend, the small single-attempt interface this package
+// builds on, and are compatible with SyncGuard's TypeScript backends, so
+// services in both languages can share locks.
 //
 // Typical use, for a function:
 //
@@ -34,9 +27,24 @@
 // Both wait for a held lock, and retry a backend failing transiently, as
 // a RetryPolicy says (WithRetry; DefaultRetryPolicy by default).
 //
+// A fence is a 15-digit decimal string that strictly increases per key
+// across acquisitions; writers stamp it on what they write so storage can
+// refuse a writer whose lock has since passed to someone else (a lease can
+// be lost without its holder noticing in time: a pause, a partition).
+// Compare fences as strings (a > b), never as numbers.
+//
+// Keys are strings of at most MaxKeyBytes, normalised to Unicode NFC, so
+// canonically equivalent spellings are one lock. Errors and logs name keys
+// and lockIds only by HashKey: a key may carry user data, and a lockId is
+// the capability to release a lock.
+//
 // Diagnostics: Owns, GetByKey and GetByID read a lock's sanitized
 // LockInfo (hashes only, safe to log); GetByKeyRaw, GetByIDRaw and
 // LookupDebug add the raw key and lockId on backends that implement
 // DebugLookuper, for debugging only. WithTelemetry decorates a backend to
 // report every operation as an Event, off the caller's path.
+//
+// Nothing here imports a database driver. To write a backend of your own,
+// see locking/backendkit for the shared pieces and locking/locktest for
+// the conformance suite every backend should pass.
 package locking

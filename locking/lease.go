@@ -10,8 +10,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// DefaultTTL is a lock's time to live unless WithTTL says otherwise (the
-// spec's BACKEND_DEFAULTS.ttlMs).
+// DefaultTTL is a lock's time to live unless WithTTL says otherwise: long
+// enough to ride out a slow extension, short enough that a crashed
+// holder's lock frees itself soon.
 const DefaultTTL = 30 * time.Second
 
 // releaseTimeout bounds Do's release, which runs detached from the caller's
@@ -36,9 +37,9 @@ func WithTTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.
 // attempt.
 func WithRetry(p RetryPolicy) AcquireOption { return func(c *acquireConfig) { c.retry = p } }
 
-// OnReleaseError sets the function Do calls when releasing the lock fails
-// (the spec's onReleaseError): with the backend's error and the HashKey of
-// the key, never the raw key or lockId. Without it such errors are
+// OnReleaseError sets the function Do calls when releasing the lock fails,
+// with the backend's error and the HashKey of the key, never the raw key
+// or lockId. Without it such errors are
 // ignored: the lock then expires with its TTL. Either way they never
 // replace Do's result. fn runs synchronously before Do returns. Acquire
 // ignores this option.

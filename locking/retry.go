@@ -37,9 +37,9 @@ type RetryPolicy struct {
 	Timeout time.Duration
 }
 
-// DefaultRetryPolicy is the lock contract's default for acquiring: waits
-// uniform in [b/2, b] for b = 100 ms·2ⁿ⁻¹ before retry n (from 1), at most
-// 10 retries, 5 s in all. In backoff terms that is Initial 75 ms with
+// DefaultRetryPolicy is the default of SyncGuard's lock() helper, so Go
+// and TypeScript waiters behave alike: waits uniform in [b/2, b] for
+// b = 100 ms·2ⁿ⁻¹ before retry n (from 1), at most 10 retries, 5 s in all. In backoff terms that is Initial 75 ms with
 // Jitter 1/3 (75 ± 25 ms) and Multiplier 2; Max is backoff's own default,
 // 1 min, which the 5 s never reach.
 func DefaultRetryPolicy() RetryPolicy {

@@ -10,7 +10,8 @@ import (
 // without extra I/O. The empty Reason means unknown.
 type Reason string
 
-// The reasons of the spec's telemetry (and acquire's contention reason).
+// The reasons an operation changed nothing, as SyncGuard's telemetry
+// names them.
 const (
 	ReasonExpired  Reason = "expired"   // the lock was there but no longer live
 	ReasonNotFound Reason = "not-found" // no lock carries the lockId
@@ -44,9 +45,9 @@ const (
 	ResultFail = "fail" // the opposite, or an error (then Err is set)
 )
 
-// Event describes one backend operation, as WithTelemetry reports it (the
-// spec's LockEvent). Keys and lockIds appear as HashKey hashes; the raw
-// values only when the decorator was built with includeRaw.
+// Event describes one backend operation, as WithTelemetry reports it. Keys
+// and lockIds appear as HashKey hashes; the raw values only when the
+// decorator was built with includeRaw.
 type Event struct {
 	Type       string // EventAcquire, EventRelease, …
 	KeyHash    string // HashKey of the key, when known
@@ -70,8 +71,8 @@ type Event struct {
 // events are dropped (and counted), never waited for.
 const telemetryQueue = 1024
 
-// WithTelemetry returns b decorated to report every operation to onEvent
-// (the spec's withTelemetry). With a nil onEvent it returns b itself, so
+// WithTelemetry returns b decorated to report every operation to onEvent,
+// for metrics and debugging. With a nil onEvent it returns b itself, so
 // telemetry costs nothing unless asked for. includeRaw adds the raw key
 // and lockId to events; leave it false outside debugging.
 //

@@ -9,5 +9,8 @@
 // input and the context before any I/O, derive the storage ids and draw
 // the lockId. It numbers fences with FormatFence, and maps whatever its
 // storage returns with the OpErrors those return, which classify the error
-// and scrub raw keys and lockIds from its text.
+// and scrub raw keys and lockIds from its text. Background work it starts
+// on its own (cleanups) runs on a Janitor, which its Close stops.
+//
+// locking/locktest is the conformance suite to run a new backend against.
 package backendkit

@@ -12,6 +12,8 @@ import (
 // the backend's own classification, and the raw key, lockId and storage ids
 // scrubbed from the message (Scrub).
 type OpErrors struct {
+	// Op names the operation ("acquire", …); KeyHash and LockIDHash name
+	// the lock, by locking.HashKey, when known.
 	Op, KeyHash, LockIDHash string
 	// Secrets are the raw strings no message may carry.
 	Secrets []string

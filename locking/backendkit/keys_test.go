@@ -35,7 +35,7 @@ func TestNewLockID(t *testing.T) {
 	}
 }
 
-// hashedID is the DESIGN §4 truncated form, computed independently of
+// hashedID is the hashed form of a storage id, computed independently of
 // MakeStorageKey: base64url of the first 16 bytes of SHA-256.
 func hashedID(prefixed string) string {
 	sum := sha256.Sum256([]byte(prefixed))
@@ -84,7 +84,7 @@ func TestMakeStorageKey(t *testing.T) {
 			}
 		})
 	}
-	// Deterministic, and the fence id derives from the lock id (DESIGN §4).
+	// Deterministic.
 	a, _ := MakeStorageKey("", strings.Repeat("z", 2000), 1500, 0)
 	b, _ := MakeStorageKey("", strings.Repeat("z", 2000), 1500, 0)
 	if a != b || len(a) != 22 {

@@ -1,6 +1,7 @@
-// Package firestorelock is the Cloud Firestore lock backend (spec
-// lock-firestore-backend.md, as DESIGN §4 amends it), laid out as
-// SyncGuard's so Go and TypeScript services can share locks:
+// Package firestorelock keeps locking's locks in Cloud Firestore: a
+// locking.Backend for Acquire, Do and Lease. Its storage is laid out as
+// SyncGuard's Firestore backend's, so Go and TypeScript services can share
+// locks on one database:
 //
 //   - lock documents in "locks", id = the NFC-normalised key, fields lockId
 //     (string), expiresAtMs and acquiredAtMs (integer Unix ms), key (the
@@ -12,7 +13,9 @@
 //     liveness decision;
 //   - acquire, release and extend each one transaction; release and extend
 //     find the lock by a query on lockId (Firestore's automatic single-field
-//     index serves it).
+//     index serves it), or, called by a Lease, read it by key.
+//
+// Close the Backend when done with it (it does not close the client).
 package firestorelock
 
 import (
@@ -50,7 +53,7 @@ const (
 )
 
 // maxDocIDBytes is Firestore's document id limit; MakeStorageKey hashes
-// beyond it (never, with 512-byte keys, but the derivation is the spec's).
+// beyond it (never, with 512-byte keys, but the derivation is SyncGuard's).
 const maxDocIDBytes = 1500
 
 // txAttempts bounds the client's own retries of a transaction that
@@ -61,14 +64,15 @@ const txAttempts = 10
 
 // Cleanup in IsLocked (WithCleanupInIsLocked): an expired lock document is
 // deleted only once its expiry is this far in the past, beyond the
-// liveness predicate's own tolerance: the spec's documented client skew of
-// ±2 s plus a guard of 1 s, so that no client whose clock lags ours can
-// still be extending it.
+// liveness predicate's own tolerance: the ±2 s of client clock skew
+// SyncGuard documents for Firestore, plus a guard of 1 s, so that no
+// client whose clock lags ours can still be extending it.
 const (
 	cleanupSkew  = 2 * time.Second
 	cleanupGuard = time.Second
-	// cleanupSlots bounds the cleanups in flight per Backend (the spec's
-	// rate limit); an IsLocked that finds them all busy skips its cleanup.
+	// cleanupSlots bounds the cleanups in flight per Backend, so a burst
+	// of IsLocked calls cannot become a burst of writes; an IsLocked that
+	// finds them all busy skips its cleanup.
 	cleanupSlots = 4
 	// cleanupTimeout bounds one cleanup, which runs detached from the
 	// IsLocked call that started it.
@@ -121,13 +125,14 @@ func WithCollections(locks, fences string) Option {
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithCleanupInIsLocked makes IsLocked delete the expired lock document it
-// finds (default false: IsLocked only reads). The trade-offs, as the spec
-// asks:
+// finds (default false: IsLocked only reads), so that abandoned locks do
+// not pile up. The trade-offs:
 //
 //   - The cleanup is best-effort and fire-and-forget: it runs on its own
 //     goroutine after IsLocked has decided its result, never changes that
 //     result, never delays it, and never makes IsLocked fail. At most 4
-//     run at once per Backend (more are skipped), each bounded by 10 s.
+//     run at once per Backend (more are skipped), each bounded by 10 s;
+//     Close stops them.
 //   - Only a document expired for more than 3 s (2 s client skew plus a
 //     1 s guard, on top of the liveness tolerance) is deleted, and only
 //     inside a transaction that re-reads it and finds it still that
@@ -138,10 +143,10 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 //     or writes will see the deletions, some time after IsLocked returns.
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
-// WithLogger sets where the backend logs operational warnings (default:
-// nowhere): a fence past backendkit.FenceWarnThreshold and lock documents
-// sharing one lockId, as the Firestore spec requires. Entries name locks by
-// key hash only.
+// WithLogger sets where the backend logs what an operator should know
+// (default: nowhere): a fence past 090000000000000, long before fences run
+// out, and lock documents sharing one lockId, which only a bug or a foreign
+// client can create. Entries name locks by key hash only.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
 // New returns a backend using client. It fails with InvalidArgument for a
@@ -245,8 +250,8 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	var res locking.AcquireResult
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = locking.AcquireResult{}
-		// The spec's cancellation points: on entering the transaction,
-		// after the reads, before the writes.
+		// Cancellation is checked on entering the transaction, after the
+		// reads, and before the writes.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -259,8 +264,8 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Client time, taken inside the transaction after the reads (the
-		// spec's ADR-010), decides liveness and the new expiry alike.
+		// Client time, taken inside the transaction after the reads (a
+		// read may have waited), decides liveness and the new expiry alike.
 		nowMs := b.now().UnixMilli()
 		cur, held := readLock(snaps[0])
 		if held && locking.IsLive(cur.expiresAtMs, nowMs) {
@@ -276,7 +281,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 			}
 		}
 		// Defence in depth: a lock document stamped above the counter (the
-		// counter deleted, which the spec forbids) must not see its fence
+		// counter deleted, which must never happen) must not see its fence
 		// reissued.
 		if n, err := backendkit.ParseFence(cur.fence); held && err == nil && n > last {
 			last = n
@@ -427,8 +432,8 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 	)
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		applied, reason = false, ""
-		// The spec's cancellation points: on entering the transaction,
-		// after the read, before the write.
+		// Cancellation is checked on entering the transaction, after the
+		// read, and before the write.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -453,8 +458,8 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 			return err
 		}
 		nowMs := b.now().UnixMilli()
-		// Explicit ownership check after the index lookup (ADR-003), then
-		// the one liveness predicate.
+		// Explicit ownership check after the index lookup (the query may
+		// have returned a stale document), then the one liveness predicate.
 		switch {
 		case snap == nil || d.lockID != lockID:
 			reason = locking.ReasonNotFound
@@ -477,9 +482,9 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 
 // findByLockID reads the lock documents a lockId query returns: nil if
 // none, the one if one. More than one is refused with Internal rather than
-// guessed at (the spec's duplicate detection, hence no Limit(1)): only a
-// bug or a foreign client can create duplicates, and acting on the wrong
-// one could release someone else's lock. It adds what it finds to e's
+// guessed at (hence no Limit(1)): only a bug or a foreign client can create
+// duplicates, and acting on the wrong one could release someone else's
+// lock. It adds what it finds to e's
 // secrets, since an error about the document would quote its path.
 func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *backendkit.OpErrors) (*firestore.DocumentSnapshot, lockDoc, error) {
 	snaps, err := it.GetAll()
@@ -500,7 +505,7 @@ func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *backendkit.OpE
 		}
 		return snaps[0], d, nil
 	}
-	// The spec: log duplicates, fail safe. By hashes only.
+	// Log duplicates and fail safe; by hashes only.
 	b.log.Warn("lock documents share one lockId; refusing to act on any of them",
 		zap.String("op", e.Op), zap.String("lockIdHash", e.LockIDHash), zap.Int("documents", len(snaps)))
 	return nil, lockDoc{}, &locking.Error{Code: locking.Internal,
@@ -708,12 +713,12 @@ func (b *Backend) info(d lockDoc, keyHash string) *locking.LockInfo {
 	}
 }
 
-// classify is the spec's table: UNAVAILABLE, INTERNAL and ABORTED (contention
-// the client's retries did not resolve) are ServiceUnavailable;
-// DEADLINE_EXCEEDED NetworkTimeout; PERMISSION_DENIED and UNAUTHENTICATED
-// AuthFailed; INVALID_ARGUMENT and FAILED_PRECONDITION InvalidArgument;
-// RESOURCE_EXHAUSTED RateLimited; a cancelled context Aborted; the rest
-// Internal.
+// classify maps gRPC codes as SyncGuard does: UNAVAILABLE, INTERNAL and
+// ABORTED (contention the client's retries did not resolve) are
+// ServiceUnavailable; DEADLINE_EXCEEDED NetworkTimeout; PERMISSION_DENIED
+// and UNAUTHENTICATED AuthFailed; INVALID_ARGUMENT and FAILED_PRECONDITION
+// InvalidArgument; RESOURCE_EXHAUSTED RateLimited; a cancelled context
+// Aborted; the rest Internal.
 func classify(ctx context.Context, err error) locking.Code {
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -13,7 +13,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
-// A fence past the warning threshold is logged (spec: MUST log a warning),
+// A fence past the warning threshold is logged (as SyncGuard's backends must),
 // by key hash only; fences below it are not.
 func TestFenceWarning(t *testing.T) {
 	t.Parallel()

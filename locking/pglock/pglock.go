@@ -1,6 +1,6 @@
-// Package pglock is the PostgreSQL lock backend (spec
-// lock-postgres-backend.md, as DESIGN §4 amends it), on SyncGuard's tables so
-// Go and TypeScript services can share locks:
+// Package pglock keeps locking's locks in PostgreSQL: a locking.Backend
+// for Acquire, Do and Lease, on SyncGuard's tables, so Go and TypeScript
+// services can share locks on one database:
 //
 //   - syncguard_locks(key TEXT PRIMARY KEY, lock_id TEXT, expires_at_ms
 //     BIGINT, acquired_at_ms BIGINT, fence TEXT, user_key TEXT), every
@@ -13,7 +13,7 @@
 //     pg_advisory_xact_lock(hashtext(storageKey)),
 //     exactly as SyncGuard's, so peers in either language exclude each other.
 //
-// Every operation is one round trip. Acquire pipelines the spec's three
+// Every operation is one round trip. Acquire pipelines SyncGuard's three
 // steps (advisory lock; INSERT the fence counter … DO NOTHING; then one
 // statement that reads the lock row FOR UPDATE, and only if it is not live
 // increments the counter and writes the lock) as one pgx batch, which
@@ -25,9 +25,12 @@
 // BEGIN and COMMIT included.
 //
 // Because the decision is made on the server in the same statement, the
-// liveness predicate of release, extend and acquire is SQL (livePredicate,
-// with locking.TimeTolerance); a test holds it to locking.IsLive, which
-// decides the read-only operations.
+// liveness predicate of release, extend and acquire is SQL (with
+// locking.TimeTolerance); a test holds it to locking.IsLive, which decides
+// the read-only operations.
+//
+// Close the Backend when done with it, before the pool (it does not close
+// the pool).
 package pglock
 
 import (
@@ -57,8 +60,8 @@ const (
 	DefaultFenceTable = "syncguard_fence_counters"
 )
 
-// maxStorageKeyBytes is the spec's PostgreSQL key limit (B-tree tuple size);
-// MakeStorageKey hashes beyond it (never, with 512-byte keys).
+// maxStorageKeyBytes is SyncGuard's PostgreSQL key limit (B-tree tuple
+// size); MakeStorageKey hashes beyond it (never, with 512-byte keys).
 const maxStorageKeyBytes = 1700
 
 // maxTableName keeps "idx_<table>_lock_id" within PostgreSQL's 63-byte
@@ -134,7 +137,8 @@ func WithAutoCreateTables(enabled bool) Option { return func(c *config) { c.auto
 // expired lock row it finds (default false: IsLocked only reads). Only a
 // row expired for over 3 s beyond the liveness tolerance and still carrying
 // the lockId IsLocked saw is deleted, by one statement that re-checks both;
-// fence counters are never touched. At most 4 cleanups run at once.
+// fence counters are never touched. At most 4 cleanups run at once; Close
+// stops them.
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
 // WithLogger sets where the backend logs warnings (default: nowhere): a
@@ -196,7 +200,7 @@ func invalidConfig(format string, args ...any) error {
 	return &locking.Error{Code: locking.InvalidArgument, Op: "config", Err: fmt.Errorf(format, args...)}
 }
 
-// validateTables is the spec's configuration check: both names valid
+// validateTables checks the configuration before any SQL: both names valid
 // identifiers (nothing else is ever put into SQL text), and distinct.
 func validateTables(locks, fences string) error {
 	for _, t := range []struct{ what, name string }{{"lock", locks}, {"fence counter", fences}} {
@@ -562,7 +566,7 @@ func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
 }
 
 // readLockID validates lockID and reads the row carrying it, verifying the
-// lock_id it got back (the spec's explicit ownership check).
+// lock_id it got back (an explicit ownership check, not trusting the index).
 func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	e, err := b.kit.BeginLockID(ctx, "lookup", lockID)
 	if err != nil {
@@ -683,8 +687,9 @@ func mapErr(ctx context.Context, op string, err error) error {
 	return storage().Errors(op).Map(ctx, err)
 }
 
-// classify is the spec's table. A cancelled context is Aborted and an
-// expired one NetworkTimeout, whatever error the driver surfaced them as.
+// classify maps errors as SyncGuard does. A cancelled context is Aborted
+// and an expired one NetworkTimeout, whatever error the driver surfaced
+// them as.
 func classify(ctx context.Context, err error) locking.Code {
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -272,7 +272,7 @@ func TestTableNameValidation(t *testing.T) {
 	}
 }
 
-// Schema creates exactly the spec's layout; WithAutoCreateTables(false)
+// Schema creates exactly SyncGuard's layout; WithAutoCreateTables(false)
 // refuses missing tables and accepts Schema's; concurrent New calls on new
 // tables all succeed.
 func TestSchema(t *testing.T) {
@@ -576,7 +576,7 @@ func TestPoolExhausted(t *testing.T) {
 	locktest.MustAcquire(t, b, "k", time.Minute)
 }
 
-// The Go backend and a peer running the spec's literal transactions (as
+// The Go backend and a peer running SyncGuard's literal transactions (as
 // SyncGuard's TypeScript backend does) on the same tables exclude each
 // other and share one fence sequence.
 func TestSpecPeerInterop(t *testing.T) {

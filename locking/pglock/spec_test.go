@@ -13,7 +13,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
-// specPeer performs the spec's (and SyncGuard's TypeScript backend's)
+// specPeer performs SyncGuard's TypeScript backend's
 // multi-statement transactions, one round trip per statement, literally:
 // the baseline the benchmark compares against, and a stand-in for a
 // TypeScript peer sharing the tables in the interop tests.
@@ -79,7 +79,7 @@ ON CONFLICT (key) DO UPDATE SET lock_id = EXCLUDED.lock_id, expires_at_ms = EXCL
 	return res, err
 }
 
-// mutate is the spec's release/extend: server time, the row by lock_id FOR
+// mutate is SyncGuard's release/extend: server time, the row by lock_id FOR
 // UPDATE, the ownership and liveness checks, then change.
 func (p specPeer) mutate(ctx context.Context, lockID string, change func(tx pgx.Tx, key string, now int64) error) (bool, error) {
 	var ok bool
