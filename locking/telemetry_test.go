@@ -144,17 +144,23 @@ func TestTelemetryNoReasonWithoutReporter(t *testing.T) {
 	})
 }
 
+// stalled decorates a fake with a recorder whose callback blocks on the
+// first event until unblock is closed: one that falls behind.
+func stalled(includeRaw bool) (b Backend, rec *recorder, unblock chan struct{}) {
+	rec, unblock = newRecorder(), make(chan struct{})
+	var once sync.Once
+	b = WithTelemetry(newFake(), func(e Event) {
+		once.Do(func() { <-unblock })
+		rec.on(e)
+	}, includeRaw)
+	return b, rec, unblock
+}
+
 // onEvent is never awaited: a callback that blocks does not delay
 // operations, and its events arrive, in order, once it unblocks.
 func TestTelemetryNeverAwaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		unblock := make(chan struct{})
-		rec := newRecorder()
-		var once sync.Once
-		b := WithTelemetry(newFake(), func(e Event) {
-			once.Do(func() { <-unblock })
-			rec.on(e)
-		}, true)
+		b, rec, unblock := stalled(true)
 		keys := []string{"a", "b", "c", "d", "e"}
 		// Were an operation to wait for the blocked callback, nothing in
 		// the bubble could move, and synctest would report the deadlock.
@@ -203,13 +209,7 @@ func TestTelemetryCallbackPanics(t *testing.T) {
 // in the next delivered event's Dropped; operations never block on it.
 func TestTelemetryDropsWhenBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		unblock := make(chan struct{})
-		rec := newRecorder()
-		var once sync.Once
-		b := WithTelemetry(newFake(), func(e Event) {
-			once.Do(func() { <-unblock })
-			rec.on(e)
-		}, false)
+		b, rec, unblock := stalled(false)
 		isLocked := func(n int) {
 			for range n {
 				_, _ = b.IsLocked(context.Background(), "k")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/backendkit"
+	"github.com/snapwriter/snapwriter/locking/internal/closetest"
 )
 
 func getDoc(t *testing.T, c *firestore.Client, coll, id string) *firestore.DocumentSnapshot {
@@ -258,37 +259,11 @@ func TestCleanupInIsLocked(t *testing.T) {
 func TestCloseStopsCleanups(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Now()}
-	b, c := newBackend(t, WithClock(clk.Now), WithCleanupInIsLocked(true))
-	finished := make(chan error, 4)
-	b.cleanupDone = func(_ bool, err error) { finished <- err }
-	ctx := context.Background()
-	mustAcquire(t, b, "a", time.Second)
-	mustAcquire(t, b, "b", time.Second)
-	clk.Advance(time.Hour)
-	if locked, err := b.IsLocked(ctx, "a"); locked || err != nil { // starts a cleanup
-		t.Fatal(locked, err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-finished: // deleted, or cancelled by Close: either way, over
-		t.Logf("cleanup in flight at Close ended with %v", err)
-	default:
-		t.Fatal("Close returned before the cleanup in flight had")
-	}
-	if locked, err := b.IsLocked(ctx, "b"); locked || err != nil {
-		t.Fatalf("IsLocked after Close = %v, %v", locked, err)
-	}
-	if err := b.Close(); err != nil { // idempotent, and waits for anything started since
-		t.Errorf("second Close = %v", err)
-	}
-	if len(finished) != 0 || !docExists(t, c, DefaultLockCollection, "b") {
-		t.Error("IsLocked started a cleanup after Close")
-	}
-	if r, err := b.Acquire(ctx, "b", time.Minute); err != nil || !r.OK {
-		t.Errorf("Acquire after Close = %+v, %v; the client is the caller's and still open", r, err)
-	}
+	b, _ := newBackend(t, WithClock(clk.Now), WithCleanupInIsLocked(true))
+	cleanups := make(chan error, 4)
+	b.cleanupDone = func(_ bool, err error) { cleanups <- err }
+	closetest.CloseStopsCleanups(t, closetest.Backend{Backend: b, Close: b.Close, Cleanups: cleanups,
+		Expire: func(*testing.T, ...locking.AcquireResult) { clk.Advance(time.Hour) }})
 }
 
 // The cleanup transaction re-checks: a document re-acquired (another

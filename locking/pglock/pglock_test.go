@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/backendkit"
+	"github.com/snapwriter/snapwriter/locking/internal/closetest"
 	"github.com/snapwriter/snapwriter/locking/locktest"
 	"github.com/snapwriter/snapwriter/pgserver"
 )
@@ -49,16 +50,6 @@ func lockRows(t *testing.T, pool *pgxpool.Pool, locks string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// rowFor reports whether the lock table has a row for key.
-func rowFor(t *testing.T, b *Backend, locks, key string) bool {
-	t.Helper()
-	var ok bool
-	if err := b.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM `+ident(locks)+` WHERE user_key = $1)`, key).Scan(&ok); err != nil {
-		t.Fatal(err)
-	}
-	return ok
 }
 
 // 32 goroutines acquiring a never-seen key at once (its counter row absent)
@@ -705,38 +696,15 @@ func TestCleanupInIsLocked(t *testing.T) {
 // none, while the backend's operations go on working on the pool.
 func TestCloseStopsCleanups(t *testing.T) {
 	t.Parallel()
-	finished := make(chan error, 4)
 	b, locks, _ := testBackend(t, WithCleanupInIsLocked(true))
-	b.cleanupDone = func(_ bool, err error) { finished <- err }
-	ctx := t.Context()
-	for _, key := range []string{"a", "b"} {
-		r := locktest.MustAcquire(t, b, key, time.Minute)
-		if _, err := b.pool.Exec(ctx, `UPDATE `+ident(locks)+` SET expires_at_ms = expires_at_ms - 70000 WHERE lock_id = $1`, r.LockID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if locked, err := b.IsLocked(ctx, "a"); locked || err != nil { // starts a cleanup
-		t.Fatal(locked, err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-finished: // deleted, or cancelled by Close: either way, over
-		t.Logf("cleanup in flight at Close ended with %v", err)
-	default:
-		t.Fatal("Close returned before the cleanup in flight had")
-	}
-	if locked, err := b.IsLocked(ctx, "b"); locked || err != nil {
-		t.Fatalf("IsLocked after Close = %v, %v", locked, err)
-	}
-	if err := b.Close(); err != nil { // idempotent, and waits for anything started since
-		t.Errorf("second Close = %v", err)
-	}
-	if len(finished) != 0 || !rowFor(t, b, locks, "b") {
-		t.Error("IsLocked started a cleanup after Close")
-	}
-	if r, err := b.Acquire(ctx, "b", time.Minute); err != nil || !r.OK {
-		t.Errorf("Acquire after Close = %+v, %v; the pool is the caller's and still open", r, err)
-	}
+	cleanups := make(chan error, 4)
+	b.cleanupDone = func(_ bool, err error) { cleanups <- err }
+	closetest.CloseStopsCleanups(t, closetest.Backend{Backend: b, Close: b.Close, Cleanups: cleanups,
+		Expire: func(t *testing.T, rs ...locking.AcquireResult) {
+			for _, r := range rs {
+				if _, err := b.pool.Exec(t.Context(), `UPDATE `+ident(locks)+` SET expires_at_ms = expires_at_ms - 70000 WHERE lock_id = $1`, r.LockID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}})
 }
