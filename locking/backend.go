@@ -6,13 +6,14 @@ import (
 	"time"
 )
 
-// Backend is a lock storage: single-attempt operations on one lock each.
-// Implementations validate keys (NormalizeAndValidateKey), lockIds
-// (ValidateLockID) and TTLs (ValidateTTL) before any I/O, decide liveness
-// only with IsLive, verify ownership explicitly on release and extend, and
-// never retry contention themselves (Acquire, the helper, does). A lock
-// held by someone else is a result (OK false), not an error; failures are
-// *Error values.
+// Backend is a lock storage: single-attempt operations on one lock each,
+// which Acquire, Do and Lease build on. Implementations validate keys
+// (NormalizeAndValidateKey), lockIds (ValidateLockID) and TTLs
+// (ValidateTTL) before any I/O, decide liveness only with IsLive, verify
+// ownership explicitly on release and extend, and never retry themselves
+// (Acquire does); locking/backendkit has the shared pieces. A lock held by
+// someone else is a result (OK false), not an error; failures are *Error
+// values.
 //
 // Release and Extend are idempotent and safe to call with a lockId that is
 // not (or no longer) held: they report false and change nothing.
@@ -48,7 +49,9 @@ type Backend interface {
 // and guarantees are Release's and Extend's: a lockId that is not the
 // live lock's on key changes nothing and returns false.
 type KeyedBackend interface {
+	// ReleaseKey is Release of the lock lockID names on key.
 	ReleaseKey(ctx context.Context, key, lockID string) (bool, error)
+	// ExtendKey is Extend of the lock lockID names on key.
 	ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (ExtendResult, error)
 }
 
@@ -85,9 +88,12 @@ type LockInfo struct {
 
 // ValidateTTL fails with InvalidArgument unless ttl is a positive whole
 // number of milliseconds, the unit every backend stores.
-func ValidateTTL(ttl time.Duration) error {
+func ValidateTTL(ttl time.Duration) error { return validateTTL("ttl", ttl) }
+
+// validateTTL is ValidateTTL with its error named op.
+func validateTTL(op string, ttl time.Duration) error {
 	if ttl < time.Millisecond || ttl%time.Millisecond != 0 {
-		return &Error{Code: InvalidArgument, Op: "ttl",
+		return &Error{Code: InvalidArgument, Op: op,
 			Err: fmt.Errorf("ttl %s is not a positive whole number of milliseconds", ttl)}
 	}
 	return nil

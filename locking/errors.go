@@ -5,10 +5,11 @@ import (
 	"strconv"
 )
 
-// Code classifies a lock error, as the lock interface spec names them.
+// Code classifies a lock error, so callers can tell what to do about it
+// (retry, fix the input, give up) whatever the backend.
 type Code int
 
-// The error codes of the lock contract.
+// The codes, the same on every backend.
 const (
 	ServiceUnavailable Code = iota + 1 // storage unreachable, overloaded or contended; retry later
 	AuthFailed                         // credentials refused
@@ -20,7 +21,8 @@ const (
 	Internal                           // anything else, including fence overflow and duplicate lockIds
 )
 
-// String returns the code's name as the spec spells it.
+// String returns the code's name, as SyncGuard's TypeScript LockError
+// spells it.
 func (c Code) String() string {
 	switch c {
 	case ServiceUnavailable:

@@ -1,9 +1,7 @@
 package locking
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,16 +23,19 @@ const lockIDLen = 22
 // normalisation, or unusable as a Firestore document id (it contains "/",
 // is "." or "..", or matches __.*__). The last rule holds for every backend
 // so that a key valid on one is valid on all.
-func NormalizeAndValidateKey(key string) (string, error) {
+func NormalizeAndValidateKey(key string) (string, error) { return normalizeKey("key", key) }
+
+// normalizeKey is NormalizeAndValidateKey with its errors named op.
+func normalizeKey(op, key string) (string, error) {
 	if !utf8.ValidString(key) {
 		// Not hashed: HashKey's NFC step would silently repair the bytes.
-		return "", &Error{Code: InvalidArgument, Op: "key", Err: errors.New("key is not valid UTF-8")}
+		return "", &Error{Code: InvalidArgument, Op: op, Err: errors.New("key is not valid UTF-8")}
 	}
 	n := norm.NFC.String(key)
 	var why string
 	switch {
 	case n == "":
-		return "", &Error{Code: InvalidArgument, Op: "key", Err: errors.New("key is empty")}
+		return "", &Error{Code: InvalidArgument, Op: op, Err: errors.New("key is empty")}
 	case len(n) > MaxKeyBytes:
 		why = fmt.Sprintf("key is %d bytes after NFC normalisation, over %d", len(n), MaxKeyBytes)
 	case strings.Contains(n, "/"):
@@ -46,7 +47,7 @@ func NormalizeAndValidateKey(key string) (string, error) {
 	default:
 		return n, nil
 	}
-	return "", &Error{Code: InvalidArgument, Op: "key", KeyHash: HashKey(n), Err: errors.New(why)}
+	return "", &Error{Code: InvalidArgument, Op: op, KeyHash: HashKey(n), Err: errors.New(why)}
 }
 
 // ValidateLockID fails with InvalidArgument unless id has the lockId form:
@@ -65,67 +66,10 @@ func ValidateLockID(id string) error {
 	return nil
 }
 
-// NewLockID returns a fresh lockId: 16 bytes (128 bits) from crypto/rand,
-// unpadded base64url, so it can be neither guessed nor reused.
-func NewLockID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", &Error{Code: Internal, Op: "lockId", Err: err}
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
-}
-
-// MakeStorageKey derives a storage id from a key as SyncGuard does: the
-// NFC-normalised "prefix:key" (just the key when prefix is empty). When that
-// plus reserve bytes is over limit (all in UTF-8 bytes), the id becomes
-// "prefix:" + base64url of the first 16 bytes of SHA-256 of the prefixed
-// key (no "prefix:" when prefix is empty), so a long key still maps to one
-// id deterministically. It fails with InvalidArgument only when even that
-// does not fit.
-func MakeStorageKey(prefix, key string, limit, reserve int) (string, error) {
-	// Only the key is normalised, as in the spec: a prefix is the caller's
-	// constant, not user input.
-	full := norm.NFC.String(key)
-	if prefix != "" {
-		full = prefix + ":" + full
-	}
-	if len(full)+reserve <= limit {
-		return full, nil
-	}
-	sum := sha256.Sum256([]byte(full))
-	id := base64.RawURLEncoding.EncodeToString(sum[:16])
-	if prefix != "" {
-		id = prefix + ":" + id
-	}
-	if len(id)+reserve > limit {
-		return "", &Error{Code: InvalidArgument, Op: "key", KeyHash: HashKey(key),
-			Err: fmt.Errorf("storage key needs %d bytes even after hashing, over the limit of %d", len(id)+reserve, limit)}
-	}
-	return id, nil
-}
-
 // HashKey is the sanitized form of a key or lockId for logs, errors and
 // LockInfo: the first 24 hex characters (96 bits) of SHA-256 of its NFC
 // UTF-8.
 func HashKey(key string) string {
 	sum := sha256.Sum256([]byte(norm.NFC.String(key)))
 	return hex.EncodeToString(sum[:])[:24]
-}
-
-// StorageKeys validates key for operation op and derives, with the spec's
-// two-step derivation, the ids a backend stores it under: nkey is the
-// NFC-normalised key, lockKey MakeStorageKey("", nkey, limit, 0) and
-// fenceKey MakeStorageKey("", "fence:"+lockKey, limit, 0), so both hash
-// alike should either need it. Errors are InvalidArgument, with Op set.
-func StorageKeys(op, key string, limit int) (nkey, lockKey, fenceKey string, err error) {
-	if nkey, err = NormalizeAndValidateKey(key); err != nil {
-		return "", "", "", WithOp(err, op)
-	}
-	if lockKey, err = MakeStorageKey("", nkey, limit, 0); err != nil {
-		return "", "", "", WithOp(err, op)
-	}
-	if fenceKey, err = MakeStorageKey("", "fence:"+lockKey, limit, 0); err != nil {
-		return "", "", "", WithOp(err, op)
-	}
-	return nkey, lockKey, fenceKey, nil
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
-// DefaultTTL is a lock's time to live unless WithTTL says otherwise (the
-// spec's BACKEND_DEFAULTS.ttlMs).
+// DefaultTTL is a lock's time to live unless WithTTL says otherwise: long
+// enough to ride out a slow extension, short enough that a crashed
+// holder's lock frees itself soon.
 const DefaultTTL = 30 * time.Second
 
 // releaseTimeout bounds Do's release, which runs detached from the caller's
@@ -30,13 +32,14 @@ type acquireConfig struct {
 // extends it every ttl/3, so a holder that dies frees the lock within ttl.
 func WithTTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl = d } }
 
-// WithRetry sets how Acquire waits for a held lock (default
-// DefaultRetryPolicy). MaxRetries 0 makes a single attempt.
+// WithRetry sets how Acquire waits for a held lock, or a backend failing
+// transiently (default DefaultRetryPolicy). RetryPolicy{} makes a single
+// attempt.
 func WithRetry(p RetryPolicy) AcquireOption { return func(c *acquireConfig) { c.retry = p } }
 
-// OnReleaseError sets the function Do calls when releasing the lock fails
-// (the spec's onReleaseError): with the backend's error and the HashKey of
-// the key, never the raw key or lockId. Without it such errors are
+// OnReleaseError sets the function Do calls when releasing the lock fails,
+// with the backend's error and the HashKey of the key, never the raw key
+// or lockId. Without it such errors are
 // ignored: the lock then expires with its TTL. Either way they never
 // replace Do's result. fn runs synchronously before Do returns. Acquire
 // ignores this option.
@@ -44,15 +47,18 @@ func OnReleaseError(fn func(err error, keyHash string)) AcquireOption {
 	return func(c *acquireConfig) { c.onReleaseError = fn }
 }
 
-// Acquire takes the lock on key, waiting while someone else holds it as the
-// retry policy says, and returns a Lease that keeps it alive until Release.
+// Acquire takes the lock on key and returns a Lease that keeps it alive
+// until Release. While someone else holds the lock, or the backend fails
+// transiently (ServiceUnavailable, RateLimited, NetworkTimeout), it tries
+// again as the retry policy says.
 //
-// The key is validated before any I/O (ErrInvalidArgument, as are a bad TTL
-// or policy). If the lock is still held after the last attempt, or the next
-// wait would pass the policy's Timeout, Acquire fails with
-// ErrAcquisitionTimeout; if ctx ends first, with ErrAborted wrapping
-// context.Cause(ctx). Backend errors are returned as they are: Acquire
-// retries contention, not failures.
+// The key, TTL and policy are validated before any I/O (ErrInvalidArgument).
+// Any other backend error is returned at once. When the policy ends (its
+// Timeout, or MaxRetries), the last attempt decides the error: if the lock
+// was held, one matching ErrAcquisitionTimeout; if the backend failed, that
+// failure, its code kept (errors.Is(err, ErrServiceUnavailable), …), with
+// the attempts made noted. If ctx ends first, the error matches ErrAborted
+// and wraps context.Cause(ctx).
 //
 // The lease outlives ctx: ctx bounds only the acquisition.
 func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) (*Lease, error) {
@@ -63,59 +69,69 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 			o(&cfg)
 		}
 	}
-	nkey, err := NormalizeAndValidateKey(key)
+	nkey, err := normalizeKey(op, key)
 	if err != nil {
-		return nil, WithOp(err, op)
+		return nil, err
 	}
-	if err := ValidateTTL(cfg.ttl); err != nil {
-		return nil, WithOp(err, op)
+	if err := validateTTL(op, cfg.ttl); err != nil {
+		return nil, err
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, err
 	}
 	keyHash := HashKey(nkey)
 	aborted := func() error { return &Error{Code: Aborted, Op: op, KeyHash: keyHash, Err: context.Cause(ctx)} }
-	start := time.Now()
-	for attempt := 1; ; attempt++ {
+	var (
+		lease    *Lease
+		attempts int
+		start    = time.Now()
+	)
+	attempt := func() error {
 		if ctx.Err() != nil {
-			return nil, aborted()
+			return backoff.Permanent(aborted())
 		}
+		attempts++
 		sent := time.Now()
 		r, err := b.Acquire(ctx, nkey, cfg.ttl)
-		if err != nil {
-			if ctx.Err() != nil {
-				// However the backend saw the cancellation (a transport
-				// error, a timeout), it is the caller's doing.
-				return nil, aborted()
-			}
-			return nil, err
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// However the backend saw the cancellation (a transport error,
+			// a timeout), it is the caller's doing.
+			return backoff.Permanent(aborted())
+		case err != nil && !retryable(err):
+			return backoff.Permanent(err)
+		case err != nil:
+			return err
+		case !r.OK:
+			return errHeld
 		}
-		if r.OK {
-			return newLease(b, nkey, r, cfg.ttl, sent), nil
-		}
-		timeout := func() error {
-			return &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,
-				Err: fmt.Errorf("lock still held after %d attempts in %s", attempt, time.Since(start).Round(time.Millisecond))}
-		}
-		if attempt > cfg.retry.MaxRetries {
-			return nil, timeout()
-		}
-		// The spec's clamp: never sleep past the timeout. It is the time
-		// left, not the wait, that decides: a zero wait (RetryDelay 0, or a
-		// full-jitter draw of 0) is an immediate retry, not a timeout.
-		left := cfg.retry.Timeout - time.Since(start)
-		if left <= 0 {
-			return nil, timeout()
-		}
-		wait := min(cfg.retry.Delay(attempt, rand.Float64()), left)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, aborted()
-		case <-t.C:
-		}
+		lease = newLease(b, nkey, r, cfg.ttl, sent)
+		return nil
 	}
+	err = backoff.RetryNotify(attempt, backoff.WithContext(cfg.retry.backOff(), ctx), nil)
+	switch {
+	case lease != nil:
+		return lease, nil
+	case ctx.Err() != nil:
+		// The wait was cut short, or the policy ended as ctx did.
+		return nil, aborted()
+	case errors.Is(err, errHeld):
+		return nil, &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,
+			Err: fmt.Errorf("lock still held after %s in %s", attemptsText(attempts), time.Since(start).Round(time.Millisecond))}
+	case retryable(err):
+		return nil, fmt.Errorf("%w (gave up after %s in %s)", err, attemptsText(attempts), time.Since(start).Round(time.Millisecond))
+	}
+	return nil, err
+}
+
+// errHeld is an attempt's outcome when another holder has the lock.
+var errHeld = errors.New("lock held")
+
+func attemptsText(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
 }
 
 // Lease is a held lock kept alive by a heartbeat goroutine that extends it
@@ -363,11 +379,13 @@ func (l *Lease) Release(ctx context.Context) error {
 	return l.releaseErr
 }
 
-// Do runs fn while holding the lock on key (the spec's lock() helper): it
-// acquires (see Acquire, with its retry policy), runs fn with a context
-// that is cancelled if the lease is lost, and always releases, even if fn
-// panics, with a context detached from ctx so that a cancelled caller
-// still frees the lock.
+// Do runs fn while holding the lock on key: it acquires (see Acquire, with
+// its retry policy), runs fn with the lease and a context that is cancelled
+// if the lease is lost, and always releases, even if fn panics, with a
+// context detached from ctx so that a cancelled caller still frees the
+// lock. fn gets the lease so that it can stamp l.Fence() on every write the
+// lock guards: the storage can then refuse a writer whose lock has since
+// passed to someone else. fn must not call l.Release; Do does.
 //
 // Do returns fn's error if fn failed. Otherwise, if the lease was lost
 // while fn ran or turned out lost at release, it returns that loss
@@ -375,7 +393,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // A failure of the release itself (a backend error) never becomes Do's
 // result: it goes to the OnReleaseError function if one was given, and is
 // otherwise ignored, as the lock expires with its TTL anyway.
-func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context, l *Lease) error, opts ...AcquireOption) (err error) {
 	cfg := acquireConfig{}
 	for _, o := range opts {
 		if o != nil {
@@ -403,7 +421,7 @@ func Do(ctx context.Context, b Backend, key string, fn func(ctx context.Context)
 	}()
 	lctx, cancel := lease.Context(ctx)
 	defer cancel()
-	if err := fn(lctx); err != nil {
+	if err := fn(lctx, lease); err != nil {
 		return err
 	}
 	return lease.Err()

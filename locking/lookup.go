@@ -17,9 +17,9 @@ type LockInfoDebug struct {
 }
 
 // DebugLookuper is implemented by backends that can return the raw key
-// and lockId of a live lock (the spec's lookupDebug). It is separate from
-// Backend so the core interface stays small; use GetByKeyRaw, GetByIDRaw
-// or LookupDebug rather than calling it directly. Both methods only read,
+// and lockId of a live lock, for debugging. It is separate from Backend so
+// the core interface stays small; use GetByKeyRaw, GetByIDRaw or
+// LookupDebug rather than calling it directly. Both methods only read,
 // validate their input before any I/O as LookupKey and LookupLockID do,
 // and return nil, nil when there is no live lock.
 type DebugLookuper interface {
@@ -33,10 +33,10 @@ type DebugLookuper interface {
 // not implement DebugLookuper. It wraps errors.ErrUnsupported.
 var ErrDebugUnsupported = fmt.Errorf("locking: backend does not support raw lookups: %w", errors.ErrUnsupported)
 
-// Owns reports whether lockID names a live lock (the spec's owns). It only
-// reads. It is for diagnostics: never gate a release or extend on it, as
-// the lock may expire between the check and the mutation; release and
-// extend verify ownership themselves.
+// Owns reports whether lockID names a live lock. It only reads. It is for
+// diagnostics: never gate a release or extend on it, as the lock may
+// expire between the check and the mutation; release and extend verify
+// ownership themselves.
 func Owns(ctx context.Context, b Backend, lockID string) (bool, error) {
 	info, err := b.LookupLockID(ctx, lockID)
 	if err != nil {
@@ -46,13 +46,13 @@ func Owns(ctx context.Context, b Backend, lockID string) (bool, error) {
 }
 
 // GetByKey describes the live lock on key, sanitized, or returns nil, nil
-// when there is none (the spec's getByKey; the same as b.LookupKey).
+// when there is none (the same as b.LookupKey).
 func GetByKey(ctx context.Context, b Backend, key string) (*LockInfo, error) {
 	return b.LookupKey(ctx, key)
 }
 
 // GetByID describes the live lock lockID names, sanitized, or returns nil,
-// nil when there is none (the spec's getById; the same as b.LookupLockID).
+// nil when there is none (the same as b.LookupLockID).
 func GetByID(ctx context.Context, b Backend, lockID string) (*LockInfo, error) {
 	return b.LookupLockID(ctx, lockID)
 }
@@ -86,10 +86,10 @@ type LookupQuery struct {
 	LockID string
 }
 
-// LookupDebug is the spec's lookupDebug: GetByKeyRaw when q.Key is set,
-// GetByIDRaw when q.LockID is. The result is for debugging only: never log
-// its Key or LockID. It fails with InvalidArgument, before any I/O, unless
-// exactly one of the two is set.
+// LookupDebug is GetByKeyRaw when q.Key is set, GetByIDRaw when q.LockID
+// is: one entry point for tools that take either. The result is for
+// debugging only: never log its Key or LockID. It fails with
+// InvalidArgument, before any I/O, unless exactly one of the two is set.
 func LookupDebug(ctx context.Context, b Backend, q LookupQuery) (*LockInfoDebug, error) {
 	switch {
 	case q.Key != "" && q.LockID != "":

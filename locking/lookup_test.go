@@ -51,7 +51,7 @@ func TestOwnsAndGetBy(t *testing.T) {
 	if err != nil || byID == nil || *byID != *byKey {
 		t.Errorf("GetByID = %+v, %v; want %+v", byID, err, byKey)
 	}
-	other, _ := NewLockID()
+	other := fakeLockID(0) // never issued: the fake counts from 1
 	if owned, err := Owns(ctx, f, other); owned || err != nil {
 		t.Errorf("Owns(other) = %v, %v", owned, err)
 	}

@@ -1,80 +1,127 @@
 package locking
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
-// BackoffKind is how the wait between acquire attempts grows.
-type BackoffKind int
-
-// Backoff kinds.
-const (
-	Exponential BackoffKind = iota // RetryDelay·2^(attempt−1)
-	Fixed                          // RetryDelay
-)
-
-// JitterKind is how a wait is randomised, so that waiters spread out.
-type JitterKind int
-
-// Jitter kinds.
-const (
-	EqualJitter JitterKind = iota // half the wait fixed, half uniformly random
-	FullJitter                    // uniformly random in [0, wait)
-	NoJitter                      // exactly the wait
-)
-
-// RetryPolicy says how Acquire waits for a held lock, with the lock
-// interface spec's lock() formulas.
+// RetryPolicy says how Acquire waits for a lock that is held, or whose
+// backend fails transiently: jittered exponential backoff, in
+// cenkalti/backoff's terms, bounded by a total Timeout and optionally by a
+// number of retries.
+//
+// Retry n (from 0) waits, before jitter, min(Max, Initial·Multiplierⁿ),
+// spread uniformly over ±Jitter of itself. No wait extends past Timeout:
+// the last one is cut to the time left, so the last attempt starts at the
+// Timeout; an attempt in flight then is not cut short.
+//
+// Timeout 0 makes a single attempt, whatever the other fields say, so the
+// zero RetryPolicy means "try once, do not wait".
 type RetryPolicy struct {
-	MaxRetries int           // attempts after the first; 0 makes a single attempt
-	RetryDelay time.Duration // base delay
-	Backoff    BackoffKind
-	Jitter     JitterKind
-	// Timeout is the hard wall for the whole wait: no sleep extends past
-	// it. An attempt already in flight is not cut short.
+	// Initial and Max bound the wait before jitter: Initial for the first
+	// retry, growing by Multiplier each retry up to Max.
+	Initial, Max time.Duration
+	// Multiplier is the growth per retry (at least 1).
+	Multiplier float64
+	// Jitter spreads each wait over ±Jitter of itself (in [0, 1]), so
+	// that waiters who collided do not collide again.
+	Jitter float64
+	// MaxRetries caps the attempts after the first; 0 means no cap: only
+	// Timeout ends the wait.
+	MaxRetries int
+	// Timeout bounds the whole wait, from the first attempt.
 	Timeout time.Duration
 }
 
-// DefaultRetryPolicy is the spec's LOCK_DEFAULTS: 10 retries from 100 ms,
-// exponential with equal jitter, 5 s in all.
+// DefaultRetryPolicy is the default of SyncGuard's lock() helper, so Go
+// and TypeScript waiters behave alike: waits uniform in [b/2, b] for
+// b = 100 ms·2ⁿ⁻¹ before retry n (from 1), at most 10 retries, 5 s in all. In backoff terms that is Initial 75 ms with
+// Jitter 1/3 (75 ± 25 ms) and Multiplier 2; Max is backoff's own default,
+// 1 min, which the 5 s never reach.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxRetries: 10, RetryDelay: 100 * time.Millisecond, Backoff: Exponential, Jitter: EqualJitter, Timeout: 5 * time.Second}
+	return RetryPolicy{Initial: 75 * time.Millisecond, Max: time.Minute, Multiplier: 2, Jitter: 1.0 / 3,
+		MaxRetries: 10, Timeout: 5 * time.Second}
 }
 
-// Validate fails with InvalidArgument for a policy that cannot work.
+// Validate fails with InvalidArgument, naming the field, for a policy that
+// cannot work. With Timeout 0 only negative values are refused: the other
+// fields are never used.
 func (p RetryPolicy) Validate() error {
-	if p.MaxRetries < 0 || p.RetryDelay < 0 || p.Timeout < 0 {
-		return &Error{Code: InvalidArgument, Op: "acquire", Err: fmt.Errorf("retry policy %+v has a negative field", p)}
+	bad := func(format string, args ...any) error {
+		return &Error{Code: InvalidArgument, Op: "acquire", Err: fmt.Errorf("retry policy: "+format, args...)}
 	}
-	if p.Backoff != Exponential && p.Backoff != Fixed || p.Jitter < EqualJitter || p.Jitter > NoJitter {
-		return &Error{Code: InvalidArgument, Op: "acquire", Err: fmt.Errorf("retry policy %+v has an unknown backoff or jitter", p)}
+	switch {
+	case p.Initial < 0, p.Max < 0, p.Timeout < 0:
+		return bad("durations must not be negative (initial %s, max %s, timeout %s)", p.Initial, p.Max, p.Timeout)
+	case p.MaxRetries < 0:
+		return bad("max retries %d is negative", p.MaxRetries)
+	case p.Timeout == 0:
+		return nil
+	case p.Initial == 0:
+		// A zero wait would hammer a backend that is already failing or
+		// contended.
+		return bad("initial wait must be positive")
+	case p.Max < p.Initial:
+		return bad("max wait %s is below the initial %s", p.Max, p.Initial)
+	case !(p.Multiplier >= 1) || math.IsInf(p.Multiplier, 0):
+		return bad("multiplier %v must be a finite number ≥ 1", p.Multiplier)
+	case !(p.Jitter >= 0 && p.Jitter <= 1):
+		return bad("jitter %v must be in [0, 1]", p.Jitter)
 	}
 	return nil
 }
 
-// Delay is the spec's wait after failed attempt number attempt (1-based;
-// smaller counts as 1) for a uniform random u in [0, 1), before Acquire
-// clamps it to the time left:
-//
-//	base = RetryDelay·2^(attempt−1)  (Exponential)  or  RetryDelay  (Fixed)
-//	EqualJitter: base/2 + u·base/2   FullJitter: u·base   NoJitter: base
-//
-// It is pure, so tests can check the formulas exactly.
-func (p RetryPolicy) Delay(attempt int, u float64) time.Duration {
-	base := float64(p.RetryDelay)
-	if p.Backoff == Exponential {
-		base *= math.Pow(2, float64(max(attempt, 1)-1))
+// backOff is p as a backoff.BackOff, ready for backoff.RetryNotify: an
+// ExponentialBackOff with MaxElapsedTime Timeout, capped by WithMaxRetries
+// and bounded by the timeout clamp (timeoutBackOff).
+func (p RetryPolicy) backOff() backoff.BackOff {
+	exp := &backoff.ExponentialBackOff{
+		InitialInterval:     p.Initial,
+		RandomizationFactor: p.Jitter,
+		Multiplier:          p.Multiplier,
+		MaxInterval:         p.Max,
+		MaxElapsedTime:      p.Timeout,
+		Stop:                backoff.Stop,
+		Clock:               backoff.SystemClock,
 	}
-	// A huge attempt number must saturate, not overflow a Duration; the
-	// timeout clamps the wait long before this matters.
-	base = math.Min(base, float64(math.MaxInt64/2))
-	switch p.Jitter {
-	case EqualJitter:
-		base = base/2 + u*(base/2)
-	case FullJitter:
-		base = u * base
+	var b backoff.BackOff = &timeoutBackOff{exp: exp, timeout: p.Timeout}
+	if p.MaxRetries > 0 {
+		b = backoff.WithMaxRetries(b, uint64(p.MaxRetries))
 	}
-	return time.Duration(base)
+	return b
+}
+
+// timeoutBackOff ends the waits at the timeout the lock contract's way.
+// ExponentialBackOff stops as soon as its next wait would pass
+// MaxElapsedTime, giving up as much as a whole wait early; the contract
+// instead waits out the time left and makes one last attempt at the
+// timeout. So a Stop with time left becomes a wait of that time, and only
+// a timeout already reached stops.
+type timeoutBackOff struct {
+	exp     *backoff.ExponentialBackOff
+	timeout time.Duration
+}
+
+func (t *timeoutBackOff) Reset() { t.exp.Reset() }
+
+func (t *timeoutBackOff) NextBackOff() time.Duration {
+	left := t.timeout - t.exp.GetElapsedTime()
+	if left <= 0 {
+		return backoff.Stop
+	}
+	if next := t.exp.NextBackOff(); next != backoff.Stop {
+		return min(next, left)
+	}
+	return left
+}
+
+// retryable reports whether an Acquire that failed with err may succeed if
+// tried again: the storage was unavailable, throttled or slow. Every other
+// failure is the caller's or the configuration's, and retrying cannot help.
+func retryable(err error) bool {
+	return errors.Is(err, ErrServiceUnavailable) || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrNetworkTimeout)
 }

@@ -10,7 +10,8 @@ import (
 // without extra I/O. The empty Reason means unknown.
 type Reason string
 
-// The reasons of the spec's telemetry (and acquire's contention reason).
+// The reasons an operation changed nothing, as SyncGuard's telemetry
+// names them.
 const (
 	ReasonExpired  Reason = "expired"   // the lock was there but no longer live
 	ReasonNotFound Reason = "not-found" // no lock carries the lockId
@@ -44,9 +45,9 @@ const (
 	ResultFail = "fail" // the opposite, or an error (then Err is set)
 )
 
-// Event describes one backend operation, as WithTelemetry reports it (the
-// spec's LockEvent). Keys and lockIds appear as HashKey hashes; the raw
-// values only when the decorator was built with includeRaw.
+// Event describes one backend operation, as WithTelemetry reports it. Keys
+// and lockIds appear as HashKey hashes; the raw values only when the
+// decorator was built with includeRaw.
 type Event struct {
 	Type       string // EventAcquire, EventRelease, …
 	KeyHash    string // HashKey of the key, when known
@@ -70,8 +71,8 @@ type Event struct {
 // events are dropped (and counted), never waited for.
 const telemetryQueue = 1024
 
-// WithTelemetry returns b decorated to report every operation to onEvent
-// (the spec's withTelemetry). With a nil onEvent it returns b itself, so
+// WithTelemetry returns b decorated to report every operation to onEvent,
+// for metrics and debugging. With a nil onEvent it returns b itself, so
 // telemetry costs nothing unless asked for. includeRaw adds the raw key
 // and lockId to events; leave it false outside debugging.
 //
@@ -84,16 +85,26 @@ const telemetryQueue = 1024
 // counted in the next delivered event's Dropped. A panic in onEvent is
 // recovered and ignored; later events are still delivered.
 //
-// The decorator implements DebugLookuper when b does, and ReasonReporter
-// always (passing on b's reasons, if it has them).
+// The decorator implements DebugLookuper and KeyedBackend exactly when b
+// does, reporting their calls too (a keyed release or extend as an
+// EventRelease or EventExtend naming the key), so that a Lease on the
+// decorated backend keeps its keyed shortcut; and ReasonReporter always
+// (passing on b's reasons, if it has them).
 func WithTelemetry(b Backend, onEvent func(Event), includeRaw bool) Backend {
 	if onEvent == nil {
 		return b
 	}
 	t := &telemetryBackend{b: b, em: &emitter{onEvent: onEvent, includeRaw: includeRaw}}
 	t.reasons, _ = b.(ReasonReporter)
-	if d, ok := b.(DebugLookuper); ok {
-		return &telemetryDebugBackend{telemetryBackend: t, d: d}
+	d, debug := b.(DebugLookuper)
+	k, keyed := b.(KeyedBackend)
+	switch {
+	case debug && keyed:
+		return &telemetryDebugKeyed{t, debugEvents{d, t.em}, keyedEvents{k, t.em}}
+	case debug:
+		return &telemetryDebug{t, debugEvents{d, t.em}}
+	case keyed:
+		return &telemetryKeyed{t, keyedEvents{k, t.em}}
 	}
 	return t
 }
@@ -180,7 +191,11 @@ type telemetryBackend struct {
 var (
 	_ Backend        = (*telemetryBackend)(nil)
 	_ ReasonReporter = (*telemetryBackend)(nil)
-	_ DebugLookuper  = (*telemetryDebugBackend)(nil)
+	_ DebugLookuper  = (*telemetryDebug)(nil)
+	_ KeyedBackend   = (*telemetryKeyed)(nil)
+	_ DebugLookuper  = (*telemetryDebugKeyed)(nil)
+	_ KeyedBackend   = (*telemetryDebugKeyed)(nil)
+	_ ReasonReporter = (*telemetryDebugKeyed)(nil)
 )
 
 // Acquire reports an EventAcquire.
@@ -280,24 +295,64 @@ func lookupEvent(key, lockID string, info *LockInfo, err error) pending {
 // Capabilities are the wrapped backend's.
 func (t *telemetryBackend) Capabilities() Capabilities { return t.b.Capabilities() }
 
-// telemetryDebugBackend is the decorator of a backend with raw lookups.
-type telemetryDebugBackend struct {
-	*telemetryBackend
-	d DebugLookuper
+// The decorators of backends with raw lookups, a keyed shortcut, or both:
+// the core decorator plus the methods they add.
+type (
+	telemetryDebug struct {
+		*telemetryBackend
+		debugEvents
+	}
+	telemetryKeyed struct {
+		*telemetryBackend
+		keyedEvents
+	}
+	telemetryDebugKeyed struct {
+		*telemetryBackend
+		debugEvents
+		keyedEvents
+	}
+)
+
+// debugEvents reports a DebugLookuper's raw lookups.
+type debugEvents struct {
+	d  DebugLookuper
+	em *emitter
 }
 
 // LookupKeyDebug reports an EventLookup, ResultOK when a lock was found.
-func (t *telemetryDebugBackend) LookupKeyDebug(ctx context.Context, key string) (*LockInfoDebug, error) {
+func (t debugEvents) LookupKeyDebug(ctx context.Context, key string) (*LockInfoDebug, error) {
 	info, err := t.d.LookupKeyDebug(ctx, key)
 	t.em.emit(lookupEvent(key, "", debugInfo(info), err))
 	return info, err
 }
 
 // LookupLockIDDebug reports an EventLookup, ResultOK when a lock was found.
-func (t *telemetryDebugBackend) LookupLockIDDebug(ctx context.Context, lockID string) (*LockInfoDebug, error) {
+func (t debugEvents) LookupLockIDDebug(ctx context.Context, lockID string) (*LockInfoDebug, error) {
 	info, err := t.d.LookupLockIDDebug(ctx, lockID)
 	t.em.emit(lookupEvent("", lockID, debugInfo(info), err))
 	return info, err
+}
+
+// keyedEvents reports a KeyedBackend's keyed release and extend, as
+// Release and Extend are reported, with the key too. The keyed calls have
+// no reasons to pass on.
+type keyedEvents struct {
+	k  KeyedBackend
+	em *emitter
+}
+
+// ReleaseKey reports an EventRelease.
+func (t keyedEvents) ReleaseKey(ctx context.Context, key, lockID string) (bool, error) {
+	ok, err := t.k.ReleaseKey(ctx, key, lockID)
+	t.em.emit(pending{typ: EventRelease, key: key, lockID: lockID, ok: err == nil && ok, err: err})
+	return ok, err
+}
+
+// ExtendKey reports an EventExtend.
+func (t keyedEvents) ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (ExtendResult, error) {
+	r, err := t.k.ExtendKey(ctx, key, lockID, ttl)
+	t.em.emit(pending{typ: EventExtend, key: key, lockID: lockID, ok: err == nil && r.OK, err: err})
+	return r, err
 }
 
 func debugInfo(d *LockInfoDebug) *LockInfo {

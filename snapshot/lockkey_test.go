@@ -14,6 +14,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -90,7 +91,7 @@ func checkKey(t *testing.T, key string, want ...string) {
 	if n, err := locking.NormalizeAndValidateKey(key); err != nil || n != key {
 		t.Errorf("key %q is not valid as it is: %q, %v", key, n, err)
 	}
-	if id, err := locking.MakeStorageKey("", key, 1500, 0); err != nil || id != key {
+	if id, err := backendkit.MakeStorageKey("", key, 1500, 0); err != nil || id != key {
 		t.Errorf("key %q is not its own Firestore document id: %q, %v", key, id, err)
 	}
 	got, ok := parseLockKey(key)

@@ -582,15 +582,13 @@ func outcomeOf(results []BatchResult) districtOutcome {
 	return out
 }
 
-// lockRetry waits up to the lock wait for a held lock, polling with the
-// spec's exponential equal-jitter backoff.
+// lockRetry waits up to the lock wait for a held lock (or a lock backend
+// failing transiently), with the lock library's default backoff; a lock
+// wait of 0 makes a single attempt.
 func (w *Writer) lockRetry() locking.RetryPolicy {
 	p := locking.DefaultRetryPolicy()
+	p.MaxRetries = 0 // bounded by the wait, not a count
 	p.Timeout = w.cfg.lockWait
-	p.MaxRetries = 1 << 20 // bounded by the wait, not a count
-	if w.cfg.lockWait == 0 {
-		p.MaxRetries = 0
-	}
 	return p
 }
 

@@ -124,15 +124,19 @@ func dsnPasswords(dsn string) []string {
 }
 
 // openLocker returns the lock backend the flags name and a func that
-// releases what it holds. The Firestore backend uses client; the
-// PostgreSQL one opens a pool of its own (and creates its tables if they
-// are missing, unless pgOpts say otherwise) within --timeout, so a
-// database that cannot be reached fails here, before anything is written,
-// with its host:port named.
+// releases what it holds (the backend's background work, and the pool it
+// opened). The Firestore backend uses client; the PostgreSQL one opens a
+// pool of its own (and creates its tables if they are missing, unless
+// pgOpts say otherwise) within --timeout, so a database that cannot be
+// reached fails here, before anything is written, with its host:port
+// named.
 func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
 	if f.backend != backendPostgres {
 		b, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
-		return b, func() {}, err
+		if err != nil {
+			return nil, nil, err
+		}
+		return b, func() { _ = b.Close() }, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
@@ -150,5 +154,8 @@ func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFl
 		}
 		return nil, nil, a.postgresWait(fmt.Errorf("connecting to the PostgreSQL lock database: %w", err), f.dsn)
 	}
-	return b, pool.Close, nil
+	return b, func() {
+		_ = b.Close() // its cleanups use the pool: stop them first
+		pool.Close()
+	}, nil
 }

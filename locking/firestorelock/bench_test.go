@@ -14,14 +14,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/internal/benchutil"
-	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // BenchmarkAcquireRelease measures lock acquire+release pairs on the
 // emulator (benchutil.AcquireRelease: serial pairs/s and p50/p99 per
 // operation, parallel-16 pairs/s, each as a ratio to the baseline): this
 // backend (releasing as a Lease does, by key and lockId through
-// ReleaseKey) against a baseline that performs the spec's literal
+// ReleaseKey) against a baseline that performs SyncGuard's literal
 // transactions with the Firestore client and nothing else (acquire: get the
 // lock doc, get the counter doc, set both; release: query by lockId,
 // delete) — no validation, no error mapping.
@@ -86,7 +86,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	benchutil.AcquireRelease(b, ours, base, os.Getenv("BENCH_PAR_SHARED") != "1")
 }
 
-// literal is the spec's acquire and release, transcribed onto the Go
+// literal is SyncGuard's acquire and release, transcribed onto the Go
 // client, in collections of its own.
 func literal(client *firestore.Client, lockColl, fenceColl string) benchutil.Pair {
 	locks, fences := client.Collection(lockColl), client.Collection(fenceColl)
@@ -94,7 +94,7 @@ func literal(client *firestore.Client, lockColl, fenceColl string) benchutil.Pai
 	acquire := func(key string) (string, error) {
 		ctx := context.Background()
 		lockRef, fenceRef := locks.Doc(key), fences.Doc("fence:"+key)
-		lockID, err := locking.NewLockID()
+		lockID, err := backendkit.NewLockID()
 		if err != nil {
 			return "", err
 		}

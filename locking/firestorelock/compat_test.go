@@ -1,6 +1,6 @@
 package firestorelock
 
-// Compatibility with SyncGuard's Firestore layout (DESIGN §4), checked on
+// Compatibility with SyncGuard's Firestore layout, checked on
 // the raw documents with the plain Firestore client. What TestRawLayout and
 // TestForeignDocuments already cover is not repeated here: the NFC/NFD pair
 // sharing one lock doc with exact field types, and foreign documents whose

@@ -9,6 +9,8 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
+	"github.com/snapwriter/snapwriter/locking/internal/closetest"
 )
 
 func getDoc(t *testing.T, c *firestore.Client, coll, id string) *firestore.DocumentSnapshot {
@@ -71,7 +73,7 @@ func TestDebugLookups(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 
-	foreign, _ := locking.NewLockID()
+	foreign, _ := backendkit.NewLockID()
 	if got, err := b.LookupLockIDDebug(ctx, foreign); got != nil || err != nil {
 		t.Errorf("unknown lockId: %+v, %v", got, err)
 	}
@@ -94,7 +96,7 @@ func TestFailureReasons(t *testing.T) {
 	b, _ := newBackend(t, WithClock(clk.Now))
 	ctx := context.Background()
 	r := mustAcquire(t, b, "k", 10*time.Second)
-	foreign, _ := locking.NewLockID()
+	foreign, _ := backendkit.NewLockID()
 	if ok, why, err := b.ReleaseWithReason(ctx, foreign); ok || why != locking.ReasonNotFound || err != nil {
 		t.Errorf("release unknown: %v %q %v", ok, why, err)
 	}
@@ -121,13 +123,16 @@ func TestFailureReasons(t *testing.T) {
 }
 
 // The telemetry decorator on Firestore: reasons come through, and the raw
-// lookups stay reachable.
+// lookups and the keyed shortcut stay reachable.
 func TestTelemetryOnFirestore(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Now()}
 	fb, _ := newBackend(t, WithClock(clk.Now))
 	events := make(chan locking.Event, 16)
 	b := locking.WithTelemetry(fb, func(e locking.Event) { events <- e }, false)
+	if _, ok := b.(locking.KeyedBackend); !ok {
+		t.Error("the decorator hides the backend's keyed shortcut")
+	}
 	ctx := context.Background()
 	r, err := b.Acquire(ctx, "k", time.Second)
 	if err != nil || !r.OK {
@@ -168,7 +173,7 @@ func TestIsLockedReadOnlyByDefault(t *testing.T) {
 	if locked, err := b.IsLocked(context.Background(), "k"); locked || err != nil {
 		t.Fatal(locked, err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	_ = b.Close() // waits for any cleanup IsLocked started
 	if !docExists(t, c, DefaultLockCollection, "k") {
 		t.Error("IsLocked deleted a document without WithCleanupInIsLocked")
 	}
@@ -180,12 +185,13 @@ func TestIsLockedReadOnlyByDefault(t *testing.T) {
 func TestCleanupInIsLocked(t *testing.T) {
 	t.Parallel()
 	clk := &clock{now: time.Now()}
-	b, c := newBackend(t, WithClock(clk.Now), WithCleanupInIsLocked(true))
 	type outcome struct {
 		deleted bool
 		err     error
 	}
 	done := make(chan outcome, 4)
+	opts := []Option{WithClock(clk.Now), WithCleanupInIsLocked(true)}
+	b, c := newBackend(t, opts...)
 	b.cleanupDone = func(d bool, err error) { done <- outcome{d, err} }
 	ctx := context.Background()
 
@@ -200,14 +206,23 @@ func TestCleanupInIsLocked(t *testing.T) {
 	if locked, err := b.IsLocked(ctx, "k"); locked || err != nil {
 		t.Fatal(locked, err)
 	}
+	_ = b.Close() // waits for any cleanup IsLocked started
 	select {
 	case o := <-done:
 		t.Fatalf("cleanup within the guard: %+v", o)
-	case <-time.After(100 * time.Millisecond):
+	default:
 	}
 	if !docExists(t, c, DefaultLockCollection, "k") {
 		t.Fatal("lock document deleted within the guard")
 	}
+	// A new backend on the same client carries on; the closed one's
+	// cleanups are over.
+	b, err := New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.cleanupDone = func(d bool, err error) { done <- outcome{d, err} }
 	// Past the guard: IsLocked still answers false, and the document goes.
 	clk.Advance(time.Millisecond)
 	if locked, err := b.IsLocked(ctx, "k"); locked || err != nil {
@@ -237,6 +252,18 @@ func TestCleanupInIsLocked(t *testing.T) {
 	if _, err := b.IsLocked(cctx, "k"); !errors.Is(err, locking.ErrAborted) {
 		t.Errorf("cancelled IsLocked: %v", err)
 	}
+}
+
+// Close waits for the cleanup in flight, and after it IsLocked starts
+// none, while the backend's operations go on working on the client.
+func TestCloseStopsCleanups(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Now()}
+	b, _ := newBackend(t, WithClock(clk.Now), WithCleanupInIsLocked(true))
+	cleanups := make(chan error, 4)
+	b.cleanupDone = func(_ bool, err error) { cleanups <- err }
+	closetest.CloseStopsCleanups(t, closetest.Backend{Backend: b, Close: b.Close, Cleanups: cleanups,
+		Expire: func(*testing.T, ...locking.AcquireResult) { clk.Advance(time.Hour) }})
 }
 
 // The cleanup transaction re-checks: a document re-acquired (another

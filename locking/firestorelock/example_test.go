@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
@@ -15,7 +17,9 @@ import (
 
 // Example runs a function while holding a fenced lock: Do acquires
 // (waiting up to the retry policy's timeout), extends the lock every TTL/3,
-// cancels fn's context if the lock is lost, and always releases.
+// cancels fn's context if the lock is lost, and always releases. fn stamps
+// the lease's fence on what the lock guards, in a transaction that refuses
+// to write over a newer holder's fence.
 func Example() {
 	ctx := context.Background()
 	client, err := firestore.NewClient(ctx, "my-project") // FIRESTORE_EMULATOR_HOST for the emulator
@@ -27,19 +31,34 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer backend.Close()
 
-	err = locking.Do(ctx, backend, "report:2026-11-20", func(ctx context.Context) error {
-		// ctx ends if the lock is lost; pass the fence to every write the
-		// lock guards, so storage can refuse a writer that lost it.
-		return nil
+	errFencedOut := errors.New("a newer lock holder has written the report")
+	report := client.Collection("reports").Doc("2026-11-20")
+	err = locking.Do(ctx, backend, "report:2026-11-20", func(ctx context.Context, l *locking.Lease) error {
+		// ctx ends if the lock is lost. Should this holder have lost it
+		// without noticing yet (a pause, a partition), the fence check
+		// still keeps it from overwriting its successor.
+		return client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			snap, err := tx.Get(report)
+			if err != nil && status.Code(err) != codes.NotFound {
+				return err
+			}
+			if snap != nil && snap.Exists() {
+				if stored, _ := snap.Data()["fence"].(string); stored > l.Fence() { // fences compare as strings
+					return errFencedOut
+				}
+			}
+			return tx.Set(report, map[string]any{"body": "…", "fence": l.Fence()})
+		})
 	}, locking.WithTTL(30*time.Second), locking.OnReleaseError(func(err error, keyHash string) {
 		log.Printf("release of lock %s failed (it expires with its TTL): %v", keyHash, err)
 	}))
 	switch {
 	case errors.Is(err, locking.ErrAcquisitionTimeout):
 		fmt.Println("someone else holds the lock")
-	case errors.Is(err, locking.ErrLeaseLost):
-		fmt.Println("lost the lock mid-way; the work may not have been exclusive")
+	case errors.Is(err, errFencedOut), errors.Is(err, locking.ErrLeaseLost):
+		fmt.Println("lost the lock mid-way; a newer holder took over")
 	case err != nil:
 		log.Fatal(err)
 	}
@@ -58,6 +77,7 @@ func ExampleBackend_lowLevel() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer backend.Close()
 	lease, err := locking.Acquire(ctx, backend, "snapshot:2026-11-20")
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,7 @@
-// Package firestorelock is the Cloud Firestore lock backend (spec
-// lock-firestore-backend.md, as DESIGN §4 amends it), laid out as
-// SyncGuard's so Go and TypeScript services can share locks:
+// Package firestorelock keeps locking's locks in Cloud Firestore: a
+// locking.Backend for Acquire, Do and Lease. Its storage is laid out as
+// SyncGuard's Firestore backend's, so Go and TypeScript services can share
+// locks on one database:
 //
 //   - lock documents in "locks", id = the NFC-normalised key, fields lockId
 //     (string), expiresAtMs and acquiredAtMs (integer Unix ms), key (the
@@ -12,7 +13,9 @@
 //     liveness decision;
 //   - acquire, release and extend each one transaction; release and extend
 //     find the lock by a query on lockId (Firestore's automatic single-field
-//     index serves it).
+//     index serves it), or, called by a Lease, read it by key.
+//
+// Close the Backend when done with it (it does not close the client).
 package firestorelock
 
 import (
@@ -30,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // Default collection names, as SyncGuard's.
@@ -49,7 +53,7 @@ const (
 )
 
 // maxDocIDBytes is Firestore's document id limit; MakeStorageKey hashes
-// beyond it (never, with 512-byte keys, but the derivation is the spec's).
+// beyond it (never, with 512-byte keys, but the derivation is SyncGuard's).
 const maxDocIDBytes = 1500
 
 // txAttempts bounds the client's own retries of a transaction that
@@ -60,14 +64,15 @@ const txAttempts = 10
 
 // Cleanup in IsLocked (WithCleanupInIsLocked): an expired lock document is
 // deleted only once its expiry is this far in the past, beyond the
-// liveness predicate's own tolerance: the spec's documented client skew of
-// ±2 s plus a guard of 1 s, so that no client whose clock lags ours can
-// still be extending it.
+// liveness predicate's own tolerance: the ±2 s of client clock skew
+// SyncGuard documents for Firestore, plus a guard of 1 s, so that no
+// client whose clock lags ours can still be extending it.
 const (
 	cleanupSkew  = 2 * time.Second
 	cleanupGuard = time.Second
-	// cleanupSlots bounds the cleanups in flight per Backend (the spec's
-	// rate limit); an IsLocked that finds them all busy skips its cleanup.
+	// cleanupSlots bounds the cleanups in flight per Backend, so a burst
+	// of IsLocked calls cannot become a burst of writes; an IsLocked that
+	// finds them all busy skips its cleanup.
 	cleanupSlots = 4
 	// cleanupTimeout bounds one cleanup, which runs detached from the
 	// IsLocked call that started it.
@@ -82,8 +87,9 @@ type Backend struct {
 	now     func() time.Time
 	log     *zap.Logger
 	cleanup bool
-	// cleanups holds a token per cleanup in flight.
-	cleanups chan struct{}
+	kit     backendkit.Storage
+	// janitor runs the cleanups IsLocked starts; Close stops it.
+	janitor *backendkit.Janitor
 	// cleanupDone, if set (by tests), is called after each cleanup with
 	// whether it deleted the document.
 	cleanupDone func(deleted bool, err error)
@@ -119,13 +125,14 @@ func WithCollections(locks, fences string) Option {
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithCleanupInIsLocked makes IsLocked delete the expired lock document it
-// finds (default false: IsLocked only reads). The trade-offs, as the spec
-// asks:
+// finds (default false: IsLocked only reads), so that abandoned locks do
+// not pile up. The trade-offs:
 //
 //   - The cleanup is best-effort and fire-and-forget: it runs on its own
 //     goroutine after IsLocked has decided its result, never changes that
 //     result, never delays it, and never makes IsLocked fail. At most 4
-//     run at once per Backend (more are skipped), each bounded by 10 s.
+//     run at once per Backend (more are skipped), each bounded by 10 s;
+//     Close stops them.
 //   - Only a document expired for more than 3 s (2 s client skew plus a
 //     1 s guard, on top of the liveness tolerance) is deleted, and only
 //     inside a transaction that re-reads it and finds it still that
@@ -136,10 +143,10 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 //     or writes will see the deletions, some time after IsLocked returns.
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
-// WithLogger sets where the backend logs operational warnings (default:
-// nowhere): a fence past locking.FenceWarnThreshold and lock documents
-// sharing one lockId, as the Firestore spec requires. Entries name locks by
-// key hash only.
+// WithLogger sets where the backend logs what an operator should know
+// (default: nowhere): a fence past 090000000000000, long before fences run
+// out, and lock documents sharing one lockId, which only a bug or a foreign
+// client can create. Entries name locks by key hash only.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
 // New returns a backend using client. It fails with InvalidArgument for a
@@ -169,7 +176,8 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 		return nil, invalid("the fence counter collection must differ from the lock collection (both %q)", cfg.locks)
 	}
 	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now, log: cfg.log,
-		cleanup: cfg.cleanup, cleanups: make(chan struct{}, cleanupSlots)}, nil
+		cleanup: cfg.cleanup, kit: backendkit.Storage{MaxIDBytes: maxDocIDBytes, Classify: classify},
+		janitor: backendkit.NewJanitor(cleanupSlots, cleanupTimeout)}, nil
 }
 
 // validCollectionID reports whether id can name a top-level collection.
@@ -181,12 +189,6 @@ func validCollectionID(id string) bool {
 // Capabilities reports fencing and client time.
 func (b *Backend) Capabilities() locking.Capabilities {
 	return locking.Capabilities{Backend: "firestore", SupportsFencing: true, TimeAuthority: "client"}
-}
-
-// docIDs validates key and derives its lock and fence document ids, with
-// the spec's two-step derivation so both hash alike should either need it.
-func docIDs(op, key string) (nkey, lockDocID, fenceDocID string, err error) {
-	return locking.StorageKeys(op, key, maxDocIDBytes)
 }
 
 // lockDoc is a lock document as stored.
@@ -239,29 +241,17 @@ func millis(v any) int64 {
 // its fence counter; if no live lock holds key it writes a new lock with
 // the next fence and advances the counter.
 func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
-	const op = "acquire"
-	nkey, lockDocID, fenceDocID, err := docIDs(op, key)
+	c, err := b.kit.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
-	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
-	}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, lockDocID, fenceDocID}}
-	if ctx.Err() != nil {
-		return locking.AcquireResult{}, e.Ended(ctx)
-	}
-	lockID, err := locking.NewLockID()
-	if err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
-	}
-	e.Secrets = append(e.Secrets, lockID)
-	lockRef, fenceRef := b.locks.Doc(lockDocID), b.fences.Doc(fenceDocID)
+	e, lockID := c.Errors, c.LockID
+	lockRef, fenceRef := b.locks.Doc(c.LockKey), b.fences.Doc(c.FenceKey)
 	var res locking.AcquireResult
 	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		res = locking.AcquireResult{}
-		// The spec's cancellation points: on entering the transaction,
-		// after the reads, before the writes.
+		// Cancellation is checked on entering the transaction, after the
+		// reads, and before the writes.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -274,8 +264,8 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Client time, taken inside the transaction after the reads (the
-		// spec's ADR-010), decides liveness and the new expiry alike.
+		// Client time, taken inside the transaction after the reads (a
+		// read may have waited), decides liveness and the new expiry alike.
 		nowMs := b.now().UnixMilli()
 		cur, held := readLock(snaps[0])
 		if held && locking.IsLive(cur.expiresAtMs, nowMs) {
@@ -286,17 +276,17 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 			s, _ := snaps[1].Data()[fieldFence].(string)
 			// A counter we cannot read is refused, not restarted at 1:
 			// restarting would hand out fences already used.
-			if last, err = locking.ParseFence(s); err != nil {
+			if last, err = backendkit.ParseFence(s); err != nil {
 				return err
 			}
 		}
 		// Defence in depth: a lock document stamped above the counter (the
-		// counter deleted, which the spec forbids) must not see its fence
+		// counter deleted, which must never happen) must not see its fence
 		// reissued.
-		if n, err := locking.ParseFence(cur.fence); held && err == nil && n > last {
+		if n, err := backendkit.ParseFence(cur.fence); held && err == nil && n > last {
 			last = n
 		}
-		fence, err := locking.FormatFence(last + 1)
+		fence, err := backendkit.FormatFence(last + 1)
 		if err != nil {
 			return err
 		}
@@ -322,12 +312,12 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	if err != nil {
 		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
-	if locking.FenceNeedsWarning(res.Fence) {
+	if backendkit.FenceNeedsWarning(res.Fence) {
 		// Years of headroom remain, but a key acquired this often needs an
 		// operator to plan for the maximum before acquires start failing.
 		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
 			zap.String("keyHash", e.KeyHash), zap.String("fence", res.Fence),
-			zap.Uint64("maxFence", locking.MaxFence))
+			zap.Uint64("maxFence", backendkit.MaxFence))
 	}
 	return res, nil
 }
@@ -363,7 +353,7 @@ func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) 
 func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, "", locking.WithOp(err, op)
+		return locking.ExtendResult{}, "", backendkit.WithOp(err, op)
 	}
 	var expiresMs int64
 	ok, reason, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
@@ -391,7 +381,7 @@ func (b *Backend) ReleaseKey(ctx context.Context, key, lockID string) (bool, err
 func (b *Backend) ExtendKey(ctx context.Context, key, lockID string, ttl time.Duration) (locking.ExtendResult, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, locking.WithOp(err, op)
+		return locking.ExtendResult{}, backendkit.WithOp(err, op)
 	}
 	var expiresMs int64
 	ok, _, err := b.mutateAt(ctx, op, key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
@@ -419,33 +409,31 @@ func (b *Backend) mutate(ctx context.Context, op, lockID string,
 // ownership exactly as after the query.
 func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", locking.WithOp(err, op)
+	var k backendkit.Keys
+	if key != "" {
+		var err error
+		if k, err = b.kit.Keys(op, key); err != nil {
+			return false, "", err
+		}
+	}
+	e, err := b.kit.BeginLockID(ctx, op, lockID)
+	if err != nil {
+		return false, "", err
 	}
 	var keyRef *firestore.DocumentRef
 	if key != "" {
-		_, lockDocID, _, err := docIDs(op, key)
-		if err != nil {
-			return false, "", err
-		}
-		keyRef = b.locks.Doc(lockDocID)
-	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	if key != "" {
-		e.KeyHash = locking.HashKey(key)
-		e.Secrets = append(e.Secrets, key, keyRef.ID)
-	}
-	if ctx.Err() != nil {
-		return false, "", e.Ended(ctx)
+		keyRef = b.locks.Doc(k.LockKey)
+		e.KeyHash = k.KeyHash
+		e.Secrets = append(e.Secrets, key, k.Key, k.LockKey)
 	}
 	var (
 		applied bool
 		reason  locking.Reason
 	)
-	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		applied, reason = false, ""
-		// The spec's cancellation points: on entering the transaction,
-		// after the read, before the write.
+		// Cancellation is checked on entering the transaction, after the
+		// read, and before the write.
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -461,7 +449,7 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 			}
 			d, _ = readLock(snap)
 		} else {
-			snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), &e)
+			snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), e)
 		}
 		if err != nil {
 			return err
@@ -470,8 +458,8 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 			return err
 		}
 		nowMs := b.now().UnixMilli()
-		// Explicit ownership check after the index lookup (ADR-003), then
-		// the one liveness predicate.
+		// Explicit ownership check after the index lookup (the query may
+		// have returned a stale document), then the one liveness predicate.
 		switch {
 		case snap == nil || d.lockID != lockID:
 			reason = locking.ReasonNotFound
@@ -494,11 +482,11 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 
 // findByLockID reads the lock documents a lockId query returns: nil if
 // none, the one if one. More than one is refused with Internal rather than
-// guessed at (the spec's duplicate detection, hence no Limit(1)): only a
-// bug or a foreign client can create duplicates, and acting on the wrong
-// one could release someone else's lock. It adds what it finds to e's
+// guessed at (hence no Limit(1)): only a bug or a foreign client can create
+// duplicates, and acting on the wrong one could release someone else's
+// lock. It adds what it finds to e's
 // secrets, since an error about the document would quote its path.
-func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *locking.OpErrors) (*firestore.DocumentSnapshot, lockDoc, error) {
+func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *backendkit.OpErrors) (*firestore.DocumentSnapshot, lockDoc, error) {
 	snaps, err := it.GetAll()
 	if err != nil {
 		return nil, lockDoc{}, err
@@ -517,7 +505,7 @@ func (b *Backend) findByLockID(it *firestore.DocumentIterator, e *locking.OpErro
 		}
 		return snaps[0], d, nil
 	}
-	// The spec: log duplicates, fail safe. By hashes only.
+	// Log duplicates and fail safe; by hashes only.
 	b.log.Warn("lock documents share one lockId; refusing to act on any of them",
 		zap.String("op", e.Op), zap.String("lockIdHash", e.LockIDHash), zap.Int("documents", len(snaps)))
 	return nil, lockDoc{}, &locking.Error{Code: locking.Internal,
@@ -571,23 +559,19 @@ type keyRead struct {
 // readKey validates key and reads its lock document, checking ctx before
 // and after the read.
 func (b *Backend) readKey(ctx context.Context, op, key string) (keyRead, error) {
-	nkey, lockDocID, _, err := docIDs(op, key)
+	c, err := b.kit.BeginKey(ctx, op, key)
 	if err != nil {
 		return keyRead{}, err
 	}
-	r := keyRead{nkey: nkey, keyHash: locking.HashKey(nkey), ref: b.locks.Doc(lockDocID)}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: r.keyHash, Secrets: []string{key, nkey, lockDocID}}
-	if ctx.Err() != nil {
-		return keyRead{}, e.Ended(ctx)
-	}
+	r := keyRead{nkey: c.Key, keyHash: c.KeyHash, ref: b.locks.Doc(c.LockKey)}
 	snap, err := r.ref.Get(ctx)
 	switch {
 	case status.Code(err) == codes.NotFound:
 	case err != nil:
-		return keyRead{}, e.Map(ctx, err)
+		return keyRead{}, c.Errors.Map(ctx, err)
 	}
 	if ctx.Err() != nil {
-		return keyRead{}, e.Ended(ctx)
+		return keyRead{}, c.Errors.Ended(ctx)
 	}
 	if err == nil {
 		r.d, r.found = readLock(snap)
@@ -615,16 +599,12 @@ func (b *Backend) LookupLockIDDebug(ctx context.Context, lockID string) (*lockin
 }
 
 func (b *Backend) lookupLockID(ctx context.Context, lockID string) (*locking.LockInfo, lockDoc, string, error) {
-	const op = "lookup"
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return nil, lockDoc{}, "", locking.WithOp(err, op)
-	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	if ctx.Err() != nil {
-		return nil, lockDoc{}, "", e.Ended(ctx)
+	e, err := b.kit.BeginLockID(ctx, "lookup", lockID)
+	if err != nil {
+		return nil, lockDoc{}, "", err
 	}
 	// No Limit(1): findByLockID must see duplicates to refuse them.
-	snap, d, err := b.findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), &e)
+	snap, d, err := b.findByLockID(b.locks.Where(fieldLockID, "==", lockID).Documents(ctx), e)
 	if err != nil {
 		return nil, lockDoc{}, "", e.Map(ctx, err)
 	}
@@ -665,22 +645,23 @@ func pastCleanupGuard(expiresAtMs, nowMs int64) bool {
 // startCleanup deletes the expired lock document ref in the background if a
 // cleanup slot is free; otherwise it does nothing. It never blocks.
 func (b *Backend) startCleanup(ctx context.Context, ref *firestore.DocumentRef, lockID string) {
-	select {
-	case b.cleanups <- struct{}{}:
-	default:
-		return // enough cleanups in flight: this one is best-effort
-	}
-	go func() {
-		defer func() { <-b.cleanups }()
-		// Detached: IsLocked has returned, and its caller's cancellation
-		// should not strand a transaction half-way.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		deleted, err := b.cleanupExpired(cctx, ref, lockID)
+	b.janitor.TryGo(ctx, func(ctx context.Context) {
+		deleted, err := b.cleanupExpired(ctx, ref, lockID)
 		if b.cleanupDone != nil {
 			b.cleanupDone(deleted, err)
 		}
-	}()
+	})
+}
+
+// Close stops the background cleanups IsLocked starts with
+// WithCleanupInIsLocked, cancelling those in flight, and waits for them to
+// return, so that no goroutine of the backend outlives it. It does not
+// close the Firestore client passed to New: that stays the caller's, and
+// the backend's operations keep working on it, but IsLocked starts no more
+// cleanups. Close is idempotent and returns nil.
+func (b *Backend) Close() error {
+	b.janitor.Close()
+	return nil
 }
 
 // cleanupExpired deletes the lock document ref in a transaction that
@@ -693,7 +674,8 @@ func (b *Backend) cleanupExpired(ctx context.Context, ref *firestore.DocumentRef
 		return false, &locking.Error{Code: locking.Internal, Op: "cleanup", LockIDHash: locking.HashKey(lockID),
 			Err: errors.New("refusing to clean up a document outside the lock collection")}
 	}
-	e := locking.OpErrors{Classify: classify, Op: "cleanup", LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID, ref.ID}}
+	e := b.kit.Errors("cleanup")
+	e.LockIDHash, e.Secrets = locking.HashKey(lockID), []string{lockID, ref.ID}
 	var deleted bool
 	err := b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		deleted = false
@@ -731,12 +713,12 @@ func (b *Backend) info(d lockDoc, keyHash string) *locking.LockInfo {
 	}
 }
 
-// classify is the spec's table: UNAVAILABLE, INTERNAL and ABORTED (contention
-// the client's retries did not resolve) are ServiceUnavailable;
-// DEADLINE_EXCEEDED NetworkTimeout; PERMISSION_DENIED and UNAUTHENTICATED
-// AuthFailed; INVALID_ARGUMENT and FAILED_PRECONDITION InvalidArgument;
-// RESOURCE_EXHAUSTED RateLimited; a cancelled context Aborted; the rest
-// Internal.
+// classify maps gRPC codes as SyncGuard does: UNAVAILABLE, INTERNAL and
+// ABORTED (contention the client's retries did not resolve) are
+// ServiceUnavailable; DEADLINE_EXCEEDED NetworkTimeout; PERMISSION_DENIED
+// and UNAUTHENTICATED AuthFailed; INVALID_ARGUMENT and FAILED_PRECONDITION
+// InvalidArgument; RESOURCE_EXHAUSTED RateLimited; a cancelled context
+// Aborted; the rest Internal.
 func classify(ctx context.Context, err error) locking.Code {
 	switch {
 	case errors.Is(err, context.Canceled):

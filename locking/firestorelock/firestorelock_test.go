@@ -22,6 +22,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 var emu *emulator.Emulator
@@ -37,6 +38,7 @@ func newBackend(t *testing.T, opts ...Option) (*Backend, *firestore.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
 	return b, c
 }
 
@@ -163,7 +165,7 @@ func TestLockIDsAndExpiry(t *testing.T) {
 		t.Errorf("expiry %v, want now+ttl by the backend's clock", r.ExpiresAt)
 	}
 
-	foreign, _ := locking.NewLockID()
+	foreign, _ := backendkit.NewLockID()
 	if ok, err := b.Release(ctx, foreign); ok || err != nil {
 		t.Errorf("release of a foreign lockId: %v, %v", ok, err)
 	}
@@ -230,16 +232,20 @@ func TestLockIDsAndExpiry(t *testing.T) {
 	}
 }
 
-// Real time, real expiry: a short TTL runs out and the lock passes on.
+// A short TTL runs out and the lock passes on. The client's clock decides
+// (WithClock), so moving it is expiry; the conformance suite waits for
+// real expiry.
 func TestShortTTLExpires(t *testing.T) {
 	t.Parallel()
-	b, _ := newBackend(t)
+	clk := &clock{now: time.Now()}
+	b, _ := newBackend(t, WithClock(clk.Now))
 	ctx := context.Background()
 	r := mustAcquire(t, b, "short", 100*time.Millisecond)
+	clk.Advance(100*time.Millisecond + locking.TimeTolerance - time.Millisecond)
 	if r2, _ := b.Acquire(ctx, "short", time.Minute); r2.OK {
-		t.Fatal("acquired a live lock")
+		t.Fatal("acquired a live lock, a millisecond before its tolerance ran out")
 	}
-	time.Sleep(100*time.Millisecond + locking.TimeTolerance + 50*time.Millisecond)
+	clk.Advance(time.Millisecond)
 	if e, err := b.Extend(ctx, r.LockID, time.Minute); e.OK || err != nil {
 		t.Errorf("extend after expiry: %+v, %v", e, err)
 	}
@@ -634,14 +640,14 @@ func TestClassifyAndScrub(t *testing.T) {
 	}
 
 	orig := status.Error(codes.NotFound, `no document "locks/caf\u00e9 \"q\"" for AAAAAAAAAAAAAAAAAAAAAA`)
-	s := locking.Scrub(orig, "caf\u00e9 \"q\"", "AAAAAAAAAAAAAAAAAAAAAA", "")
+	s := backendkit.Scrub(orig, "caf\u00e9 \"q\"", "AAAAAAAAAAAAAAAAAAAAAA", "")
 	if strings.Contains(s.Error(), "caf") || strings.Contains(s.Error(), "AAAAAAAAAAAAAAAAAAAAAA") {
 		t.Errorf("scrubbed = %q", s.Error())
 	}
 	if !errors.Is(s, orig) || status.Code(s) != codes.NotFound {
 		t.Error("scrubbing lost the original error")
 	}
-	if plain := errors.New("nothing secret"); locking.Scrub(plain, "k") != plain {
+	if plain := errors.New("nothing secret"); backendkit.Scrub(plain, "k") != plain {
 		t.Error("an error without secrets was wrapped")
 	}
 }
@@ -657,9 +663,13 @@ func TestLeaseHeartbeatOnFirestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := l.ExpiresAt()
-	time.Sleep(1500 * time.Millisecond) // 2.5 TTLs
-	if l.Err() != nil || !l.ExpiresAt().After(first) {
-		t.Fatalf("lease: Err %v, expiry %v → %v", l.Err(), first, l.ExpiresAt())
+	// The heartbeat runs on real time: wait for its first extension, due
+	// at TTL/3. (That extended locks outlive their first expiry is the
+	// conformance suite's ExtendKeepsAlive.)
+	for deadline := time.Now().Add(10 * time.Second); !l.ExpiresAt().After(first); time.Sleep(10 * time.Millisecond) {
+		if l.Err() != nil || time.Now().After(deadline) {
+			t.Fatalf("no extension by the heartbeat: Err %v, expiry %v", l.Err(), l.ExpiresAt())
+		}
 	}
 	snap, err := c.Collection("locks").Doc("lease").Get(ctx)
 	if err != nil || snap.Data()["expiresAtMs"].(int64) <= first.UnixMilli() {
@@ -725,23 +735,23 @@ func TestDoOnFirestore(t *testing.T) {
 	var mu sync.Mutex
 	fences := map[string]bool{}
 	var wg sync.WaitGroup
-	p := locking.RetryPolicy{MaxRetries: 1 << 20, RetryDelay: 10 * time.Millisecond, Backoff: locking.Exponential, Jitter: locking.FullJitter, Timeout: 60 * time.Second}
+	p := locking.RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 1, Timeout: 60 * time.Second}
 	for range 6 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := locking.Do(context.Background(), b, "do", func(ctx context.Context) error {
+			err := locking.Do(context.Background(), b, "do", func(ctx context.Context, l *locking.Lease) error {
 				if inside.Add(1) != 1 {
 					t.Error("two holders at once")
 				}
 				info, err := b.LookupKey(ctx, "do")
-				if err != nil || info == nil {
-					return fmt.Errorf("lookup inside Do: %+v, %v", info, err)
+				if err != nil || info == nil || info.Fence != l.Fence() {
+					return fmt.Errorf("lookup inside Do: %+v, %v; want the lease's fence %s", info, err, l.Fence())
 				}
 				mu.Lock()
-				fences[info.Fence] = true
+				fences[l.Fence()] = true
 				mu.Unlock()
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // hold the lock a while, so that an overlap would show
 				inside.Add(-1)
 				return nil
 			}, locking.WithTTL(5*time.Second), locking.WithRetry(p))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // The keyed shortcut (ReleaseKey, ExtendKey) reads the key's document and
@@ -19,7 +20,7 @@ func TestKeyedReleaseAndExtend(t *testing.T) {
 	ctx := context.Background()
 	a := mustAcquire(t, b, "keyed:a", 10*time.Second)
 	other := mustAcquire(t, b, "keyed:b", 10*time.Second)
-	foreign, err := locking.NewLockID()
+	foreign, err := backendkit.NewLockID()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,10 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
-// A fence past the warning threshold is logged (spec: MUST log a warning),
+// A fence past the warning threshold is logged (as SyncGuard's backends must),
 // by key hash only; fences below it are not.
 func TestFenceWarning(t *testing.T) {
 	t.Parallel()
@@ -20,7 +21,7 @@ func TestFenceWarning(t *testing.T) {
 	b, c := newBackend(t, WithLogger(zap.New(core)))
 	ctx := context.Background()
 	seed := func(key string, n uint64) {
-		f, err := locking.FormatFence(n)
+		f, err := backendkit.FormatFence(n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,10 +29,10 @@ func TestFenceWarning(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	seed("warn:below", locking.FenceWarnThreshold-1) // next fence is exactly the threshold: no warning
-	seed("warn:above", locking.FenceWarnThreshold)   // next fence is past it
+	seed("warn:below", backendkit.FenceWarnThreshold-1) // next fence is exactly the threshold: no warning
+	seed("warn:above", backendkit.FenceWarnThreshold)   // next fence is past it
 
-	if r := mustAcquire(t, b, "warn:below", locking.DefaultTTL); locking.FenceNeedsWarning(r.Fence) {
+	if r := mustAcquire(t, b, "warn:below", locking.DefaultTTL); backendkit.FenceNeedsWarning(r.Fence) {
 		t.Fatalf("fence %s needs a warning", r.Fence)
 	}
 	if n := logs.Len(); n != 0 {

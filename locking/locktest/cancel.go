@@ -47,30 +47,50 @@ func testCancelledContext(t *testing.T, b locking.Backend) {
 	}
 
 	// The helpers, waiting on the held lock, stop promptly when cancelled.
-	patient := locking.WithRetry(locking.RetryPolicy{MaxRetries: 1000, RetryDelay: 20 * time.Millisecond,
-		Backoff: locking.Fixed, Jitter: locking.EqualJitter, Timeout: time.Minute})
+	patient := locking.WithRetry(locking.RetryPolicy{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond,
+		Multiplier: 1, Jitter: 0.5, Timeout: time.Minute})
 	helpers := []struct {
 		name string
-		call func(ctx context.Context) error
+		call func(ctx context.Context, b locking.Backend) error
 	}{
-		{"locking.Acquire", func(ctx context.Context) error {
+		{"locking.Acquire", func(ctx context.Context, b locking.Backend) error {
 			l, err := locking.Acquire(ctx, b, "cancel-held", patient)
 			if l != nil {
 				_ = l.Release(context.Background())
 			}
 			return err
 		}},
-		{"locking.Do", func(ctx context.Context) error {
-			return locking.Do(ctx, b, "cancel-held", func(context.Context) error {
+		{"locking.Do", func(ctx context.Context, b locking.Backend) error {
+			return locking.Do(ctx, b, "cancel-held", func(context.Context, *locking.Lease) error {
 				return errors.New("fn ran although the lock is held")
 			}, patient)
 		}},
 	}
 	for _, h := range helpers {
+		// Through a telemetry decorator of its own, so the test knows when
+		// one of the helper's attempts has found the lock held: the helper
+		// is then waiting.
+		refused := make(chan struct{}, 1)
+		watched := locking.WithTelemetry(b, func(e locking.Event) {
+			if e.Type == locking.EventAcquire && e.Reason == locking.ReasonLocked {
+				select {
+				case refused <- struct{}{}:
+				default:
+				}
+			}
+		}, false)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- h.call(ctx) }()
-		time.Sleep(150 * time.Millisecond)
+		go func() { done <- h.call(ctx, watched) }()
+		select {
+		case <-refused:
+		case err := <-done:
+			cancel()
+			t.Fatalf("%s returned before it was cancelled: %v", h.name, err)
+		case <-time.After(10 * time.Second):
+			cancel()
+			t.Fatalf("%s found the lock held in no attempt within 10 s", h.name)
+		}
 		cancelled := time.Now()
 		cancel()
 		select {

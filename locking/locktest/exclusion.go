@@ -64,8 +64,8 @@ func AcquireAtOnce(ctx context.Context, b locking.Backend, key string, ttl time.
 // testMutualExclusionDo: workers × rounds critical sections on one key,
 // half through locking.Do and half through locking.Acquire and
 // Lease.Release, with an overlap detector: never two holders at once, no
-// lease lost, and the fences seen inside the critical sections strictly
-// increase in the order the sections ran.
+// lease lost, and the fences the critical sections hold strictly increase
+// in the order the sections ran.
 func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 	const (
 		workers = 6
@@ -74,39 +74,26 @@ func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 	)
 	opts := []locking.AcquireOption{
 		locking.WithTTL(5 * time.Second),
-		locking.WithRetry(locking.RetryPolicy{MaxRetries: 100_000, RetryDelay: 5 * time.Millisecond,
-			Backoff: locking.Fixed, Jitter: locking.EqualJitter, Timeout: 40 * time.Second}),
+		// Contention, and the ServiceUnavailable heavy contention on one
+		// lock may cause, are retried for up to 40 s.
+		locking.WithRetry(locking.RetryPolicy{Initial: 5 * time.Millisecond, Max: 5 * time.Millisecond,
+			Multiplier: 1, Jitter: 0.5, Timeout: 40 * time.Second}),
 	}
 	var (
-		holders, overlaps, sections, transient atomic.Int32
-		mu                                     sync.Mutex
-		fences                                 []string
+		holders, overlaps, sections atomic.Int32
+		mu                          sync.Mutex
+		fences                      []string
 	)
 	critical := func(fence string) {
 		if holders.Add(1) != 1 {
 			overlaps.Add(1)
 		}
-		if fence != "" {
-			mu.Lock()
-			fences = append(fences, fence)
-			mu.Unlock()
-		}
-		time.Sleep(2 * time.Millisecond)
+		mu.Lock()
+		fences = append(fences, fence)
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond) // hold the lock a while, so that an overlap would show
 		sections.Add(1)
 		holders.Add(-1)
-	}
-	// retry repeats f while it fails with ServiceUnavailable, which heavy
-	// contention on one lock may legitimately cause.
-	retry := func(f func() error) error {
-		for range 20 {
-			err := f()
-			if !errors.Is(err, locking.ErrServiceUnavailable) {
-				return err
-			}
-			transient.Add(1)
-			time.Sleep(10 * time.Millisecond)
-		}
-		return f()
 	}
 	ctx := t.Context()
 	var wg sync.WaitGroup
@@ -115,27 +102,21 @@ func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 			for round := range rounds {
 				var err error
 				if w%2 == 0 {
-					err = retry(func() error {
-						return locking.Do(ctx, b, key, func(ctx context.Context) error {
-							if ctx.Err() != nil {
-								return errors.New("fn ran under Do with a finished context")
-							}
-							critical("")
-							return nil
-						}, opts...)
-					})
-				} else {
-					err = retry(func() error {
-						l, err := locking.Acquire(ctx, b, key, opts...)
-						if err != nil {
-							return err
+					err = locking.Do(ctx, b, key, func(ctx context.Context, l *locking.Lease) error {
+						if ctx.Err() != nil {
+							return errors.New("fn ran under Do with a finished context")
 						}
+						critical(l.Fence())
+						return nil
+					}, opts...)
+				} else {
+					var l *locking.Lease
+					if l, err = locking.Acquire(ctx, b, key, opts...); err == nil {
 						critical(l.Fence())
 						if err := l.Release(context.WithoutCancel(ctx)); err != nil {
 							t.Errorf("worker %d round %d: Lease.Release: %v", w, round, err)
 						}
-						return nil
-					})
+					}
 				}
 				if err != nil {
 					t.Errorf("worker %d round %d: %v", w, round, err)
@@ -154,9 +135,6 @@ func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 		if fences[i] <= fences[i-1] {
 			t.Errorf("fence %s entered the critical section after %s", fences[i], fences[i-1])
 		}
-	}
-	if n := transient.Load(); n > 0 {
-		t.Logf("%d acquisitions retried after ServiceUnavailable", n)
 	}
 	wantLocked(t, b, key, false, "after all critical sections")
 }

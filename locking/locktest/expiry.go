@@ -18,7 +18,7 @@ func testExtendResetsExpiry(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
 	slack := clockSlack(b)
 	r := MustAcquire(t, b, "extend-reset", 10*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // so that now+ttl and acquisition+ttl differ by more than a client clock's slack
 	for _, ttl := range []time.Duration{3 * time.Second, 20 * time.Second, 1500 * time.Millisecond} {
 		before := time.Now()
 		e, err := b.Extend(ctx, r.LockID, ttl)
@@ -40,8 +40,7 @@ func testExtendResetsExpiry(t *testing.T, b locking.Backend) {
 	if info == nil {
 		t.Fatal("lock gone after extensions")
 	}
-	sleepUntil(info.ExpiresAt.Add(tolerance + margin))
-	wantLocked(t, b, "extend-reset", false, "past the shortened expiry")
+	awaitExpiry(t, b, "extend-reset", info.ExpiresAt, "past the shortened expiry")
 }
 
 // testExtendKeepsAlive: an extended lock outlives its original expiry
@@ -53,7 +52,7 @@ func testExtendKeepsAlive(t *testing.T, b locking.Backend) {
 	if err != nil || !e.OK {
 		t.Fatalf("Extend = %+v, %v; want OK", e, err)
 	}
-	sleepUntil(r.ExpiresAt.Add(tolerance + margin))
+	sleepUntil(r.ExpiresAt.Add(tolerance + margin)) // a lock still held: only time passing can show it outlives its first expiry
 	wantLocked(t, b, "extend-alive", true, "past the original expiry of an extended lock")
 	if got, err := b.Acquire(ctx, "extend-alive", time.Second); err != nil || got.OK {
 		t.Errorf("Acquire of an extended lock past its original expiry = %+v, %v; want OK false", sanitize(got), err)
@@ -68,7 +67,7 @@ func testExtendKeepsAlive(t *testing.T, b locking.Backend) {
 func testNoResurrection(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
 	r := MustAcquire(t, b, "no-resurrection", 100*time.Millisecond)
-	sleepUntil(r.ExpiresAt.Add(tolerance + margin))
+	awaitExpiry(t, b, "no-resurrection", r.ExpiresAt, "past the expiry")
 	for i := range 3 {
 		if e, err := b.Extend(ctx, r.LockID, time.Minute); e.OK || err != nil {
 			t.Errorf("Extend #%d of an expired lock = %+v, %v; want not OK, nil (no resurrection)", i, e, err)
@@ -97,7 +96,7 @@ func testLivenessTolerance(t *testing.T, b locking.Backend) {
 	r := MustAcquire(t, b, "tolerance", 100*time.Millisecond)
 	// Inside the tolerance window. An answer that came back after the
 	// window closed proves nothing, so only a timely one is judged.
-	sleepUntil(r.ExpiresAt.Add(200 * time.Millisecond))
+	sleepUntil(r.ExpiresAt.Add(200 * time.Millisecond)) // into the window: real time must pass
 	locked, err := b.IsLocked(ctx, "tolerance")
 	got, aerr := b.Acquire(ctx, "tolerance", time.Second)
 	if time.Now().Before(r.ExpiresAt.Add(tolerance - 100*time.Millisecond)) {
@@ -110,8 +109,7 @@ func testLivenessTolerance(t *testing.T, b locking.Backend) {
 	} else {
 		t.Logf("inconclusive: the backend answered too slowly to judge the tolerance window")
 	}
-	sleepUntil(r.ExpiresAt.Add(tolerance + margin))
-	wantLocked(t, b, "tolerance", false, "past expiry plus tolerance")
+	awaitExpiry(t, b, "tolerance", r.ExpiresAt, "past expiry plus tolerance")
 	MustAcquire(t, b, "tolerance", 10*time.Second)
 }
 
@@ -122,7 +120,7 @@ func testLivenessTolerance(t *testing.T, b locking.Backend) {
 func testStaleOwnerAfterTakeover(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
 	old := MustAcquire(t, b, "takeover", 100*time.Millisecond)
-	sleepUntil(old.ExpiresAt.Add(tolerance + margin))
+	awaitExpiry(t, b, "takeover", old.ExpiresAt, "past the old owner's expiry")
 	cur := MustAcquire(t, b, "takeover", 10*time.Second)
 	if cur.Fence <= old.Fence {
 		t.Errorf("new owner's fence %s, not above the old %s", cur.Fence, old.Fence)
@@ -182,7 +180,7 @@ func toctouRound(t *testing.T, b locking.Backend, key string) {
 		return
 	}
 	boundary := old.ExpiresAt.Add(tolerance)
-	sleepUntil(boundary.Add(-2 * spread))
+	sleepUntil(boundary.Add(-2 * spread)) // the race is around a real instant: wait for it
 
 	var (
 		mu       sync.Mutex

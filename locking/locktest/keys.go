@@ -126,9 +126,9 @@ func testKeyLengthLimit(t *testing.T, b locking.Backend) {
 }
 
 // testInvalidKeys: keys that no backend can store (empty, not UTF-8, or
-// not a Firestore document id: "/", ".", "..", __.*__, per DESIGN §4 and
-// locking.NormalizeAndValidateKey) fail with InvalidArgument before any
-// write.
+// not a Firestore document id: "/", ".", "..", __.*__, as
+// locking.NormalizeAndValidateKey refuses them) fail with InvalidArgument
+// before any write.
 func testInvalidKeys(t *testing.T, b locking.Backend) {
 	ctx := t.Context()
 	n := records(t, b)

@@ -20,7 +20,7 @@ import (
 // PostgreSQL cluster (benchutil.AcquireRelease: serial pairs/s and p50/p99
 // per operation, parallel-16 pairs/s, each as a ratio to the baseline):
 // this backend (one round trip per operation: acquire a pipelined batch,
-// release one statement) against specPeer, the spec's multi-statement
+// release one statement) against specPeer, SyncGuard's multi-statement
 // transactions sent one statement at a time (acquire: BEGIN, advisory
 // lock, now(), SELECT … FOR UPDATE, fence INSERT, fence UPDATE, lock
 // upsert, COMMIT; release: BEGIN, now(), SELECT … FOR UPDATE, DELETE,

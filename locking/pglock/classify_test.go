@@ -13,7 +13,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 )
 
-// The spec's error table: SQLSTATE classes, connection errors and the
+// SyncGuard's error table: SQLSTATE classes, connection errors and the
 // caller's context, each to its code.
 func TestClassify(t *testing.T) {
 	t.Parallel()

@@ -27,14 +27,26 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer backend.Close() // before the pool: it stops the backend's background work
 
-	err = locking.Do(ctx, backend, "report:2026-11-20", func(ctx context.Context) error {
-		// ctx ends if the lock is lost; stamp the fence on every write.
-		return nil
+	errFencedOut := errors.New("a newer lock holder has written the report")
+	err = locking.Do(ctx, backend, "report:2026-11-20", func(ctx context.Context, l *locking.Lease) error {
+		// ctx ends if the lock is lost. Stamp the fence on the row the
+		// lock guards, and write only over an older fence: a holder that
+		// lost the lock without noticing yet cannot overwrite its
+		// successor. (Fences compare as strings.)
+		tag, err := pool.Exec(ctx, `UPDATE reports SET body = $1, fence = $2 WHERE day = $3 AND fence <= $2`,
+			"…", l.Fence(), "2026-11-20")
+		if err == nil && tag.RowsAffected() == 0 {
+			err = errFencedOut
+		}
+		return err
 	}, locking.WithTTL(30*time.Second))
 	switch {
 	case errors.Is(err, locking.ErrAcquisitionTimeout):
 		fmt.Println("someone else holds the lock")
+	case errors.Is(err, errFencedOut), errors.Is(err, locking.ErrLeaseLost):
+		fmt.Println("lost the lock mid-way; a newer holder took over")
 	case err != nil:
 		log.Fatal(err)
 	}

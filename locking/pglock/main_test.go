@@ -30,5 +30,6 @@ func testBackend(t testing.TB, opts ...Option) (*Backend, string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = b.Close() })
 	return b, locks, fences
 }

@@ -1,6 +1,6 @@
-// Package pglock is the PostgreSQL lock backend (spec
-// lock-postgres-backend.md, as DESIGN §4 amends it), on SyncGuard's tables so
-// Go and TypeScript services can share locks:
+// Package pglock keeps locking's locks in PostgreSQL: a locking.Backend
+// for Acquire, Do and Lease, on SyncGuard's tables, so Go and TypeScript
+// services can share locks on one database:
 //
 //   - syncguard_locks(key TEXT PRIMARY KEY, lock_id TEXT, expires_at_ms
 //     BIGINT, acquired_at_ms BIGINT, fence TEXT, user_key TEXT), every
@@ -13,7 +13,7 @@
 //     pg_advisory_xact_lock(hashtext(storageKey)),
 //     exactly as SyncGuard's, so peers in either language exclude each other.
 //
-// Every operation is one round trip. Acquire pipelines the spec's three
+// Every operation is one round trip. Acquire pipelines SyncGuard's three
 // steps (advisory lock; INSERT the fence counter … DO NOTHING; then one
 // statement that reads the lock row FOR UPDATE, and only if it is not live
 // increments the counter and writes the lock) as one pgx batch, which
@@ -25,9 +25,12 @@
 // BEGIN and COMMIT included.
 //
 // Because the decision is made on the server in the same statement, the
-// liveness predicate of release, extend and acquire is SQL (livePredicate,
-// with locking.TimeTolerance); a test holds it to locking.IsLive, which
-// decides the read-only operations.
+// liveness predicate of release, extend and acquire is SQL (with
+// locking.TimeTolerance); a test holds it to locking.IsLive, which decides
+// the read-only operations.
+//
+// Close the Backend when done with it, before the pool (it does not close
+// the pool).
 package pglock
 
 import (
@@ -48,6 +51,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
 // Default table names, as SyncGuard's.
@@ -56,8 +60,8 @@ const (
 	DefaultFenceTable = "syncguard_fence_counters"
 )
 
-// maxStorageKeyBytes is the spec's PostgreSQL key limit (B-tree tuple size);
-// MakeStorageKey hashes beyond it (never, with 512-byte keys).
+// maxStorageKeyBytes is SyncGuard's PostgreSQL key limit (B-tree tuple
+// size); MakeStorageKey hashes beyond it (never, with 512-byte keys).
 const maxStorageKeyBytes = 1700
 
 // maxTableName keeps "idx_<table>_lock_id" within PostgreSQL's 63-byte
@@ -89,10 +93,11 @@ type Backend struct {
 	log      *zap.Logger
 	poolWait time.Duration
 	cleanup  bool
-	cleanups chan struct{}
+	janitor  *backendkit.Janitor // runs the cleanups IsLocked starts; Close stops it
 	// cleanupDone, if set (by tests), is called after each cleanup.
 	cleanupDone func(deleted bool, err error)
 	q           queries
+	kit         backendkit.Storage
 }
 
 var (
@@ -132,11 +137,12 @@ func WithAutoCreateTables(enabled bool) Option { return func(c *config) { c.auto
 // expired lock row it finds (default false: IsLocked only reads). Only a
 // row expired for over 3 s beyond the liveness tolerance and still carrying
 // the lockId IsLocked saw is deleted, by one statement that re-checks both;
-// fence counters are never touched. At most 4 cleanups run at once.
+// fence counters are never touched. At most 4 cleanups run at once; Close
+// stops them.
 func WithCleanupInIsLocked(enabled bool) Option { return func(c *config) { c.cleanup = enabled } }
 
 // WithLogger sets where the backend logs warnings (default: nowhere): a
-// fence past locking.FenceWarnThreshold, and a client clock more than
+// fence past backendkit.FenceWarnThreshold, and a client clock more than
 // locking.TimeTolerance off the server's. Entries name locks by hash only.
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
 
@@ -177,7 +183,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Backend, err
 		return nil, err
 	}
 	b := &Backend{pool: pool, now: cfg.now, log: cfg.log, poolWait: cfg.poolWait, cleanup: cfg.cleanup,
-		cleanups: make(chan struct{}, cleanupSlots), q: newQueries(cfg.locks, cfg.fences)}
+		janitor: backendkit.NewJanitor(cleanupSlots, cleanupTimeout), q: newQueries(cfg.locks, cfg.fences),
+		kit: storage()}
 	if cfg.autoCreate {
 		if err := b.createTables(ctx, cfg.locks, cfg.fences); err != nil {
 			return nil, err
@@ -193,7 +200,7 @@ func invalidConfig(format string, args ...any) error {
 	return &locking.Error{Code: locking.InvalidArgument, Op: "config", Err: fmt.Errorf(format, args...)}
 }
 
-// validateTables is the spec's configuration check: both names valid
+// validateTables checks the configuration before any SQL: both names valid
 // identifiers (nothing else is ever put into SQL text), and distinct.
 func validateTables(locks, fences string) error {
 	for _, t := range []struct{ what, name string }{{"lock", locks}, {"fence counter", fences}} {
@@ -324,41 +331,28 @@ func (b *Backend) Capabilities() locking.Capabilities {
 	return locking.Capabilities{Backend: "postgres", SupportsFencing: true, TimeAuthority: "server"}
 }
 
-// keys validates key and derives its storage and fence keys, with the
-// spec's two-step derivation and 0 reserve bytes.
-func keys(op, key string) (nkey, storageKey, fenceKey string, err error) {
-	if nkey, storageKey, fenceKey, err = locking.StorageKeys(op, key, maxStorageKeyBytes); err != nil {
-		return "", "", "", err
-	}
+// storage is what PostgreSQL takes: keys up to the B-tree limit, no NUL.
+func storage() backendkit.Storage {
+	return backendkit.Storage{MaxIDBytes: maxStorageKeyBytes, CheckKey: checkKey, Classify: classify}
+}
+
+// checkKey refuses a key with NUL, which PostgreSQL text cannot hold,
+// before any I/O rather than as a server error after it.
+func checkKey(nkey string) error {
 	if strings.ContainsRune(nkey, 0) {
-		// PostgreSQL text cannot hold NUL; refuse it here rather than as a
-		// server error after I/O.
-		return "", "", "", &locking.Error{Code: locking.InvalidArgument, Op: op, KeyHash: locking.HashKey(nkey),
-			Err: errors.New("key contains a NUL character, which PostgreSQL text cannot store")}
+		return errors.New("key contains a NUL character, which PostgreSQL text cannot store")
 	}
-	return nkey, storageKey, fenceKey, nil
+	return nil
 }
 
 // Acquire takes key for ttl if no live lock holds it: one round trip, one
 // transaction (see the package comment).
 func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
-	const op = "acquire"
-	nkey, storageKey, fenceKey, err := keys(op, key)
+	c, err := b.kit.BeginAcquire(ctx, key, ttl)
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
-	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
-	}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey, fenceKey}}
-	if ctx.Err() != nil {
-		return locking.AcquireResult{}, e.Ended(ctx)
-	}
-	lockID, err := locking.NewLockID()
-	if err != nil {
-		return locking.AcquireResult{}, locking.WithOp(err, op)
-	}
-	e.Secrets = append(e.Secrets, lockID)
+	e, lockID, nkey, storageKey, fenceKey := c.Errors, c.LockID, c.Key, c.LockKey, c.FenceKey
 
 	var (
 		nowMs, curExpires, newExpires *int64
@@ -369,7 +363,7 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		batch := &pgx.Batch{}
 		batch.Queue(b.q.acquireLock, storageKey)
 		batch.Queue(b.q.acquireCounter, fenceKey, nkey)
-		batch.Queue(b.q.acquire, storageKey, fenceKey, lockID, ttl.Milliseconds(), nkey, int64(locking.MaxFence)).
+		batch.Queue(b.q.acquire, storageKey, fenceKey, lockID, ttl.Milliseconds(), nkey, int64(backendkit.MaxFence)).
 			QueryRow(func(r pgx.Row) error { return r.Scan(&nowMs, &curExpires, &free, &fence, &newExpires) })
 		return conn.SendBatch(ctx, batch).Close()
 	})
@@ -386,14 +380,14 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		// Not live, yet no counter increment: the counter is at the maximum
 		// (the statement refuses to pass it), and nothing was written.
 		return locking.AcquireResult{}, e.Map(ctx, &locking.Error{Code: locking.Internal,
-			Err: fmt.Errorf("fence counter is at the maximum %d; rotate the key namespace", uint64(locking.MaxFence))})
+			Err: fmt.Errorf("fence counter is at the maximum %d; rotate the key namespace", uint64(backendkit.MaxFence))})
 	}
-	if _, err := locking.ParseFence(*fence); err != nil {
+	if _, err := backendkit.ParseFence(*fence); err != nil {
 		return locking.AcquireResult{}, e.Map(ctx, err)
 	}
-	if locking.FenceNeedsWarning(*fence) {
+	if backendkit.FenceNeedsWarning(*fence) {
 		b.log.Warn("lock fence is past the warning threshold; acquires fail with Internal above the maximum",
-			zap.String("keyHash", e.KeyHash), zap.String("fence", *fence), zap.Uint64("maxFence", locking.MaxFence))
+			zap.String("keyHash", e.KeyHash), zap.String("fence", *fence), zap.Uint64("maxFence", backendkit.MaxFence))
 	}
 	return locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(*newExpires), Fence: *fence}, nil
 }
@@ -425,7 +419,7 @@ func (b *Backend) Extend(ctx context.Context, lockID string, ttl time.Duration) 
 func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.Duration) (locking.ExtendResult, locking.Reason, error) {
 	const op = "extend"
 	if err := locking.ValidateTTL(ttl); err != nil {
-		return locking.ExtendResult{}, "", locking.WithOp(err, op)
+		return locking.ExtendResult{}, "", backendkit.WithOp(err, op)
 	}
 	ok, reason, expires, err := b.mutate(ctx, op, b.q.extend, lockID, ttl.Milliseconds())
 	if err != nil || !ok {
@@ -439,19 +433,16 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 // explicit ownership check) and is live. It reports whether it changed the
 // row, why not, and the row's new expiry.
 func (b *Backend) mutate(ctx context.Context, op, sql, lockID string, args ...any) (bool, locking.Reason, int64, error) {
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return false, "", 0, locking.WithOp(err, op)
-	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	if ctx.Err() != nil {
-		return false, "", 0, e.Ended(ctx)
+	e, err := b.kit.BeginLockID(ctx, op, lockID)
+	if err != nil {
+		return false, "", 0, err
 	}
 	var (
 		nowMs, changed  int64
 		curExpires, exp *int64
 		curLockID       *string
 	)
-	err := b.withConn(ctx, func(conn *pgxpool.Conn) error {
+	err = b.withConn(ctx, func(conn *pgxpool.Conn) error {
 		return conn.QueryRow(ctx, sql, append([]any{lockID}, args...)...).Scan(&nowMs, &curExpires, &curLockID, &changed, &exp)
 	})
 	if err != nil {
@@ -560,30 +551,28 @@ func (r row) debug() *locking.LockInfoDebug {
 
 // readKey validates key and reads its lock row, with the server's time.
 func (b *Backend) readKey(ctx context.Context, op, key string) (row, error) {
-	nkey, storageKey, _, err := keys(op, key)
+	c, err := b.kit.BeginKey(ctx, op, key)
 	if err != nil {
 		return row{}, err
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, KeyHash: locking.HashKey(nkey), Secrets: []string{key, nkey, storageKey}}
-	r, err := b.read(ctx, &e, b.q.readKey, storageKey)
+	r, err := b.read(ctx, c.Errors, b.q.readKey, c.LockKey)
 	if err != nil {
 		return row{}, err
 	}
 	if r.found && r.userKey == "" {
-		r.userKey = nkey
+		r.userKey = c.Key
 	}
 	return r, nil
 }
 
 // readLockID validates lockID and reads the row carrying it, verifying the
-// lock_id it got back (the spec's explicit ownership check).
+// lock_id it got back (an explicit ownership check, not trusting the index).
 func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
-	const op = "lookup"
-	if err := locking.ValidateLockID(lockID); err != nil {
-		return row{}, locking.WithOp(err, op)
+	e, err := b.kit.BeginLockID(ctx, "lookup", lockID)
+	if err != nil {
+		return row{}, err
 	}
-	e := locking.OpErrors{Classify: classify, Op: op, LockIDHash: locking.HashKey(lockID), Secrets: []string{lockID}}
-	r, err := b.read(ctx, &e, b.q.readLockID, lockID)
+	r, err := b.read(ctx, e, b.q.readLockID, lockID)
 	if err != nil || !r.found || r.lockID != lockID {
 		return row{}, err
 	}
@@ -593,10 +582,9 @@ func (b *Backend) readLockID(ctx context.Context, lockID string) (row, error) {
 	return r, nil
 }
 
-func (b *Backend) read(ctx context.Context, e *locking.OpErrors, sql string, arg string) (row, error) {
-	if ctx.Err() != nil {
-		return row{}, e.Ended(ctx)
-	}
+// read runs a lookup query begun (and its context checked) by
+// BeginKey or BeginLockID.
+func (b *Backend) read(ctx context.Context, e *backendkit.OpErrors, sql string, arg string) (row, error) {
 	var (
 		r                           row
 		key, lockID, fence, userKey *string
@@ -633,25 +621,28 @@ func deref[T any](p *T) T {
 // startCleanup deletes the expired lock row in the background if a cleanup
 // slot is free; otherwise it does nothing. It never blocks.
 func (b *Backend) startCleanup(ctx context.Context, storageKey, lockID string) {
-	select {
-	case b.cleanups <- struct{}{}:
-	default:
-		return
-	}
-	go func() {
-		defer func() { <-b.cleanups }()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
+	b.janitor.TryGo(ctx, func(ctx context.Context) {
 		var tag pgconn.CommandTag
-		err := b.withConn(cctx, func(conn *pgxpool.Conn) error {
+		err := b.withConn(ctx, func(conn *pgxpool.Conn) error {
 			var err error
-			tag, err = conn.Exec(cctx, b.q.cleanup, storageKey, lockID, (locking.TimeTolerance + cleanupGuard).Milliseconds())
+			tag, err = conn.Exec(ctx, b.q.cleanup, storageKey, lockID, (locking.TimeTolerance + cleanupGuard).Milliseconds())
 			return err
 		})
 		if b.cleanupDone != nil {
 			b.cleanupDone(err == nil && tag.RowsAffected() == 1, err)
 		}
-	}()
+	})
+}
+
+// Close stops the background cleanups IsLocked starts with
+// WithCleanupInIsLocked, cancelling those in flight, and waits for them to
+// return, so that no goroutine of the backend outlives it. It does not
+// close the pool passed to New: that stays the caller's, and the backend's
+// operations keep working on it, but IsLocked starts no more cleanups.
+// Close the backend before the pool. Close is idempotent and returns nil.
+func (b *Backend) Close() error {
+	b.janitor.Close()
+	return nil
 }
 
 // checkClock warns when the client's clock is off the server's by more
@@ -693,11 +684,12 @@ func (b *Backend) withConn(ctx context.Context, fn func(*pgxpool.Conn) error) er
 
 // mapErr for operations that name no lock.
 func mapErr(ctx context.Context, op string, err error) error {
-	return (&locking.OpErrors{Classify: classify, Op: op}).Map(ctx, err)
+	return storage().Errors(op).Map(ctx, err)
 }
 
-// classify is the spec's table. A cancelled context is Aborted and an
-// expired one NetworkTimeout, whatever error the driver surfaced them as.
+// classify maps errors as SyncGuard does. A cancelled context is Aborted
+// and an expired one NetworkTimeout, whatever error the driver surfaced
+// them as.
 func classify(ctx context.Context, err error) locking.Code {
 	switch {
 	case errors.Is(err, context.Canceled):

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
+	"github.com/snapwriter/snapwriter/locking/internal/closetest"
 	"github.com/snapwriter/snapwriter/locking/locktest"
 	"github.com/snapwriter/snapwriter/pgserver"
 )
@@ -24,10 +26,11 @@ import (
 // counter reads a key's fence counter (-1: no row).
 func counter(t *testing.T, pool *pgxpool.Pool, fences, key string) int64 {
 	t.Helper()
-	_, _, fenceKey, err := keys("test", key)
+	k, err := storage().Keys("test", key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fenceKey := k.FenceKey
 	var n int64
 	err = pool.QueryRow(t.Context(), `SELECT fence FROM `+ident(fences)+` WHERE fence_key = $1`, fenceKey).Scan(&n)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -158,8 +161,13 @@ func TestServerTimeAuthority(t *testing.T) {
 		add("extend", e.OK, err)
 		info, err := b.LookupKey(ctx, key)
 		add("lookup", info != nil, err)
-		time.Sleep(ttl + locking.TimeTolerance + 100*time.Millisecond)
-		locked, err = b.IsLocked(ctx, key)
+		// The server's real clock decides: wait out the tolerance (no
+		// sooner can the lock be free), then poll until it is.
+		time.Sleep(time.Until(e.ExpiresAt.Add(locking.TimeTolerance)))
+		deadline := time.Now().Add(time.Second)
+		for locked, err = b.IsLocked(ctx, key); err == nil && locked && time.Now().Before(deadline); locked, err = b.IsLocked(ctx, key) {
+			time.Sleep(10 * time.Millisecond)
+		}
 		add("isLocked after expiry", locked, err)
 		e, err = b.Extend(ctx, a.LockID, ttl)
 		add("extend after expiry", e.OK, err)
@@ -255,7 +263,7 @@ func TestTableNameValidation(t *testing.T) {
 	}
 }
 
-// Schema creates exactly the spec's layout; WithAutoCreateTables(false)
+// Schema creates exactly SyncGuard's layout; WithAutoCreateTables(false)
 // refuses missing tables and accepts Schema's; concurrent New calls on new
 // tables all succeed.
 func TestSchema(t *testing.T) {
@@ -349,8 +357,9 @@ func TestFenceLimits(t *testing.T) {
 	if ok, _ := b.Release(ctx, r.LockID); !ok {
 		t.Fatal("release")
 	}
-	_, _, fenceKey, _ := keys("test", key)
-	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(fences)+` SET fence = $1 WHERE fence_key = $2`, int64(locking.MaxFence-1), fenceKey); err != nil {
+	k, _ := storage().Keys("test", key)
+	fenceKey := k.FenceKey
+	if _, err := b.pool.Exec(ctx, `UPDATE `+ident(fences)+` SET fence = $1 WHERE fence_key = $2`, int64(backendkit.MaxFence-1), fenceKey); err != nil {
 		t.Fatal(err)
 	}
 	r = locktest.MustAcquire(t, b, key, time.Minute)
@@ -375,7 +384,7 @@ func TestFenceLimits(t *testing.T) {
 	if n := lockRows(t, b.pool, locks); n != 0 {
 		t.Errorf("%d lock rows after the refused acquire", n)
 	}
-	if got := counter(t, b.pool, fences, key); got != locking.MaxFence {
+	if got := counter(t, b.pool, fences, key); got != backendkit.MaxFence {
 		t.Errorf("counter %d after the refused acquire; want it left at the maximum", got)
 	}
 }
@@ -385,7 +394,8 @@ func TestFenceLimits(t *testing.T) {
 // func commits it.
 func holdAdvisory(t *testing.T, pool *pgxpool.Pool, key string) (pid uint32, done func()) {
 	t.Helper()
-	_, storageKey, _, _ := keys("test", key)
+	k, _ := storage().Keys("test", key)
+	storageKey := k.LockKey
 	tx, err := pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -453,8 +463,9 @@ func TestKilledConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, storageKey, fenceKey, _ := keys("test", key)
-	lockID, _ := locking.NewLockID()
+	k, _ := storage().Keys("test", key)
+	storageKey, fenceKey := k.LockKey, k.FenceKey
+	lockID, _ := backendkit.NewLockID()
 	for _, s := range []struct {
 		sql  string
 		args []any
@@ -519,7 +530,7 @@ func TestCancelStopsServerSide(t *testing.T) {
 		t.Errorf("cancelled acquire = %v; want Aborted", err)
 	}
 	commit()
-	time.Sleep(200 * time.Millisecond) // time for a server that had not stopped to finish
+	time.Sleep(200 * time.Millisecond) // nothing to poll for: give a server that had not stopped time to finish
 	if n := lockRows(t, b.pool, locks); n != 0 {
 		t.Errorf("%d lock rows: the cancelled acquire completed on the server", n)
 	}
@@ -556,7 +567,7 @@ func TestPoolExhausted(t *testing.T) {
 	locktest.MustAcquire(t, b, "k", time.Minute)
 }
 
-// The Go backend and a peer running the spec's literal transactions (as
+// The Go backend and a peer running SyncGuard's literal transactions (as
 // SyncGuard's TypeScript backend does) on the same tables exclude each
 // other and share one fence sequence.
 func TestSpecPeerInterop(t *testing.T) {
@@ -613,7 +624,7 @@ func TestSpecPeerInterop(t *testing.T) {
 				if holders.Add(1) > 1 {
 					overlaps.Add(1)
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(time.Millisecond) // hold the lock a while, so that an overlap would show
 				holders.Add(-1)
 				if ok, err := be.Release(ctx, r.LockID); !ok || err != nil {
 					t.Errorf("release: %v, %v", ok, err)
@@ -670,12 +681,30 @@ func TestCleanupInIsLocked(t *testing.T) {
 	if locked, _ := b.IsLocked(ctx, "recent"); locked {
 		t.Error("a lock expired 1.5 s ago reads as locked")
 	}
+	_ = b.Close() // waits for any cleanup IsLocked started
 	select {
 	case <-done:
 		t.Error("cleanup started for a lock within the guard")
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	if n := lockRows(t, b.pool, locks); n != 1 {
 		t.Errorf("%d lock rows; the recently expired lock was deleted", n)
 	}
+}
+
+// Close waits for the cleanup in flight, and after it IsLocked starts
+// none, while the backend's operations go on working on the pool.
+func TestCloseStopsCleanups(t *testing.T) {
+	t.Parallel()
+	b, locks, _ := testBackend(t, WithCleanupInIsLocked(true))
+	cleanups := make(chan error, 4)
+	b.cleanupDone = func(_ bool, err error) { cleanups <- err }
+	closetest.CloseStopsCleanups(t, closetest.Backend{Backend: b, Close: b.Close, Cleanups: cleanups,
+		Expire: func(t *testing.T, rs ...locking.AcquireResult) {
+			for _, r := range rs {
+				if _, err := b.pool.Exec(t.Context(), `UPDATE `+ident(locks)+` SET expires_at_ms = expires_at_ms - 70000 WHERE lock_id = $1`, r.LockID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}})
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
 
-// specPeer performs the spec's (and SyncGuard's TypeScript backend's)
+// specPeer performs SyncGuard's TypeScript backend's
 // multi-statement transactions, one round trip per statement, literally:
 // the baseline the benchmark compares against, and a stand-in for a
 // TypeScript peer sharing the tables in the interop tests.
@@ -30,11 +31,12 @@ func (p specPeer) nowMs(ctx context.Context, tx pgx.Tx) (int64, error) {
 // Acquire is SyncGuard's acquire: advisory lock, server time, read the lock
 // row, two-step fence increment, upsert the lock.
 func (p specPeer) Acquire(ctx context.Context, key string, ttl time.Duration) (locking.AcquireResult, error) {
-	nkey, storageKey, fenceKey, err := keys("acquire", key)
+	k, err := storage().Keys("acquire", key)
 	if err != nil {
 		return locking.AcquireResult{}, err
 	}
-	lockID, _ := locking.NewLockID()
+	nkey, storageKey, fenceKey := k.Key, k.LockKey, k.FenceKey
+	lockID, _ := backendkit.NewLockID()
 	var res locking.AcquireResult
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, storageKey); err != nil {
@@ -60,7 +62,7 @@ ON CONFLICT (fence_key) DO NOTHING`, fenceKey, nkey); err != nil {
 		if err := tx.QueryRow(ctx, `UPDATE `+ident(p.fences)+` SET fence = fence + 1 WHERE fence_key = $1 RETURNING fence`, fenceKey).Scan(&n); err != nil {
 			return err
 		}
-		fence, err := locking.FormatFence(n)
+		fence, err := backendkit.FormatFence(n)
 		if err != nil {
 			return err
 		}
@@ -77,7 +79,7 @@ ON CONFLICT (key) DO UPDATE SET lock_id = EXCLUDED.lock_id, expires_at_ms = EXCL
 	return res, err
 }
 
-// mutate is the spec's release/extend: server time, the row by lock_id FOR
+// mutate is SyncGuard's release/extend: server time, the row by lock_id FOR
 // UPDATE, the ownership and liveness checks, then change.
 func (p specPeer) mutate(ctx context.Context, lockID string, change func(tx pgx.Tx, key string, now int64) error) (bool, error) {
 	var ok bool

@@ -1,9 +1,11 @@
-package locking
+package backendkit
 
 import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/snapwriter/snapwriter/locking"
 )
 
 // scrubbed is an error whose text has secrets replaced by their hashes
@@ -19,7 +21,7 @@ func (s *scrubbed) Unwrap() error { return s.err }
 
 // Scrub returns err with every occurrence of each secret (a raw key,
 // lockId or storage key), plain or as %q would quote it, replaced by
-// "<"+HashKey(secret)+">" in its text, so a backend's error can be logged:
+// "<"+locking.HashKey(secret)+">" in its text, so a backend's error can be logged:
 // Firestore's messages quote document paths, PostgreSQL's quote values.
 // errors.Is and errors.As still reach err itself. err is returned as is
 // when its text holds no secret.
@@ -30,7 +32,7 @@ func Scrub(err error, secrets ...string) error {
 		if s == "" {
 			continue
 		}
-		label := "<" + HashKey(s) + ">"
+		label := "<" + locking.HashKey(s) + ">"
 		ps = append(ps, pair{s, label})
 		// Also the escaped forms a %q or %+q in a message would show.
 		for _, q := range []string{strconv.Quote(s), strconv.QuoteToASCII(s)} {
