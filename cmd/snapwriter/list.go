@@ -75,6 +75,7 @@ func (a *app) list(ctx context.Context, lf lockFlags, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	defer fsLock.Close()
 	backends := []locking.Backend{fsLock}
 	if lf.backend == backendPostgres {
 		// Only read: the tables are not created here.

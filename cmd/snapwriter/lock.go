@@ -340,7 +340,7 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 	}
 	var released bool
 	var reason locking.Reason
-	if rr, ok := locking.Backend(b).(locking.ReasonReporter); ok {
+	if rr, ok := b.(locking.ReasonReporter); ok {
 		released, reason, err = rr.ReleaseWithReason(ctx, lockID)
 	} else {
 		released, err = b.Release(ctx, lockID)
