@@ -359,7 +359,7 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 // from: every district's document, size and hash, and the payload's hash.
 func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
-	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: w.lockKeyHash(id), startedAt: start,
+	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
 		docs: make(map[string]map[string]any, n), docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n),
 		contended: new(atomic.Bool)}
 	for _, d := range snap.Payload.Districts {
@@ -698,7 +698,7 @@ func (w *Writer) checkPrior(ctx context.Context, data map[string]any, in rootInp
 	storedBackend, _ := md["writerLockBackend"].(string)
 	storedFence, _ := md["writerFence"].(string)
 	storedKey, _ := md["writerLockKeyHash"].(string)
-	ourKey := w.lockKeyHash(in.id)
+	ourKey := in.keyHash
 	switch {
 	case storedBackend != "" && storedBackend != in.backend:
 		if w.cfg.allowSwitch {
@@ -739,18 +739,6 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 			ErrLockHeld, locking.HashKey(key))
 	}
 	return nil
-}
-
-// lockKeyHash is the locking.HashKey of this writer's lock key for
-// snapshot id, as the root records it in writerLockKeyHash (and as logs and
-// `snapwriter lock status` show it).
-func (w *Writer) lockKeyHash(id string) string {
-	key, err := w.scope.LockKey(w.lockName, id)
-	if err != nil {
-		// Unreachable once begin has taken the lock of id.
-		return ""
-	}
-	return locking.HashKey(key)
 }
 
 // requireFence is the check every chunk and the finish make inside their
