@@ -239,6 +239,7 @@ func (o *Options) date(ctx context.Context, in Input) (DateResult, string) {
 		r.Outcome, r.Err = Failed, err
 		return done("")
 	}
+	defer snap.Close()
 	res, err := o.Writer.Write(ctx, in.Date, snap)
 	if res != nil {
 		r.Fence, r.DistrictsWritten, r.FailedDistricts = res.Fence, res.DistrictsWritten, res.FailedDistricts

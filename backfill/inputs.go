@@ -196,12 +196,15 @@ func Check(inputs []Input, complete map[string]string) error {
 			bad = append(bad, in.Path+": "+in.Problem)
 			continue
 		}
-		if _, err := input.LoadDated(in.Path, in.Date); err != nil {
+		snap, err := input.LoadDated(in.Path, in.Date)
+		if err != nil {
 			if !errors.Is(err, model.ErrInvalid) {
 				return err
 			}
 			bad = append(bad, strings.ReplaceAll(err.Error(), "\n", "\n    "))
+			continue
 		}
+		snap.Close()
 	}
 	if len(bad) == 0 {
 		return nil

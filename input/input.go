@@ -25,11 +25,16 @@ const MaxFetchBytes = 1 << 30
 
 // Load reads a snapshot from path: "-" is stdin, a directory is a
 // per-district snapshot directory (model.LoadDir), anything else a Snapshot
-// JSON file. Every failure, a missing file included, matches
+// JSON file (model.Open). Every failure, a missing file included, matches
 // model.ErrInvalid and names the path.
+//
+// The districts' data stays in the input file (stdin is spooled to a
+// temporary file, removed at once) and is read back as it is written, so
+// that a snapshot takes a fraction of its size in memory; Close the
+// snapshot when done with it.
 func Load(path string, stdin io.Reader) (*model.Snapshot, error) {
 	if path == "-" {
-		s, err := model.Decode(stdin)
+		s, err := model.Spool(stdin)
 		if err != nil {
 			return nil, fmt.Errorf("stdin: %w", err)
 		}
@@ -42,16 +47,12 @@ func Load(path string, stdin io.Reader) (*model.Snapshot, error) {
 	if fi.IsDir() {
 		return model.LoadDir(path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, pathErr(path, err)
-	}
-	defer f.Close()
-	s, err := model.Decode(f)
-	if err != nil {
+	s, err := model.Open(path)
+	var ve *model.ValidationError
+	if errors.As(err, &ve) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return s, nil
+	return s, err // the error, if any, names the path
 }
 
 // pathErr says that the input at path cannot be opened; the input is
@@ -87,21 +88,24 @@ func CheckDated(snap *model.Snapshot, source, date string) error {
 }
 
 // LoadDated reads the input at path (a Snapshot JSON file or a snapshot
-// directory) as the snapshot of date, and checks it with CheckDated.
+// directory) as the snapshot of date, and checks it with CheckDated. Close
+// the snapshot when done with it.
 func LoadDated(path, date string) (*model.Snapshot, error) {
 	snap, err := Load(path, nil)
 	if err != nil {
 		return nil, err
 	}
 	if err := CheckDated(snap, path, date); err != nil {
+		snap.Close()
 		return nil, err
 	}
 	return snap, nil
 }
 
 // Fetch reads a Snapshot JSON document with an HTTP GET of rawURL, at most
-// MaxFetchBytes of it. Its errors name the URL without its query, user
-// info and fragment (Redact), which may carry tokens.
+// MaxFetchBytes of it, spooled to a temporary file as Load does stdin
+// (Close the snapshot when done with it). Its errors name the URL without
+// its query, user info and fragment (Redact), which may carry tokens.
 func Fetch(ctx context.Context, client *http.Client, rawURL string) (*model.Snapshot, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -117,7 +121,7 @@ func Fetch(ctx context.Context, client *http.Client, rawURL string) (*model.Snap
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return nil, fmt.Errorf("fetching input %s: HTTP %s", Redact(rawURL), resp.Status)
 	}
-	snap, err := model.Decode(io.LimitReader(resp.Body, MaxFetchBytes))
+	snap, err := model.Spool(io.LimitReader(resp.Body, MaxFetchBytes))
 	if err != nil {
 		return nil, fmt.Errorf("input %s: %w", Redact(rawURL), err)
 	}
@@ -146,7 +150,7 @@ func Redact(rawURL string) string {
 }
 
 // Source reads the input of one date, checked to be that date's snapshot.
-// Dir and URL make the usual ones.
+// Dir and URL make the usual ones. The caller closes the snapshot.
 type Source func(ctx context.Context, date string) (*model.Snapshot, error)
 
 // Dir is the Source of dated inputs in dir: the snapshot directory
@@ -171,6 +175,7 @@ func URL(template string, client *http.Client) Source {
 			return nil, err
 		}
 		if err := CheckDated(snap, Redact(u), date); err != nil {
+			snap.Close()
 			return nil, err
 		}
 		return snap, nil

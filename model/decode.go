@@ -47,14 +47,43 @@ func DecodeObject(r io.Reader) (Object, error) {
 	return o, nil
 }
 
-func position(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
+// source is the input a decoder reads, addressable by offset so that an
+// error can be placed by line and column without keeping the input in
+// memory: a *bytes.Reader, or an *io.SectionReader of a file.
+type source interface {
+	io.ReaderAt
+	Size() int64
+}
+
+// position is the line and column of byte off of src.
+func position(src source, off int64) (line, col int) {
+	off = min(off, src.Size())
+	line = 1
+	lastNL := int64(-1)
+	buf := make([]byte, min(off, 64<<10))
+	for pos := int64(0); pos < off; {
+		n, err := src.ReadAt(buf[:min(int64(len(buf)), off-pos)], pos)
+		chunk := buf[:n]
+		line += bytes.Count(chunk, []byte("\n"))
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			lastNL = pos + int64(i)
+		}
+		pos += int64(n)
+		if n == 0 || err != nil && err != io.EOF {
+			break
+		}
 	}
-	prefix := data[:off]
-	line = bytes.Count(prefix, []byte("\n")) + 1
-	col = int(off) - bytes.LastIndexByte(prefix, '\n')
-	return line, col
+	return line, int(off - lastNL)
+}
+
+// bytesAt reads up to n bytes of src at off; fewer at its end.
+func bytesAt(src source, off int64, n int) []byte {
+	if off < 0 || off >= src.Size() {
+		return nil
+	}
+	b := make([]byte, min(int64(n), src.Size()-off))
+	k, _ := src.ReadAt(b, off)
+	return b[:k]
 }
 
 func parseNumber(s, path string) (any, error) {
@@ -82,20 +111,36 @@ func parseNumber(s, path string) (any, error) {
 // into U+FFFD), and so is a byte-order mark. Every problem names its JSON
 // path.
 func decodeValue(r io.Reader) (any, error) {
-	// Buffered whole so errors can be reported by line and column.
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("reading input: %w", err)
 	}
+	return decodeBytes(data, nil)
+}
+
+// decodeBytes is decodeValue of data in memory.
+func decodeBytes(data []byte, capture captureFunc) (any, error) {
+	return decodeSource(bytes.NewReader(data), bytes.NewBuffer(data), capture)
+}
+
+// captureFunc is called with every object the decoder has read, the
+// decoder at its path, and the offsets of the object's first byte and of
+// the byte after it; it returns what is kept in its place in the tree.
+type captureFunc func(d *decoder, o Object, start, end int64) (any, error)
+
+// decodeSource decodes the value rd reads, which is src from its start:
+// rd streams the tokens, src places errors by line and column.
+func decodeSource(src source, rd io.Reader, capture captureFunc) (any, error) {
+	head := bytesAt(src, 0, 4)
 	for _, m := range byteOrderMarks {
-		if bytes.HasPrefix(data, []byte(m.bom)) {
+		if bytes.HasPrefix(head, []byte(m.bom)) {
 			return nil, invalid("$", "file starts with a byte-order mark (%s): JSON input must be UTF-8 without one", m.name)
 		}
 	}
 	// jsontext is encoding/json/v2's tokenizer. Its defaults reject invalid
 	// UTF-8 and lone surrogates; duplicate keys are found below, where the
 	// object is built anyway and the path is at hand.
-	d := &decoder{data: data, dec: jsontext.NewDecoder(bytes.NewBuffer(data), jsontext.AllowDuplicateNames(true))}
+	d := &decoder{src: src, dec: jsontext.NewDecoder(rd, jsontext.AllowDuplicateNames(true)), capture: capture}
 	tok, err := d.dec.ReadToken()
 	if err == io.EOF {
 		return nil, invalid("$", "invalid JSON: the input is empty")
@@ -109,7 +154,7 @@ func decodeValue(r io.Reader) (any, error) {
 	}
 	end := d.dec.InputOffset()
 	if _, err := d.dec.ReadToken(); err != io.EOF {
-		line, col := position(data, skipSpace(data, end))
+		line, col := position(src, skipSpace(src, end))
 		return nil, invalid("$", "invalid JSON: unexpected data after the top-level value at line %d, column %d", line, col)
 	}
 	return v, nil
@@ -118,9 +163,10 @@ func decodeValue(r io.Reader) (any, error) {
 // decoder builds the canonical tree from jsontext's tokens. steps is the
 // path of the value being read; it is formatted only for a problem.
 type decoder struct {
-	data  []byte
-	dec   *jsontext.Decoder
-	steps []pathElem
+	src     source
+	dec     *jsontext.Decoder
+	steps   []pathElem
+	capture captureFunc // nil: keep every object
 }
 
 func (d *decoder) path() string { return formatPath("$", d.steps) }
@@ -147,7 +193,7 @@ func (d *decoder) value(tok jsontext.Token) (any, error) {
 		}
 		return n, nil
 	case '{':
-		return d.object()
+		return d.object(d.dec.InputOffset() - 1)
 	case '[':
 		return d.array()
 	}
@@ -158,7 +204,8 @@ func (d *decoder) tooDeep() error {
 	return invalid(d.path(), "nested more than %d levels deep (Firestore stores at most %d)", maxInputDepth, maxDepth)
 }
 
-func (d *decoder) object() (any, error) {
+// object reads the rest of the object whose '{' is at offset start.
+func (d *decoder) object(start int64) (any, error) {
 	if len(d.steps) >= maxInputDepth {
 		return nil, d.tooDeep()
 	}
@@ -170,12 +217,15 @@ func (d *decoder) object() (any, error) {
 			return nil, d.syntaxError(err, true)
 		}
 		if tok.Kind() == '}' {
+			if d.capture != nil {
+				return d.capture(d, m, start, d.dec.InputOffset())
+			}
 			return m, nil
 		}
 		k := tok.String()
 		d.steps = append(d.steps, pathElem{key: k, isKey: true})
 		if _, dup := m[k]; dup {
-			line, col := position(d.data, keyStart(d.data, before))
+			line, col := position(d.src, keyStart(d.src, before))
 			return nil, invalid(d.path(), "duplicate key %q at line %d, column %d: this object already has it, and only one of the values could be stored", k, line, col)
 		}
 		if tok, err = d.dec.ReadToken(); err != nil {
@@ -227,12 +277,12 @@ func (d *decoder) syntaxError(err error, inKey bool) error {
 		return invalid(path, "invalid JSON: %v", err)
 	}
 	off := se.ByteOffset
-	line, col := position(d.data, off)
+	line, col := position(d.src, off)
 	where := "in a string"
 	if inKey {
 		where = "in a key"
 	}
-	if esc, high, ok := surrogateAt(d.data, off); ok {
+	if esc, high, ok := surrogateAt(d.src, off); ok {
 		why := `a low surrogate (\udc00–\udfff) must follow a high one (\ud800–\udbff)`
 		if high {
 			why = `a high surrogate (\ud800–\udbff) must be followed by a low one (\udc00–\udfff)`
@@ -240,45 +290,51 @@ func (d *decoder) syntaxError(err error, inKey bool) error {
 		return invalid(path, "invalid surrogate %s %s at line %d, column %d: %s; alone it is no character (it would be stored as U+FFFD)",
 			esc, where, line, col, why)
 	}
-	if off < int64(len(d.data)) {
-		if r, size := utf8.DecodeRune(d.data[off:]); r == utf8.RuneError && size == 1 {
-			return invalid(path, "invalid JSON at line %d, column %d: byte 0x%02x is not valid UTF-8 (JSON input must be UTF-8)", line, col, d.data[off])
+	if b := bytesAt(d.src, off, utf8.UTFMax); len(b) > 0 {
+		if r, size := utf8.DecodeRune(b); r == utf8.RuneError && size == 1 {
+			return invalid(path, "invalid JSON at line %d, column %d: byte 0x%02x is not valid UTF-8 (JSON input must be UTF-8)", line, col, b[0])
 		}
 	}
 	return invalid(path, "invalid JSON at line %d, column %d: %v", line, col, se.Err)
 }
 
-// surrogateAt reports whether data holds a UTF-16 surrogate escape (\uD800
+// surrogateAt reports whether src holds a UTF-16 surrogate escape (\uD800
 // to \uDFFF) at off, and whether it is a high one.
-func surrogateAt(data []byte, off int64) (esc string, high, ok bool) {
-	if off < 0 || off+6 > int64(len(data)) || data[off] != '\\' || data[off+1] != 'u' {
+func surrogateAt(src source, off int64) (esc string, high, ok bool) {
+	b := bytesAt(src, off, 6)
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
 		return "", false, false
 	}
-	v, err := strconv.ParseUint(string(data[off+2:off+6]), 16, 16)
+	v, err := strconv.ParseUint(string(b[2:6]), 16, 16)
 	if err != nil || !utf16.IsSurrogate(rune(v)) {
 		return "", false, false
 	}
-	return string(data[off : off+6]), v < 0xdc00, true
+	return string(b), v < 0xdc00, true
 }
 
 // keyStart is the offset of the key that follows off: past whitespace and
 // the comma before it.
-func keyStart(data []byte, off int64) int64 {
-	off = skipSpace(data, off)
-	if off < int64(len(data)) && data[off] == ',' {
-		off = skipSpace(data, off+1)
+func keyStart(src source, off int64) int64 {
+	off = skipSpace(src, off)
+	if b := bytesAt(src, off, 1); len(b) == 1 && b[0] == ',' {
+		off = skipSpace(src, off+1)
 	}
 	return off
 }
 
-func skipSpace(data []byte, off int64) int64 {
-	for off < int64(len(data)) {
-		switch data[off] {
-		case ' ', '\t', '\n', '\r':
-			off++
-		default:
+func skipSpace(src source, off int64) int64 {
+	for {
+		b := bytesAt(src, off, 512)
+		if len(b) == 0 {
 			return off
 		}
+		for _, c := range b {
+			switch c {
+			case ' ', '\t', '\n', '\r':
+				off++
+			default:
+				return off
+			}
+		}
 	}
-	return off
 }

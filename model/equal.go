@@ -19,8 +19,16 @@ func Diff(a, b *Snapshot) string {
 	case a == nil || b == nil:
 		return fmt.Sprintf("one snapshot is nil (%v, %v)", a == nil, b == nil)
 	}
+	ta, err := a.tree()
+	if err != nil {
+		return "reading the first snapshot: " + err.Error()
+	}
+	tb, err := b.tree()
+	if err != nil {
+		return "reading the second snapshot: " + err.Error()
+	}
 	var out []string
-	diffValue("$", a.tree(), b.tree(), &out)
+	diffValue("$", ta, tb, &out)
 	if len(out) > maxDiffs {
 		out = append(out[:maxDiffs], fmt.Sprintf("… and %d more", len(out)-maxDiffs))
 	}

@@ -24,7 +24,8 @@ func inputErr(path string, err error) error {
 // district_{id}.json per district (the stored envelope {districtId, …,
 // data} or bare DistrictStatistics), and an optional
 // all-districts-rankings.json. Without manifest.json every district_*.json
-// is read, in name order.
+// is read, in name order. Each district's data stays in its file until it
+// is needed (DistrictStatistics.LoadData).
 func LoadDir(dir string) (*Snapshot, error) {
 	md, err := readObject(filepath.Join(dir, "metadata.json"))
 	if err != nil {
@@ -35,21 +36,19 @@ func LoadDir(dir string) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each district's data stays in its file until it is needed (see
+	// Open); the files are opened one at a time.
+	in := &lazyInput{name: dir}
 	districts := make([]any, 0, len(files))
 	for _, f := range files {
-		o, err := readObject(filepath.Join(dir, f))
+		d, err := readDistrictFile(in, filepath.Join(dir, f))
 		if err != nil {
 			if !p.merge(err) {
 				return nil, err
 			}
 			continue
 		}
-		// The application's file store wraps statistics in the same
-		// envelope as its Firestore documents.
-		if data, ok := o["data"].(map[string]any); ok && o["membership"] == nil {
-			o = data
-		}
-		districts = append(districts, o)
+		districts = append(districts, d)
 	}
 	var rankings any
 	rk, err := readObject(filepath.Join(dir, "all-districts-rankings.json"))
@@ -93,6 +92,7 @@ func LoadDir(dir string) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
+	s.lazy = in
 	return s, nil
 }
 
@@ -159,16 +159,21 @@ func readObject(path string) (Object, error) {
 	defer f.Close()
 	o, err := DecodeObject(f)
 	if err != nil {
-		var ve *ValidationError
-		if errors.As(err, &ve) {
-			for i := range ve.Problems {
-				ve.Problems[i].Path = filepath.Base(path) + ": " + ve.Problems[i].Path
-			}
-			return nil, ve
-		}
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
+		return nil, fileProblems(path, err)
 	}
 	return o, nil
+}
+
+// fileProblems names the file at path in err's problems.
+func fileProblems(path string, err error) error {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		for i := range ve.Problems {
+			ve.Problems[i].Path = filepath.Base(path) + ": " + ve.Problems[i].Path
+		}
+		return ve
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalid, path, err)
 }
 
 func orZero(v, zero any) any {

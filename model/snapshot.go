@@ -23,6 +23,7 @@ type Snapshot struct {
 	Rankings Object
 	// Extra holds top-level keys the model does not name.
 	Extra Object
+	lazy  *lazyInput // the input file of a lazily read snapshot
 }
 
 // Payload is the snapshot's payload: the districts and how they were fetched.
@@ -56,10 +57,14 @@ type PayloadMetadata struct {
 // whole JSON object (membership, clubs, education, dashboard rows, and any
 // field the model does not name), stored and returned verbatim; DistrictID
 // and AsOfDate are read from it for convenience and must agree with it.
+//
+// A district read by Open, Spool or LoadDir has no Data: its data stays in
+// the input file, and LoadData reads it back.
 type DistrictStatistics struct {
 	DistrictID string
 	AsOfDate   string
 	Data       Object
+	lazy       *lazyData // where the data is when Data is nil
 }
 
 // Snapshot JSON keys, in the application's spelling.
@@ -93,7 +98,7 @@ func (s *Snapshot) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON encodes the application's JSON form, canonically (see Marshal).
-func (s Snapshot) MarshalJSON() ([]byte, error) { return Marshal(s.tree()) }
+func (s Snapshot) MarshalJSON() ([]byte, error) { return Marshal(s) }
 
 // MarshalJSON encodes the metadata with its camelCase keys.
 func (m PayloadMetadata) MarshalJSON() ([]byte, error) { return Marshal(m.tree()) }
@@ -148,16 +153,19 @@ func fromTree(o Object) (*Snapshot, error) {
 			s.Payload.Districts = make([]DistrictStatistics, 0, len(list))
 			for i, e := range list {
 				path := fmt.Sprintf("$.payload.districts[%d]", i)
-				d, ok := e.(map[string]any)
-				if !ok {
+				var ds DistrictStatistics
+				switch d := e.(type) {
+				case map[string]any:
+					ds = DistrictStatistics{Data: d}
+				case *lazyData:
+					ds = DistrictStatistics{lazy: d}
+				default:
 					p.add(path, "want a district object, got %s", kindOf(e))
 					continue
 				}
-				s.Payload.Districts = append(s.Payload.Districts, DistrictStatistics{
-					DistrictID: str(d, "districtId", path, &p),
-					AsOfDate:   str(d, "asOfDate", path, &p),
-					Data:       d,
-				})
+				head := ds.head()
+				ds.DistrictID, ds.AsOfDate = str(head, "districtId", path, &p), str(head, "asOfDate", path, &p)
+				s.Payload.Districts = append(s.Payload.Districts, ds)
 			}
 		case nil:
 			p.add("$.payload.districts", "missing: want an array of districts")
@@ -203,8 +211,9 @@ func metadataFromTree(md Object, path string, p *problems) PayloadMetadata {
 }
 
 // tree is the snapshot's canonical JSON tree. Required keys of the
-// application's type are always present; optional ones only when set.
-func (s Snapshot) tree() Object {
+// application's type are always present; optional ones only when set. The
+// data of lazily read districts is read back for it.
+func (s Snapshot) tree() (Object, error) {
 	o := Object{}
 	maps.Copy(o, s.Extra)
 	o["snapshot_id"] = s.SnapshotID
@@ -217,7 +226,11 @@ func (s Snapshot) tree() Object {
 	maps.Copy(payload, s.Payload.Extra)
 	districts := make([]any, len(s.Payload.Districts))
 	for i, d := range s.Payload.Districts {
-		districts[i] = d.tree()
+		t, err := d.tree()
+		if err != nil {
+			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
+		}
+		districts[i] = t
 	}
 	payload["districts"] = districts
 	payload["metadata"] = s.Payload.Metadata.tree()
@@ -225,19 +238,32 @@ func (s Snapshot) tree() Object {
 	if s.Rankings != nil {
 		o["rankings"] = s.Rankings
 	}
-	return o
+	return o, nil
 }
 
-// tree is the district's object: Data, or a minimal object when Data is nil.
-func (d DistrictStatistics) tree() Object {
+// head is what the district's districtId and asOfDate are read from: Data,
+// or what was kept of a lazily read district's data.
+func (d DistrictStatistics) head() Object {
+	if d.Lazy() {
+		return d.lazy.head
+	}
+	return d.Data
+}
+
+// tree is the district's object: its data, or a minimal object when it has
+// none.
+func (d DistrictStatistics) tree() (Object, error) {
+	if d.Lazy() {
+		return d.lazy.load()
+	}
 	if d.Data != nil {
-		return d.Data
+		return d.Data, nil
 	}
 	o := Object{"districtId": d.DistrictID}
 	if d.AsOfDate != "" {
 		o["asOfDate"] = d.AsOfDate
 	}
-	return o
+	return o, nil
 }
 
 func (m PayloadMetadata) tree() Object {

@@ -81,18 +81,27 @@ func Validate(s *Snapshot, id string) error {
 				seen[d.DistrictID] = i
 			}
 		}
-		if d.Data != nil {
-			if v, _ := d.Data["districtId"].(string); v != d.DistrictID {
+		if head := d.head(); head != nil {
+			if v, _ := head["districtId"].(string); v != d.DistrictID {
 				p.add(path+".districtId", "DistrictID %q disagrees with the data's districtId %q", d.DistrictID, v)
 			}
-			if v, _ := d.Data["asOfDate"].(string); v != d.AsOfDate {
+			if v, _ := head["asOfDate"].(string); v != d.AsOfDate {
 				p.add(path+".asOfDate", "AsOfDate %q disagrees with the data's asOfDate %q", d.AsOfDate, v)
 			}
 		}
 		if d.AsOfDate != "" && !ValidDate(d.AsOfDate) {
 			p.add(path+".asOfDate", "%q is not a real YYYY-MM-DD date", d.AsOfDate)
 		}
-		size := checkValue(d.Data, path, 1, false, p.add)
+		var size int
+		if d.Lazy() {
+			// Checked as it was read, the data left in the file.
+			for _, lp := range d.lazy.problems {
+				p.add(path+lp.Path, "%s", lp.Message)
+			}
+			size = d.lazy.summary.FirestoreSize
+		} else {
+			size = checkValue(d.Data, path, 1, false, p.add)
+		}
 		if n := size + len("data") + 1 + DistrictEnvelopeBudget; n > MaxDocumentBytes {
 			p.add(path, "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
 		}

@@ -70,9 +70,9 @@ func jsonTree(v any) (any, error) {
 		}
 		return out, nil
 	case *Snapshot:
-		return jsonTree(x.tree())
+		return snapshotTree(*x)
 	case Snapshot:
-		return jsonTree(x.tree())
+		return snapshotTree(x)
 	case *PayloadMetadata:
 		return jsonTree(x.tree())
 	case PayloadMetadata:
@@ -83,6 +83,39 @@ func jsonTree(v any) (any, error) {
 		return nil, err
 	}
 	return json.RawMessage(b), nil
+}
+
+func snapshotTree(s Snapshot) (any, error) {
+	t, err := s.tree()
+	if err != nil {
+		return nil, err
+	}
+	return jsonTree(t)
+}
+
+// EncodedSize is an upper bound on a canonical value's size inside a
+// Firestore Commit request. Firestore's storage size undercounts the
+// protobuf framing of small fields (tags, lengths, map entries), so each
+// element is charged a generous fixed overhead.
+func EncodedSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 8
+	case []any:
+		n := 8
+		for _, e := range x {
+			n += EncodedSize(e) + 4
+		}
+		return n
+	case map[string]any:
+		n := 8
+		for k, e := range x {
+			n += len(k) + EncodedSize(e) + 12
+		}
+		return n
+	default: // numbers, bools, null
+		return 12
+	}
 }
 
 // floatNumber is f as encoding/json writes it, with ".0" added to a whole

@@ -102,6 +102,7 @@ func (w *Worker) run(ctx context.Context, log *zap.Logger, tick time.Time) {
 		log.Error("run failed: no usable input", zap.Error(err))
 		return
 	}
+	defer snap.Close()
 	res, err := w.Write(ctx, date, snap)
 	var fields []zap.Field
 	if w.ExitCode != nil {

@@ -174,6 +174,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 	if err != nil {
 		return err
 	}
+	defer snap.Close()
 	if err := checkDate(snap, date); err != nil {
 		return err
 	}

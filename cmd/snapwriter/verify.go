@@ -60,6 +60,7 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 				if snap, err = input.Load(inputPath, a.stdin); err != nil {
 					return err
 				}
+				defer snap.Close()
 				if err := checkDate(snap, date); err != nil {
 					return err
 				}

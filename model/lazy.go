@@ -1,0 +1,297 @@
+package model
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+)
+
+// A snapshot read from a file keeps its districts' data in the file:
+// decoded whole, a district's object tree takes about 13 times its JSON,
+// so a snapshot of thousands of districts would take gigabytes. One
+// streaming pass decodes everything else, and checks, hashes and sizes
+// each district's data one district at a time; the data is read back, and
+// decoded again, only when it is needed (DistrictStatistics.LoadData).
+
+// lazyInput is what a lazily read snapshot's districts are read back from.
+type lazyInput struct {
+	f      *os.File // the input file; nil for a snapshot directory, whose districts name their own files
+	name   string   // for errors
+	remove string   // a spooled file to remove on Close, if it could not be removed at once
+	loads  atomic.Int64
+}
+
+// lazyData is where a district's data lies in the input, and what reading
+// it found.
+type lazyData struct {
+	in     *lazyInput
+	path   string // the district's own file (snapshot directory), else in.f
+	off, n int64
+	// rawSum is the SHA-256 of the bytes, so that a file changed after it
+	// was checked is refused instead of stored under the old hashes.
+	rawSum  [sha256.Size]byte
+	summary DataSummary
+	// problems are checkValue's, their paths relative to the district.
+	problems []Problem
+	// head holds the data's districtId and asOfDate as they were.
+	head Object
+}
+
+// DataSummary is what a writer needs of a district's data before writing
+// it: its hash and sizes.
+type DataSummary struct {
+	// Digest is the SHA-256 of the data's canonical JSON (Marshal).
+	Digest [sha256.Size]byte
+	// FirestoreSize is the data's FirestoreSize.
+	FirestoreSize int
+	// EncodedSize is the data's EncodedSize.
+	EncodedSize int
+}
+
+// Lazy reports whether the district's data is left in the input file,
+// to be read back by LoadData.
+func (d DistrictStatistics) Lazy() bool { return d.Data == nil && d.lazy != nil }
+
+// LoadData returns the district's data: Data, or for a lazily read
+// district (Lazy) its object read back from the input file. Each call
+// reads and decodes it again, so that nothing holds it longer than its
+// caller does.
+func (d DistrictStatistics) LoadData() (Object, error) {
+	if !d.Lazy() {
+		return d.Data, nil
+	}
+	return d.lazy.load()
+}
+
+// Summary returns the district data's hash and sizes: computed when it was
+// read for a lazily read district, from Data for the others.
+func (d DistrictStatistics) Summary() (DataSummary, error) {
+	if d.Lazy() {
+		return d.lazy.summary, nil
+	}
+	b, err := Marshal(d.Data)
+	if err != nil {
+		return DataSummary{}, err
+	}
+	return DataSummary{Digest: sha256.Sum256(b), FirestoreSize: FirestoreSize(d.Data), EncodedSize: EncodedSize(d.Data)}, nil
+}
+
+// DataLoads reports how many times LoadData has read a district of s back
+// from its input: zero for a snapshot held in memory.
+func (s *Snapshot) DataLoads() int64 {
+	if s.lazy == nil {
+		return 0
+	}
+	return s.lazy.loads.Load()
+}
+
+// Close releases the input file a snapshot read by Open or Spool keeps its
+// districts in; LoadData fails after it. It is a no-op for other
+// snapshots.
+func (s *Snapshot) Close() error {
+	if s.lazy == nil || s.lazy.f == nil {
+		return nil
+	}
+	err := s.lazy.f.Close()
+	if s.lazy.remove != "" {
+		if rerr := os.Remove(s.lazy.remove); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+func (l *lazyData) load() (Object, error) {
+	l.in.loads.Add(1)
+	name := l.in.name
+	src := io.ReaderAt(l.in.f)
+	if l.path != "" {
+		f, err := os.Open(l.path)
+		if err != nil {
+			return nil, fmt.Errorf("reading district data back: %w", err)
+		}
+		defer f.Close()
+		src, name = f, l.path
+	}
+	raw := make([]byte, l.n)
+	if _, err := src.ReadAt(raw, l.off); err != nil {
+		return nil, fmt.Errorf("reading district data back from %s: %w", name, err)
+	}
+	if sha256.Sum256(raw) != l.rawSum {
+		return nil, fmt.Errorf("%s changed after it was read: its district data at byte %d is not what was checked", name, l.off)
+	}
+	v, err := decodeBytes(raw, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	o, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: district data at byte %d is %s, not an object", name, l.off, kindOf(v))
+	}
+	return o, nil
+}
+
+// summarize checks, hashes and sizes district data o, the bytes start to
+// end of src, and returns where to find it again.
+func summarize(in *lazyInput, path string, src io.ReaderAt, o Object, start, end int64) (*lazyData, error) {
+	raw := make([]byte, end-start)
+	if _, err := src.ReadAt(raw, start); err != nil {
+		return nil, fmt.Errorf("reading input: %w", err)
+	}
+	l := &lazyData{in: in, path: path, off: start, n: end - start, rawSum: sha256.Sum256(raw), head: Object{}}
+	l.summary.FirestoreSize = checkValue(o, "", 1, false, func(path, format string, args ...any) {
+		l.problems = append(l.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	})
+	l.summary.EncodedSize = EncodedSize(o)
+	b, err := Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("hashing district data: %w", err)
+	}
+	l.summary.Digest = sha256.Sum256(b)
+	for _, k := range []string{"districtId", "asOfDate"} {
+		if v, ok := o[k]; ok {
+			l.head[k] = v
+		}
+	}
+	return l, nil
+}
+
+// Open reads the Snapshot JSON file at path, leaving its districts' data
+// in the file (see LoadData) until Close. It checks the file as Decode
+// does; a file that cannot be read at an offset (a pipe) is spooled first.
+func Open(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, inputErr(path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, inputErr(path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		defer f.Close()
+		return Spool(f)
+	}
+	return decodeLazy(f, path)
+}
+
+// Spool copies r into a temporary file and reads it as Open does. The
+// file is removed at once (it lives on while open, on systems that allow
+// it), else by Close.
+func Spool(r io.Reader) (*Snapshot, error) {
+	f, err := os.CreateTemp("", "snapwriter-input-*.json")
+	if err != nil {
+		return nil, fmt.Errorf("spooling input: %w", err)
+	}
+	// Removed while open, the file lives on until closed, and nothing is
+	// left behind however the process ends.
+	removed := os.Remove(f.Name()) == nil
+	s, err := spool(f, r)
+	switch {
+	case removed:
+	case err != nil:
+		os.Remove(f.Name())
+	default:
+		s.lazy.remove = f.Name()
+	}
+	return s, err
+}
+
+func spool(f *os.File, r io.Reader) (*Snapshot, error) {
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reading input: %w", err)
+	}
+	return decodeLazy(f, "the input")
+}
+
+// decodeLazy decodes f as Open does, and keeps f for LoadData; f is closed
+// when it fails.
+func decodeLazy(f *os.File, name string) (*Snapshot, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("reading input: %w", err)
+	}
+	in := &lazyInput{f: f, name: name}
+	src := io.NewSectionReader(f, 0, fi.Size())
+	rd := bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 64<<10)
+	v, err := decodeSource(src, rd, func(d *decoder, o Object, start, end int64) (any, error) {
+		if !districtPath(d.steps) {
+			return o, nil
+		}
+		return summarize(in, "", src, o, start, end)
+	})
+	if err == nil {
+		if _, ok := v.(map[string]any); !ok {
+			err = invalid("$", "want a JSON object, got %s", kindOf(v))
+		}
+	}
+	var s *Snapshot
+	if err == nil {
+		s, err = fromTree(v.(map[string]any))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	s.lazy = in
+	return s, nil
+}
+
+// districtPath reports whether steps is the path of a district:
+// $.payload.districts[i].
+func districtPath(steps []pathElem) bool {
+	return len(steps) == 3 && steps[0].isKey && steps[0].key == "payload" &&
+		steps[1].isKey && steps[1].key == "districts" && !steps[2].isKey
+}
+
+// readDistrictFile reads a district file of a snapshot directory: the
+// stored envelope {districtId, …, data} or bare DistrictStatistics. Its
+// problems' paths name the file, as readObject's do.
+func readDistrictFile(in *lazyInput, path string) (*lazyData, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s does not exist: %w", ErrInvalid, path, os.ErrNotExist)
+		}
+		return nil, inputErr(path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, inputErr(path, err)
+	}
+	src := io.NewSectionReader(f, 0, fi.Size())
+	var whole, data [2]int64 // the offsets of the file's object and of its data member
+	v, err := decodeSource(src, bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 64<<10),
+		func(d *decoder, o Object, start, end int64) (any, error) {
+			switch {
+			case len(d.steps) == 0:
+				whole = [2]int64{start, end}
+			case len(d.steps) == 1 && d.steps[0].isKey && d.steps[0].key == "data":
+				data = [2]int64{start, end}
+			}
+			return o, nil
+		})
+	if err == nil {
+		if _, ok := v.(map[string]any); !ok {
+			err = invalid("$", "want a JSON object, got %s", kindOf(v))
+		}
+	}
+	if err != nil {
+		return nil, fileProblems(path, err)
+	}
+	o := v.(map[string]any)
+	// The application's file store wraps statistics in the same envelope
+	// as its Firestore documents.
+	if d, ok := o["data"].(map[string]any); ok && o["membership"] == nil {
+		return summarize(in, path, src, d, data[0], data[1])
+	}
+	return summarize(in, path, src, o, whole[0], whole[1])
+}
