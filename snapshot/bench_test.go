@@ -31,7 +31,7 @@ func newInput(n int) input {
 	snap := model.Generate(day, n, 1)
 	docs := make([]map[string]any, n)
 	for i, d := range snap.Payload.Districts {
-		docs[i] = districtDoc(snap, d, "")
+		docs[i] = districtDoc(snap, d, d.Data, "")
 	}
 	return input{snap, docs}
 }

@@ -21,8 +21,13 @@ func contentHash(v any) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("hashing: %w", err)
 	}
-	sum := sha256.Sum256(b)
-	return base64.RawURLEncoding.EncodeToString(sum[:16]), nil
+	return digestHash(sha256.Sum256(b)), nil
+}
+
+// digestHash is contentHash of a value whose canonical JSON has SHA-256
+// digest sum.
+func digestHash(sum [sha256.Size]byte) string {
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // districtHashes returns the hash of a district document as stored and the
@@ -34,11 +39,27 @@ func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
 	if dataHash, err = contentHash(doc["data"]); err != nil {
 		return "", "", err
 	}
+	hash, err = envelopeHash(doc, dataHash)
+	return hash, dataHash, err
+}
+
+// envelopeHash is the hash of a district document, given its fields
+// (whatever its data field holds) and the hash of its data.
+func envelopeHash(doc map[string]any, dataHash string) (string, error) {
 	c := maps.Clone(doc)
 	delete(c, "writerFence")
 	c["data"] = dataHash
-	hash, err = contentHash(c)
-	return hash, dataHash, err
+	return contentHash(c)
+}
+
+// dataHash is the hash of district d's data, as districtHashes gives it of
+// its document.
+func dataHash(d model.DistrictStatistics) (string, error) {
+	sum, err := d.Summary()
+	if err != nil {
+		return "", err
+	}
+	return digestHash(sum.Digest), nil
 }
 
 // payloadHash is the hash of a snapshot's own payload, as given:

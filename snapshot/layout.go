@@ -91,8 +91,16 @@ func districtDocID(districtID string) string { return "district_" + districtID }
 // districtDoc is the district document: the application's envelope around the
 // district's statistics, which are stored verbatim under data, stamped with
 // the fence of the writer that wrote it (a field the application's readers
-// ignore), so that a commit whose outcome was lost can be checked.
-func districtDoc(s *model.Snapshot, d model.DistrictStatistics, fence string) map[string]any {
+// ignore), so that a commit whose outcome was lost can be checked. data is
+// d's data (DistrictStatistics.LoadData).
+func districtDoc(s *model.Snapshot, d model.DistrictStatistics, data model.Object, fence string) map[string]any {
+	doc := envelope(s, d, fence)
+	doc["data"] = data
+	return doc
+}
+
+// envelope is district d's document without its data.
+func envelope(s *model.Snapshot, d model.DistrictStatistics, fence string) map[string]any {
 	collected := s.Payload.Metadata.FetchedAt
 	if collected == "" {
 		collected = s.CreatedAt
@@ -102,9 +110,36 @@ func districtDoc(s *model.Snapshot, d model.DistrictStatistics, fence string) ma
 		"districtName": "District " + d.DistrictID,
 		"collectedAt":  collected,
 		"status":       entrySuccess,
-		"data":         d.Data,
 		"writerFence":  fence,
 	}
+}
+
+// districtSummary is what a write needs of a district document before
+// it is built (its data is read when its chunk is): its hash, the hash of
+// its data, its size in the manifest and its size in a commit request.
+type districtSummary struct {
+	hash, dataHash string
+	size, bytes    int
+}
+
+// summarizeDistrict is d's districtSummary, from its data's
+// (model.DistrictStatistics.Summary): the document's hash, size and commit
+// size are those of its envelope and its data's, exactly as they would be
+// of the whole document built (districtHashes, FirestoreSize, encodedSize).
+func summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, fence string) (districtSummary, error) {
+	sum, err := d.Summary()
+	if err != nil {
+		return districtSummary{}, err
+	}
+	env := envelope(s, d, fence)
+	const dataKey = len("data")
+	ds := districtSummary{
+		dataHash: digestHash(sum.Digest),
+		size:     model.FirestoreSize(env) + dataKey + 1 + sum.FirestoreSize,
+		bytes:    encodedSize(env) + dataKey + 12 + sum.EncodedSize,
+	}
+	ds.hash, err = envelopeHash(env, ds.dataHash)
+	return ds, err
 }
 
 // rootInput holds what the root document is built from, so the start and
@@ -116,11 +151,13 @@ type rootInput struct {
 	backend   string
 	keyHash   string // the lock key's hash, which fences are comparable under
 	startedAt time.Time
-	docs      map[string]map[string]any // district id → its document
-	docSizes  map[string]int            // district id → document size, for the manifest
-	hashes    map[string]string         // district id → the hash of its document
+	// The district documents are built when their chunk is written; only
+	// their sizes and hashes are held, for the root's manifest.
+	docSizes map[string]int    // district id → document size, for the manifest
+	hashes   map[string]string // district id → the hash of its document
 	// dataHashes: district id → the hash of its data alone.
 	dataHashes map[string]string
+	opBytes    map[string]int // district id → its document's size in a commit request
 	// payloadHash is the hash of the snapshot's own payload (payloadHash).
 	payloadHash string
 	// repairing: the write is a repair (the root says when it started and

@@ -113,7 +113,7 @@ func (w *Writer) resolve(tx *firestore.Transaction, in rootInput, res *Result, o
 		for _, o := range b.ops {
 			d := docs[next]
 			next++
-			if o.doc == nil {
+			if o.district == nil {
 				ok = ok && !d.Exists()
 				continue
 			}

@@ -265,7 +265,7 @@ func compareInput(root map[string]any, entries []any, stored map[string]storedDi
 		if !ok {
 			continue // missing or not written: reported above, or incomplete
 		}
-		h, err := contentHash(d.Data)
+		h, err := dataHash(d)
 		if err != nil {
 			return err
 		}

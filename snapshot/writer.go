@@ -313,9 +313,10 @@ type Result struct {
 }
 
 // op is one write of a chunk: a district set or a stale district delete.
+// A set's document is built when its chunk is written, and not kept.
 type op struct {
 	districtID string
-	doc        map[string]any // nil: delete
+	district   *model.DistrictStatistics // the district to set; nil: delete
 	bytes      int
 }
 
@@ -356,20 +357,21 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 }
 
 // newInput is what a write or repair by this lease builds its documents
-// from: every district's document, size and hash, and the payload's hash.
+// from: every district's document size and hash, and the payload's hash.
+// The documents themselves are built chunk by chunk (document), so that a
+// write never holds more than its chunks in flight.
 func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
-		docs: make(map[string]map[string]any, n), docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n),
+		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
 		contended: new(atomic.Bool)}
 	for _, d := range snap.Payload.Districts {
-		doc := districtDoc(snap, d, in.fence)
-		h, dh, err := districtHashes(doc)
+		s, err := summarizeDistrict(snap, d, in.fence)
 		if err != nil {
 			return in, fmt.Errorf("snapshot %s: district %s: %w", id, d.DistrictID, err)
 		}
-		in.docs[d.DistrictID], in.docSizes[d.DistrictID] = doc, model.FirestoreSize(doc)
-		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = h, dh
+		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
+		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
 	}
 	var err error
 	if in.payloadHash, err = payloadHash(snap); err != nil {
@@ -381,14 +383,24 @@ func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease,
 // ops are the sets of the districts want selects (every district when
 // want is nil), in input order.
 func (in rootInput) ops(want map[string]bool) []op {
-	ops := make([]op, 0, len(in.docs))
-	for _, d := range in.snap.Payload.Districts {
+	ops := make([]op, 0, len(in.snap.Payload.Districts))
+	for i := range in.snap.Payload.Districts {
+		d := &in.snap.Payload.Districts[i]
 		if want == nil || want[d.DistrictID] {
-			doc := in.docs[d.DistrictID]
-			ops = append(ops, op{districtID: d.DistrictID, doc: doc, bytes: encodedSize(doc)})
+			ops = append(ops, op{districtID: d.DistrictID, district: d, bytes: in.opBytes[d.DistrictID]})
 		}
 	}
 	return ops
+}
+
+// document builds the document a set writes, reading its district's data
+// (from the input file, for a lazily read snapshot).
+func (in rootInput) document(o op) (map[string]any, error) {
+	data, err := o.district.LoadData()
+	if err != nil {
+		return nil, fmt.Errorf("district %s: %w", o.districtID, err)
+	}
+	return districtDoc(in.snap, *o.district, data, in.fence), nil
 }
 
 // write is Write once the lock is held: root, chunks, finish.
@@ -782,7 +794,7 @@ func (w *Writer) setFence(tx *firestore.Transaction, in rootInput, at time.Time)
 func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op, log *zap.Logger) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
-		if o.doc != nil {
+		if o.district != nil {
 			r.DistrictIDs = append(r.DistrictIDs, o.districtID)
 		} else {
 			r.deletes++
@@ -799,10 +811,18 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	rootRef := w.root(in.id)
 	districts := rootRef.Collection("districts")
 	var first *firestore.DocumentRef // the chunk's first district set
-	for _, o := range chunk {
-		if o.doc != nil {
+	docs := make([]map[string]any, len(chunk))
+	for i, o := range chunk {
+		if o.district == nil {
+			continue
+		}
+		if first == nil {
 			first = districts.Doc(districtDocID(o.districtID))
-			break
+		}
+		var err error
+		if docs[i], err = in.document(o); err != nil {
+			r.Err = fmt.Errorf("not attempted: %w", err)
+			return r
 		}
 	}
 	attempts := 0
@@ -824,11 +844,11 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 				return nil
 			}
 		}
-		for _, o := range chunk {
+		for i, o := range chunk {
 			ref := districts.Doc(districtDocID(o.districtID))
 			var err error
-			if o.doc != nil {
-				err = tx.Set(ref, o.doc)
+			if o.district != nil {
+				err = tx.Set(ref, docs[i])
 			} else {
 				err = tx.Delete(ref)
 			}
