@@ -472,3 +472,35 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// Stdin is spooled to a temporary file, which is gone by the time the
+// write starts (and after it, whatever happens), and is written as given;
+// bad input on stdin leaves nothing behind either. Not parallel: it sets
+// TMPDIR for the process.
+func TestStdinIsSpooledAndRemoved(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	c := newCLI(t)
+	in := genJSON(t, day, 60)
+	if code, _, errs := c.run(in, "write", "--input", "-"); code != exitOK {
+		t.Fatalf("write exit %d\n%s", code, errs)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the spooled input was left behind: %v", left)
+	}
+	code, out, errs := c.run("", "get", "--date", day)
+	if code != exitOK {
+		t.Fatalf("get exit %d: %s", code, errs)
+	}
+	want, _ := model.Decode(strings.NewReader(in))
+	got, err := model.Decode(strings.NewReader(out))
+	if err != nil || !model.Equal(got, want) {
+		t.Errorf("get differs from the input: %v %s", err, model.Diff(got, want))
+	}
+	if code, _, errs := c.run(in[:len(in)/2], "write", "--input", "-"); code != exitUsage || !strings.Contains(errs, "stdin: invalid snapshot") {
+		t.Errorf("truncated stdin: exit %d\n%s", code, errs)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the spooled input was left behind: %v", left)
+	}
+}
