@@ -2,6 +2,8 @@ package model
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -33,4 +35,24 @@ func BenchmarkLoad5000(b *testing.B) {
 			}
 		})
 	}
+	// Open reads the same bytes from a file, leaving the districts' data
+	// in it: one streaming pass that also hashes every district.
+	path := filepath.Join(b.TempDir(), "in.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("open+validate", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := Validate(s, "2026-11-20"); err != nil {
+				b.Fatal(err)
+			}
+			s.Close()
+		}
+	})
 }
