@@ -811,18 +811,10 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	rootRef := w.root(in.id)
 	districts := rootRef.Collection("districts")
 	var first *firestore.DocumentRef // the chunk's first district set
-	docs := make([]map[string]any, len(chunk))
-	for i, o := range chunk {
-		if o.district == nil {
-			continue
-		}
-		if first == nil {
+	for _, o := range chunk {
+		if o.district != nil {
 			first = districts.Doc(districtDocID(o.districtID))
-		}
-		var err error
-		if docs[i], err = in.document(o); err != nil {
-			r.Err = fmt.Errorf("not attempted: %w", err)
-			return r
+			break
 		}
 	}
 	attempts := 0
@@ -844,11 +836,15 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 				return nil
 			}
 		}
-		for i, o := range chunk {
+		for _, o := range chunk {
 			ref := districts.Doc(districtDocID(o.districtID))
 			var err error
 			if o.district != nil {
-				err = tx.Set(ref, docs[i])
+				doc, derr := in.document(o)
+				if derr != nil {
+					return retry.Permanent(derr)
+				}
+				err = tx.Set(ref, doc)
 			} else {
 				err = tx.Delete(ref)
 			}
