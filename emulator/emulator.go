@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -180,6 +181,22 @@ func (e *Emulator) Client(ctx context.Context, project string, interceptors ...g
 		return nil, err
 	}
 	c, err := firestore.NewClient(ctx, project, option.WithGRPCConn(conn), option.WithoutAuthentication())
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// APIClient returns a Firestore API client (the low-level one
+// snapshot.WithAPIClient takes) on this emulator, with the given
+// interceptors on every unary call. Its requests name their project.
+func (e *Emulator) APIClient(ctx context.Context, interceptors ...grpc.UnaryClientInterceptor) (*vkit.Client, error) {
+	conn, err := e.Dial(interceptors...)
+	if err != nil {
+		return nil, err
+	}
+	c, err := vkit.NewClient(ctx, option.WithGRPCConn(conn), option.WithoutAuthentication())
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

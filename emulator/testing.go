@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"google.golang.org/grpc"
 )
 
@@ -34,6 +35,11 @@ func Main(m *testing.M, emu **Emulator) int {
 	}
 	*emu = e
 	defer e.Stop()
+	// Code under test that finds Firestore by itself, as the Firestore
+	// client does, must find this emulator too.
+	if os.Getenv(HostEnv) != e.Host {
+		os.Setenv(HostEnv, e.Host)
+	}
 	return m.Run()
 }
 
@@ -55,6 +61,19 @@ func ProjectID(t testing.TB) string {
 func (e *Emulator) TestClient(t testing.TB, interceptors ...grpc.UnaryClientInterceptor) *firestore.Client {
 	t.Helper()
 	return e.TestClientFor(t, ProjectID(t), interceptors...)
+}
+
+// TestAPIClient returns a Firestore API client (the low-level one
+// snapshot.WithAPIClient takes) on this emulator with the given
+// interceptors, closed when t ends. Its requests name their project.
+func (e *Emulator) TestAPIClient(t testing.TB, interceptors ...grpc.UnaryClientInterceptor) *vkit.Client {
+	t.Helper()
+	c, err := e.APIClient(context.Background(), interceptors...)
+	if err != nil {
+		t.Fatalf("emulator API client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // TestClientFor is TestClient for a given project, so several clients (for

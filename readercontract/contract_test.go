@@ -96,7 +96,8 @@ func TestPartialWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := snapshot.NewWriter(faulty, locker, snapshot.WithLockWait(0), snapshot.WithRetryPolicy(fastPolicy()))
+	w, err := snapshot.NewWriter(faulty, locker, snapshot.WithAPIClient(emu.TestAPIClient(t, denyDistrict(denied))),
+		snapshot.WithLockWait(0), snapshot.WithRetryPolicy(fastPolicy()))
 	if err != nil {
 		t.Fatal(err)
 	}

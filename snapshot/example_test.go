@@ -40,6 +40,7 @@ func ExampleWriter_Write() {
 	ctx := context.Background()
 	client, w := newWriter(ctx, "example-write", snapshot.WithConcurrency(3))
 	defer client.Close()
+	defer w.Close()
 
 	snap := model.Generate("2026-11-20", 132, 1) // or decode the job's input JSON
 	res, err := w.Write(ctx, "2026-11-20", snap)
@@ -66,6 +67,7 @@ func ExampleReader_Get() {
 	ctx := context.Background()
 	client, w := newWriter(ctx, "example-read")
 	defer client.Close()
+	defer w.Close()
 	in := model.Generate("2026-11-20", 60, 2)
 	if _, err := w.Write(ctx, "2026-11-20", in); err != nil {
 		log.Fatal(err)
@@ -96,6 +98,7 @@ func ExampleWriter_Repair() {
 	ctx := context.Background()
 	client, w := newWriter(ctx, "example-repair")
 	defer client.Close()
+	defer w.Close()
 	in := model.Generate("2026-11-20", 60, 3)
 	if _, err := w.Write(ctx, "2026-11-20", in); err != nil && !errors.Is(err, snapshot.ErrPartial) {
 		log.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -33,6 +34,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -109,6 +112,8 @@ const (
 // Writer writes snapshots. It is safe for concurrent use.
 type Writer struct {
 	client   *firestore.Client
+	api      *vkit.Client // the chunks' transactions run on it
+	ownAPI   bool         // api was opened by NewWriter, and Close closes it
 	locker   locking.Backend
 	cfg      config
 	lockName string
@@ -131,6 +136,7 @@ type config struct {
 	rewriteChanged bool
 	log            *zap.Logger
 	allowSwitch    bool
+	api            *vkit.Client
 	now            func() time.Time
 	beforeChunks   func(wctx context.Context) // test hook: runs between the root commit and the chunks
 }
@@ -184,6 +190,17 @@ func WithSkipComplete(skip bool) Option { return func(c *config) { c.skipComplet
 // differs from the input (and the whole snapshot when the root payload
 // does) instead of refusing with ErrMismatch.
 func WithRewriteChanged(rewrite bool) Option { return func(c *config) { c.rewriteChanged = rewrite } }
+
+// WithAPIClient sets the Firestore API client the district chunks'
+// transactions run on: each chunk's fence read begins its transaction,
+// which saves a round trip per chunk over the Firestore client's
+// transactions. It must reach the same database as the Writer's
+// firestore.Client: open both with the same options, or on one connection
+// (option.WithGRPCConn). Without it NewWriter opens one as
+// firestore.NewClient does by default: the emulator named by
+// FIRESTORE_EMULATOR_HOST, else Firestore with Application Default
+// Credentials. The caller closes a client it passed.
+func WithAPIClient(c *vkit.Client) Option { return func(cfg *config) { cfg.api = c } }
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
@@ -250,7 +267,24 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	return &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope}, nil
+	w := &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope, api: cfg.api}
+	if w.api == nil {
+		if w.api, err = DialAPI(context.Background(), os.Getenv(emulatorHostEnv)); err != nil {
+			return nil, fmt.Errorf("snapshot: opening the Firestore API client: %w", err)
+		}
+		w.ownAPI = true
+	}
+	return w, nil
+}
+
+// Close closes the Firestore API client NewWriter opened (none when one
+// was given with WithAPIClient). The firestore.Client and the lock backend
+// stay open: they are the caller's.
+func (w *Writer) Close() error {
+	if !w.ownAPI {
+		return nil
+	}
+	return w.api.Close()
 }
 
 // BatchResult is one chunk's outcome. Batch 0 is the root document.
@@ -623,14 +657,21 @@ func (w *Writer) root(id string) *firestore.DocumentRef {
 }
 
 // do runs fn as one transaction per attempt under the writer's retry
+// policy (see attempt). unsure reports whether any attempt's commit had an
+// unknown outcome.
+func (w *Writer) do(ctx context.Context, in rootInput, log *zap.Logger, fn func(context.Context, *firestore.Transaction) error) (st retry.Stats, unsure bool, err error) {
+	return w.attempt(ctx, in, log, func(ctx context.Context) error { return w.txn(ctx, fn) })
+}
+
+// attempt runs one transaction per call of try under the writer's retry
 // policy. Contention (ABORTED) is retried for the contention wait, and the
 // first time it happens in this write one WARNING says why. A commit whose
 // outcome is unknown is retried as a fresh transaction: every write is a
 // set or a delete, so repeating one that was applied changes nothing.
 // unsure reports whether any attempt's commit had an unknown outcome.
-func (w *Writer) do(ctx context.Context, in rootInput, log *zap.Logger, fn func(context.Context, *firestore.Transaction) error) (st retry.Stats, unsure bool, err error) {
+func (w *Writer) attempt(ctx context.Context, in rootInput, log *zap.Logger, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
 	st, err = retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
-		err := w.txn(ctx, fn)
+		err := try(ctx)
 		unsure = unsure || errors.As(err, new(*unknownOutcome))
 		return err
 	}, retry.WithNotify(func(err error, wait time.Duration) {
@@ -761,17 +802,38 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
 	doc, err := tx.Get(w.fenceRef(in.id))
 	if status.Code(err) == codes.NotFound {
-		return retry.Permanent(fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut))
+		return retry.Permanent(fenceProblem(nil, in))
 	}
 	if err != nil {
 		return err
 	}
 	md := doc.Data()
-	if f, _ := md["writerFence"].(string); f != in.fence {
-		return retry.Permanent(fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, f, in.fence))
+	f, _ := md["writerFence"].(string)
+	b, _ := md["writerLockBackend"].(string)
+	if err := fenceMismatch(f, b, in); err != nil {
+		return retry.Permanent(err)
 	}
-	if b, _ := md["writerLockBackend"].(string); b != in.backend {
-		return retry.Permanent(fmt.Errorf("%w: the snapshot was taken over by a %q-locked writer", ErrFencedOut, b))
+	return nil
+}
+
+// fenceProblem is requireFence's check on the fence document as the
+// Firestore API returns it (nil when it is missing).
+func fenceProblem(doc *pb.Document, in rootInput) error {
+	if doc == nil {
+		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
+	}
+	f := doc.GetFields()
+	return fenceMismatch(f["writerFence"].GetStringValue(), f["writerLockBackend"].GetStringValue(), in)
+}
+
+// fenceMismatch is ErrFencedOut unless the snapshot's fence document names
+// this writer's fence and lock backend.
+func fenceMismatch(fence, backend string, in rootInput) error {
+	if fence != in.fence {
+		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.fence)
+	}
+	if backend != in.backend {
+		return fmt.Errorf("%w: the snapshot was taken over by a %q-locked writer", ErrFencedOut, backend)
 	}
 	return nil
 }
@@ -790,7 +852,8 @@ func (w *Writer) setFence(tx *firestore.Transaction, in rootInput, at time.Time)
 
 // writeChunk commits one chunk as a transaction that first verifies the
 // fence. The chunk starts only while start is live; once started it runs
-// under ctx, which outlives start by the grace period.
+// under ctx, which outlives start by the grace period. Its documents are
+// encoded once, and every attempt commits the same messages.
 func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op, log *zap.Logger) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
@@ -808,51 +871,39 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 			return r
 		}
 	}
-	rootRef := w.root(in.id)
-	districts := rootRef.Collection("districts")
-	var first *firestore.DocumentRef // the chunk's first district set
-	for _, o := range chunk {
-		if o.district != nil {
-			first = districts.Doc(districtDocID(o.districtID))
-			break
-		}
+	rootName := w.root(in.id).Path
+	fenceName := w.fenceRef(in.id).Path
+	writes, first, err := w.chunkWrites(in, chunk)
+	if err != nil {
+		r.Err = err
+		return r
 	}
 	attempts := 0
-	st, unsure, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+	var prev []byte // the last attempt's transaction, when it was aborted
+	st, unsure, err := w.attempt(ctx, in, log, func(ctx context.Context) error {
 		attempts++
-		if err := w.requireFence(tx, in); err != nil {
-			return err
-		}
-		if attempts > 1 && first != nil {
+		reads := []string{fenceName}
+		if attempts > 1 && first != "" {
 			// An earlier attempt may have been applied although it
 			// failed (its outcome unknown): then the chunk's documents
 			// carry our fence, and the root's counts must not be
 			// incremented twice. The commit is atomic: one tells all.
-			d, err := tx.Get(first)
-			if err != nil && status.Code(err) != codes.NotFound {
-				return err
-			}
-			if err == nil && fenceOf(d.Data()) == in.fence {
-				return nil
-			}
+			reads = append(reads, first)
 		}
-		for _, o := range chunk {
-			ref := districts.Doc(districtDocID(o.districtID))
-			var err error
-			if o.district != nil {
-				doc, derr := in.document(o)
-				if derr != nil {
-					return retry.Permanent(derr)
-				}
-				err = tx.Set(ref, doc)
-			} else {
-				err = tx.Delete(ref)
+		tid, err := w.chunkTxn(ctx, reads, prev, func(found map[string]*pb.Document) ([]*pb.Write, error) {
+			if err := fenceProblem(found[fenceName], in); err != nil {
+				return nil, retry.Permanent(err)
 			}
-			if err != nil {
-				return retry.Permanent(err)
+			if d := found[first]; len(reads) > 1 && d != nil && d.GetFields()["writerFence"].GetStringValue() == in.fence {
+				return nil, errApplied
 			}
+			return append(writes, w.recordWrites(rootName, in, r.DistrictIDs)...), nil
+		})
+		prev = nil
+		if status.Code(err) == codes.Aborted {
+			prev = tid
 		}
-		return w.recordChunk(tx, rootRef, in, r.DistrictIDs)
+		return err
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
@@ -867,45 +918,68 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	return r
 }
 
-// recordChunk adds to tx the root's record of districts ids written: their
-// manifest entries turn from "not written yet" to success, the lists and
-// counts follow, so that the root says what is stored at every moment —
-// also after a writer is killed. Server-side transforms change only these
-// districts, so concurrent chunks never read the root nor overwrite each
-// other's record. The entries are replaced by value: removed as the root
-// wrote them, added as written; an entry can be changed no other way in an
-// array, and one document's field takes one transform per write, hence two
-// writes.
-func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.DocumentRef, in rootInput, ids []string) error {
+// chunkWrites encodes a chunk's sets and deletes, and names its first
+// district document (none for a chunk of deletes only). Each district's
+// document is built (its data read back from a lazily read input) and
+// encoded in turn, so that only its encoding outlives this call.
+func (w *Writer) chunkWrites(in rootInput, chunk []op) (writes []*pb.Write, first string, err error) {
+	districts := w.root(in.id).Collection("districts")
+	writes = make([]*pb.Write, 0, len(chunk)+2)
+	for _, o := range chunk {
+		name := districts.Doc(districtDocID(o.districtID)).Path
+		if o.district == nil {
+			writes = append(writes, deleteWrite(name))
+			continue
+		}
+		doc, err := in.document(o)
+		if err != nil {
+			return nil, "", err
+		}
+		fields, err := protoFields(doc)
+		if err != nil {
+			return nil, "", fmt.Errorf("district %s: %w", o.districtID, err)
+		}
+		writes = append(writes, setWrite(name, fields))
+		if first == "" {
+			first = name
+		}
+	}
+	return writes, first, nil
+}
+
+// recordWrites are the writes of the root's record of districts ids
+// written: their manifest entries turn from "not written yet" to success,
+// the lists and counts follow, so that the root says what is stored at
+// every moment — also after a writer is killed. Server-side transforms
+// change only these districts, so concurrent chunks never read the root
+// nor overwrite each other's record. The entries are replaced by value:
+// removed as the root wrote them, added as written; an entry can be
+// changed no other way in an array, and one document's field takes one
+// transform per write, hence two writes.
+func (w *Writer) recordWrites(root string, in rootInput, ids []string) []*pb.Write {
 	if len(ids) == 0 {
 		return nil // stale deletes only: the root does not list them
 	}
 	now := isoMillis(w.cfg.now())
-	pending := make([]any, len(ids))
-	written := make([]any, len(ids))
+	pending := make([]*pb.Value, len(ids))
+	written := make([]*pb.Value, len(ids))
+	list := make([]*pb.Value, len(ids))
 	for i, id := range ids {
-		pending[i] = in.pendingEntry(id)
-		written[i] = in.entry(id, entrySuccess, "", now)
+		pending[i] = in.pendingEntry(id).value()
+		written[i] = in.entry(id, entrySuccess, "", now).value()
+		list[i] = stringValue(id)
 	}
 	n := int64(len(ids))
-	list := make([]any, len(ids))
-	for i, id := range ids {
-		list[i] = id
+	return []*pb.Write{
+		transformWrite(root,
+			arrayRemove("manifest.districts", pending...),
+			increment("manifest.successfulDistricts", n),
+			increment("manifest.failedDistricts", -n),
+			arrayUnion("metadata.successfulDistricts", list...),
+			arrayRemove("metadata.failedDistricts", list...),
+			arrayRemove("metadata.writeFailedDistricts", list...)),
+		transformWrite(root, arrayUnion("manifest.districts", written...)),
 	}
-	if err := tx.Update(root, []firestore.Update{
-		{Path: "manifest.districts", Value: firestore.ArrayRemove(pending...)},
-		{Path: "manifest.successfulDistricts", Value: firestore.Increment(n)},
-		{Path: "manifest.failedDistricts", Value: firestore.Increment(-n)},
-		{Path: "metadata.successfulDistricts", Value: firestore.ArrayUnion(list...)},
-		{Path: "metadata.failedDistricts", Value: firestore.ArrayRemove(list...)},
-		{Path: "metadata.writeFailedDistricts", Value: firestore.ArrayRemove(list...)},
-	}); err != nil {
-		return retry.Permanent(err)
-	}
-	if err := tx.Update(root, []firestore.Update{{Path: "manifest.districts", Value: firestore.ArrayUnion(written...)}}); err != nil {
-		return retry.Permanent(err)
-	}
-	return nil
 }
 
 // staleDistricts lists district documents of an earlier write of this

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -43,6 +44,7 @@ type env struct {
 	project string
 	f       *faults
 	client  *firestore.Client // through the fault injector
+	api     *vkit.Client      // the chunks' API client, through the fault injector too
 	clean   *firestore.Client // straight to the emulator, for checks
 }
 
@@ -52,6 +54,7 @@ func newEnv(t *testing.T) *env {
 	f := &faults{}
 	return &env{t: t, project: project, f: f,
 		client: emu.TestClientFor(t, project, f.interceptor()),
+		api:    emu.TestAPIClient(t, f.interceptor()),
 		clean:  emu.TestClientFor(t, project)}
 }
 
@@ -66,7 +69,7 @@ func (e *env) locker() *firestorelock.Backend {
 
 func (e *env) writer(opts ...Option) *Writer {
 	e.t.Helper()
-	w, err := NewWriter(e.client, e.locker(), append([]Option{WithRetryPolicy(fastPolicy()), WithLockWait(0)}, opts...)...)
+	w, err := NewWriter(e.client, e.locker(), append([]Option{WithAPIClient(e.api), WithRetryPolicy(fastPolicy()), WithLockWait(0)}, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

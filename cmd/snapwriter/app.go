@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -54,6 +55,9 @@ type app struct {
 	lookupEnv      func(string) (string, bool)
 	// newClient opens Firestore; tests replace it.
 	newClient func(ctx context.Context, project, database string) (*firestore.Client, error)
+	// newAPIClient opens the Firestore API client the writer's chunks run
+	// on, reaching what newClient reaches; tests replace it.
+	newAPIClient func(ctx context.Context) (*vkit.Client, error)
 	// writerOptions are appended to every Writer's options (tests).
 	writerOptions []snapshot.Option
 
@@ -75,6 +79,7 @@ type globalFlags struct {
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
 	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv, log: zap.NewNop()}
 	a.newClient = a.openFirestore
+	a.newAPIClient = a.openAPI
 	return a
 }
 
@@ -301,6 +306,13 @@ func (a *app) openFirestore(ctx context.Context, project, database string) (*fir
 		return firestore.NewClient(ctx, project)
 	}
 	return firestore.NewClientWithDatabase(ctx, project, database)
+}
+
+// openAPI opens the Firestore API client as openFirestore opens the
+// Firestore client: the emulator when FIRESTORE_EMULATOR_HOST is set.
+func (a *app) openAPI(ctx context.Context) (*vkit.Client, error) {
+	host, _ := a.lookupEnv("FIRESTORE_EMULATOR_HOST")
+	return snapshot.DialAPI(ctx, host)
 }
 
 // client opens Firestore for a command, connecting within --timeout.

@@ -92,11 +92,21 @@ func (f writeFlags) validate() error {
 }
 
 // newWriter builds the snapshot writer the flags describe, and returns the
-// func that closes its lock backend (after the writer is done).
+// func that closes its lock backend and its API client (after the writer
+// is done).
 func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Writer, func(), error) {
 	locker, closeLocker, err := a.openLocker(ctx, client, f.lock)
 	if err != nil {
 		return nil, nil, err
+	}
+	api, err := a.newAPIClient(ctx)
+	if err != nil {
+		closeLocker()
+		return nil, nil, a.firestoreWait(fmt.Errorf("connecting to Firestore: %w", err))
+	}
+	closeAll := func() {
+		closeLocker()
+		_ = api.Close()
 	}
 	policy := retry.DefaultPolicy()
 	policy.MaxRetries = f.maxRetries
@@ -112,14 +122,15 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 		snapshot.WithContentionWait(f.contention),
 		snapshot.WithLogger(a.log),
 		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
+		snapshot.WithAPIClient(api),
 	}, extra...)
 	opts = append(opts, a.writerOptions...)
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
-		closeLocker()
+		closeAll()
 		return nil, nil, usageError{err}
 	}
-	return w, closeLocker, nil
+	return w, closeAll, nil
 }
 
 func (a *app) writeCommand() *cobra.Command {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"google.golang.org/grpc"
 
 	"github.com/snapwriter/snapwriter/emulator"
@@ -76,6 +77,7 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 		}
 		return c.dial(ctx, project)
 	}
+	a.newAPIClient = c.dialAPI
 	code := a.run(context.Background(), args)
 	return code, out.String(), errb.String()
 }
@@ -84,11 +86,21 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 // as the Firestore client would: the shared emulator, or an address a test
 // made unreachable.
 func (c *cli) dial(ctx context.Context, project string) (*firestore.Client, error) {
-	e := emu
+	return c.emulator().Client(ctx, project, c.interceptors...)
+}
+
+// emulator is the emulator FIRESTORE_EMULATOR_HOST names in c.env.
+func (c *cli) emulator() *emulator.Emulator {
 	if h := c.env["FIRESTORE_EMULATOR_HOST"]; h != emu.Host {
-		e = &emulator.Emulator{Host: h}
+		return &emulator.Emulator{Host: h}
 	}
-	return e.Client(ctx, project, c.interceptors...)
+	return emu
+}
+
+// dialAPI opens the writer's API client as dial opens the Firestore
+// client: on the same host, with the same interceptors.
+func (c *cli) dialAPI(ctx context.Context) (*vkit.Client, error) {
+	return c.emulator().APIClient(ctx, c.interceptors...)
 }
 
 func (c *cli) client() *firestore.Client { return emu.TestClientFor(c.t, c.project) }

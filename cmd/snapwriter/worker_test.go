@@ -48,6 +48,7 @@ func startSchedule(t *testing.T, c *cli, args ...string) (logs *syncBuffer, stop
 	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
 		return c.dial(ctx, project)
 	}
+	a.newAPIClient = c.dialAPI
 	done := make(chan int, 1)
 	go func() { done <- a.run(ctx, append([]string{"schedule"}, args...)) }()
 	return logs, func() int {

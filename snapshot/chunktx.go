@@ -1,0 +1,162 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	vkit "cloud.google.com/go/firestore/apiv1"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// A district chunk is one read-write transaction on the Firestore API
+// itself rather than on the client's RunTransaction: the client begins
+// every transaction with a BeginTransaction call of its own, so a fenced
+// chunk costs three round trips (begin, fence read, commit). Here the fence
+// read begins the transaction (BatchGetDocuments with new_transaction) and
+// the commit ends it: two. The guarantees are the same: the read and the
+// writes are one transaction, so a newer writer's fence write either comes
+// before the read, and is seen, or conflicts with it.
+
+// emulatorHostEnv names the Firestore emulator, as the Firestore client
+// reads it.
+const emulatorHostEnv = "FIRESTORE_EMULATOR_HOST"
+
+// noRetry turns off the API client's own retries of a call: the retry
+// layer decides every retry, and a transaction begun by a read must not be
+// begun twice behind its back.
+var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
+
+// errApplied ends a chunk attempt that found the chunk already committed
+// by an earlier attempt whose outcome was lost.
+var errApplied = errors.New("chunk already applied")
+
+// DialAPI opens the Firestore API client a Writer's chunks run on (see
+// WithAPIClient) as firestore.NewClient finds Firestore: on the emulator
+// at emulatorHost (host:port, as FIRESTORE_EMULATOR_HOST names it) when
+// it is not empty, else on Firestore itself with opts (by default,
+// Application Default Credentials).
+func DialAPI(ctx context.Context, emulatorHost string, opts ...option.ClientOption) (*vkit.Client, error) {
+	if emulatorHost == "" {
+		return vkit.NewClient(ctx, opts...)
+	}
+	conn, err := grpc.NewClient(emulatorHost,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(emulatorOwner{}))
+	if err != nil {
+		return nil, fmt.Errorf("dialing the emulator at %s: %w", emulatorHost, err)
+	}
+	return vkit.NewClient(ctx, option.WithGRPCConn(conn))
+}
+
+// emulatorOwner is the emulator's admin credential, as the Firestore
+// client sends it: it bypasses security rules.
+type emulatorOwner struct{}
+
+func (emulatorOwner) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer owner"}, nil
+}
+func (emulatorOwner) RequireTransportSecurity() bool { return false }
+
+// databaseOf is the database resource name ("projects/P/databases/D") in a
+// document's full name.
+func databaseOf(docName string) string {
+	db, _, _ := strings.Cut(docName, "/documents/")
+	return db
+}
+
+// chunkTxn runs one attempt of a chunk's transaction: it reads the
+// documents named by reads, beginning the transaction (retrying prev, the
+// attempt before, when that one was aborted: the server then gives this
+// one priority), hands what it found to decide (nil for a missing
+// document), and commits the writes decide returns. decide returning
+// errApplied ends the attempt with nothing to commit. It returns the
+// transaction's id, for the next attempt's prev.
+//
+// A commit error whose outcome is unknown comes back as an *unknownOutcome
+// marked retry.Transient, as txn's do.
+func (w *Writer) chunkTxn(ctx context.Context, reads []string, prev []byte,
+	decide func(found map[string]*pb.Document) ([]*pb.Write, error)) (tid []byte, err error) {
+	db := databaseOf(reads[0])
+	// The header the Firestore client sends on every call: the service
+	// routes requests by it.
+	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
+	rw := &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}
+	stream, err := w.api.BatchGetDocuments(ctx, &pb.BatchGetDocumentsRequest{
+		Database:  db,
+		Documents: reads,
+		ConsistencySelector: &pb.BatchGetDocumentsRequest_NewTransaction{
+			NewTransaction: &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{ReadWrite: rw}},
+		},
+	}, noRetry)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[string]*pb.Document, len(reads))
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			w.rollback(ctx, db, tid)
+			return tid, err
+		}
+		if len(resp.GetTransaction()) > 0 {
+			tid = resp.GetTransaction()
+		}
+		if d := resp.GetFound(); d != nil {
+			found[d.GetName()] = d
+		}
+	}
+	if len(tid) == 0 {
+		return nil, status.Error(codes.Internal, "the read that begins the chunk's transaction returned no transaction")
+	}
+	writes, err := decide(found)
+	if err != nil {
+		w.rollback(ctx, db, tid)
+		if errors.Is(err, errApplied) {
+			return tid, nil
+		}
+		return tid, err
+	}
+	_, err = w.api.Commit(ctx, &pb.CommitRequest{Database: db, Writes: writes, Transaction: tid}, noRetry)
+	if err == nil {
+		return tid, nil
+	}
+	// As the Firestore client does after a failed commit: a commit that
+	// never reached the server would otherwise leave the fence read
+	// holding its lock until the transaction expires, and one that was
+	// applied makes this a no-op.
+	w.rollback(ctx, db, tid)
+	if commitOutcomeUnknown(err) {
+		return tid, retry.Transient(&unknownOutcome{err})
+	}
+	return tid, err
+}
+
+// rollback ends transaction tid that will not commit, so that the server
+// releases what it read at once instead of when the transaction expires.
+// It runs detached from ctx (an attempt that timed out must still let go),
+// briefly, and its failure changes nothing: the server expires the
+// transaction anyway.
+func (w *Writer) rollback(ctx context.Context, db string, tid []byte) {
+	if len(tid) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = w.api.Rollback(rctx, &pb.RollbackRequest{Database: db, Transaction: tid}, noRetry)
+}
