@@ -110,6 +110,17 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		if err != nil {
 			return err
 		}
+		storedPages, err := w.storedPageIDs(tx, in.id)
+		if err != nil {
+			return err
+		}
+		if pagedRoot(data) {
+			pages, err := tx.Documents(w.pagesRef(in.id)).GetAll()
+			if err != nil {
+				return fmt.Errorf("reading manifest pages: %w", err)
+			}
+			expandPages(data, pages)
+		}
 		todo, kept, err = w.repairSet(data, in, stored)
 		if err != nil {
 			refused = err
@@ -120,11 +131,14 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		}
 		taken := in
 		taken.kept = kept
-		root, err := taken.rootDoc()
+		root, pages, err := taken.rootDoc()
 		if err != nil {
 			return retry.Permanent(err)
 		}
 		if err := tx.Set(ref, root); err != nil {
+			return err
+		}
+		if err := w.setPages(tx, in.id, pages, storedPages); err != nil {
 			return err
 		}
 		return w.setFence(tx, in, in.startedAt)

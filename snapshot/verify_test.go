@@ -106,16 +106,17 @@ func TestVerify(t *testing.T) {
 // ErrNotFound.
 func TestVerifyPartialAndMissing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(120, 23)
-	victim := in.Payload.Districts[60].DistrictID
-	e.deny(victim)
-	mustPartial(t)(e.writer().Write(context.Background(), day, in))
-	rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in)
-	if err != nil || !rep.Intact || rep.Complete || rep.Written != 70 || rep.Documents != 70 {
-		t.Fatalf("report %+v, %v", rep, err)
-	}
-	if _, err := NewReader(e.clean, "").Verify(context.Background(), "2026-01-01", nil); !errors.Is(err, ErrNotFound) {
-		t.Errorf("missing snapshot: %v", err)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(120, 23)
+		victim := in.Payload.Districts[60].DistrictID
+		e.deny(victim)
+		mustPartial(t)(e.writer().Write(context.Background(), day, in))
+		rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in)
+		if err != nil || !rep.Intact || rep.Complete || rep.Written != 70 || rep.Documents != 70 {
+			t.Fatalf("report %+v, %v", rep, err)
+		}
+		if _, err := NewReader(e.clean, "").Verify(context.Background(), "2026-01-01", nil); !errors.Is(err, ErrNotFound) {
+			t.Errorf("missing snapshot: %v", err)
+		}
+	})
 }

@@ -133,6 +133,10 @@ type config struct {
 	allowSwitch    bool
 	now            func() time.Time
 	beforeChunks   func(wctx context.Context) // test hook: runs between the root commit and the chunks
+	// pageThreshold: the largest estimated root whose manifest stays
+	// inline; pageSize: entries per manifest page beyond it (see paginate).
+	pageThreshold int
+	pageSize      int
 }
 
 // Option configures a Writer.
@@ -214,6 +218,9 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		grace:       DefaultGracePeriod,
 		log:         zap.NewNop(),
 		now:         time.Now,
+
+		pageThreshold: defaultPageThreshold,
+		pageSize:      defaultPageSize,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -352,6 +359,7 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	if err != nil {
 		return nil, err
 	}
+	w.paginate(&in)
 	return body(ctx, wctx, lease, in, log)
 }
 
@@ -634,7 +642,7 @@ func (w *Writer) do(ctx context.Context, in rootInput, log *zap.Logger, fn func(
 // replace a root written under a newer fence.
 func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (BatchResult, error) {
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
-	doc, err := in.rootDoc()
+	doc, pages, err := in.rootDoc()
 	if err != nil {
 		return r, err
 	}
@@ -653,7 +661,14 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 				return retry.Permanent(err)
 			}
 		}
+		stored, err := w.storedPageIDs(tx, in.id)
+		if err != nil {
+			return err
+		}
 		if err := tx.Set(ref, doc); err != nil {
+			return err
+		}
+		if err := w.setPages(tx, in.id, pages, stored); err != nil {
 			return err
 		}
 		return w.setFence(tx, in, in.startedAt)
@@ -876,14 +891,18 @@ func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.Document
 	for i, id := range ids {
 		list[i] = id
 	}
-	if err := tx.Update(root, []firestore.Update{
-		{Path: "manifest.districts", Value: firestore.ArrayRemove(pending...)},
+	counts := []firestore.Update{
 		{Path: "manifest.successfulDistricts", Value: firestore.Increment(n)},
 		{Path: "manifest.failedDistricts", Value: firestore.Increment(-n)},
 		{Path: "metadata.successfulDistricts", Value: firestore.ArrayUnion(list...)},
 		{Path: "metadata.failedDistricts", Value: firestore.ArrayRemove(list...)},
 		{Path: "metadata.writeFailedDistricts", Value: firestore.ArrayRemove(list...)},
-	}); err != nil {
+	}
+	if in.paged() {
+		return w.recordPages(tx, root, in, ids, pending, written, counts)
+	}
+	if err := tx.Update(root, append([]firestore.Update{
+		{Path: "manifest.districts", Value: firestore.ArrayRemove(pending...)}}, counts...)); err != nil {
 		return retry.Permanent(err)
 	}
 	if err := tx.Update(root, []firestore.Update{{Path: "manifest.districts", Value: firestore.ArrayUnion(written...)}}); err != nil {
@@ -943,7 +962,11 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 		}
 		r.Complete = st.complete
 		done = r
-		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(st)}}); err != nil {
+		mf, pages := in.split(in.manifest(st))
+		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
+			return err
+		}
+		if err := w.setPages(tx, in.id, pages, nil); err != nil {
 			return err
 		}
 		return w.setFence(tx, in, now)
