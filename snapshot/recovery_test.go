@@ -122,46 +122,47 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			in := gen(120, 4)
-			target := in.Payload.Districts[60].DistrictID // in the second chunk
-			only := func(f func(*commitCall) error) func(*commitCall) error {
-				if f == nil {
-					return nil
-				}
-				return func(c *commitCall) error {
-					if c.has(target) {
-						return f(c)
+			eachForm(t, func(t *testing.T, e *env) {
+				in := gen(120, 4)
+				target := in.Payload.Districts[60].DistrictID // in the second chunk
+				only := func(f func(*commitCall) error) func(*commitCall) error {
+					if f == nil {
+						return nil
 					}
-					return nil
+					return func(c *commitCall) error {
+						if c.has(target) {
+							return f(c)
+						}
+						return nil
+					}
 				}
-			}
-			e.f.setRule(only(tc.before))
-			e.f.setAfter(only(tc.after))
-			res, err := e.writer().Write(context.Background(), day, in)
-			checkEnding(t, res, err)
-			checkInvariants(t, res)
-			if !res.ManifestRecorded {
-				t.Error("manifest not recorded")
-			}
-			if res.Complete != tc.wantComplete {
-				t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
-			}
-			if n := e.f.commitsFor(target); tc.before != nil && n < 2 {
-				t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
-			}
-			w, f := checkExact(t, e, day)
-			switch {
-			case tc.wantComplete && (w != 120 || f != 0):
-				t.Errorf("manifest %d/%d, want 120/0", w, f)
-			case !tc.wantComplete && (w != 70 || f != 50 || !slices.Contains(res.FailedDistricts, target)):
-				t.Errorf("manifest %d/%d, want 70/50 with %s failed", w, f, target)
-			}
-			if tc.wantComplete {
-				if got := e.get(day); !model.Equal(got, in) {
-					t.Errorf("read back differs: %s", model.Diff(got, in))
+				e.f.setRule(only(tc.before))
+				e.f.setAfter(only(tc.after))
+				res, err := e.writer().Write(context.Background(), day, in)
+				checkEnding(t, res, err)
+				checkInvariants(t, res)
+				if !res.ManifestRecorded {
+					t.Error("manifest not recorded")
 				}
-			}
+				if res.Complete != tc.wantComplete {
+					t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
+				}
+				if n := e.f.commitsFor(target); tc.before != nil && n < 2 {
+					t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
+				}
+				w, f := checkExact(t, e, day)
+				switch {
+				case tc.wantComplete && (w != 120 || f != 0):
+					t.Errorf("manifest %d/%d, want 120/0", w, f)
+				case !tc.wantComplete && (w != 70 || f != 50 || !slices.Contains(res.FailedDistricts, target)):
+					t.Errorf("manifest %d/%d, want 70/50 with %s failed", w, f, target)
+				}
+				if tc.wantComplete {
+					if got := e.get(day); !model.Equal(got, in) {
+						t.Errorf("read back differs: %s", model.Diff(got, in))
+					}
+				}
+			})
 		})
 	}
 }

@@ -74,30 +74,31 @@ func TestVerify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			mustWrite(t, e.writer(), day, in)
-			root := e.clean.Collection(DefaultCollection).Doc(day)
-			if tc.damage != nil {
-				tc.damage(e, root)
-			}
-			rep, err := NewReader(e.clean, "").Verify(ctx, day, tc.input)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := kinds(rep)
-			if tc.name == "another export of the same date" {
-				// Every district's data and the payload differ.
-				if len(got) != 61 || !strings.HasPrefix(got[0], ProblemInput) {
-					t.Errorf("problems %v", got)
+			eachForm(t, func(t *testing.T, e *env) {
+				mustWrite(t, e.writer(), day, in)
+				root := e.clean.Collection(DefaultCollection).Doc(day)
+				if tc.damage != nil {
+					tc.damage(e, root)
 				}
-				return
-			}
-			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("problems %v, want %v\n%+v", got, tc.want, rep.Problems)
-			}
-			if rep.Intact != (len(tc.want) == 0) || !rep.Complete || !rep.Hashed || rep.Districts != 60 {
-				t.Errorf("report %+v", rep)
-			}
+				rep, err := NewReader(e.clean, "").Verify(ctx, day, tc.input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := kinds(rep)
+				if tc.name == "another export of the same date" {
+					// Every district's data and the payload differ.
+					if len(got) != 61 || !strings.HasPrefix(got[0], ProblemInput) {
+						t.Errorf("problems %v", got)
+					}
+					return
+				}
+				if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+					t.Errorf("problems %v, want %v\n%+v", got, tc.want, rep.Problems)
+				}
+				if rep.Intact != (len(tc.want) == 0) || !rep.Complete || !rep.Hashed || rep.Districts != 60 {
+					t.Errorf("report %+v", rep)
+				}
+			})
 		})
 	}
 }

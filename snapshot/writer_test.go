@@ -253,33 +253,34 @@ func TestChunkCountsAndRoundTrip(t *testing.T) {
 	for _, n := range []int{1, 49, 50, 51, 100, 132} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			in := gen(n, int64(n))
-			res := mustWrite(t, e.writer(), day, in)
-			checkInvariants(t, res)
-			if want := 1 + (n+49)/50; res.TotalBatches != want {
-				t.Errorf("totalBatches = %d, want %d", res.TotalBatches, want)
-			}
-			for _, b := range res.BatchResults {
-				if b.OperationCount > 50 {
-					t.Errorf("batch %d has %d operations", b.BatchIndex, b.OperationCount)
+			eachForm(t, func(t *testing.T, e *env) {
+				in := gen(n, int64(n))
+				res := mustWrite(t, e.writer(), day, in)
+				checkInvariants(t, res)
+				if want := 1 + (n+49)/50; res.TotalBatches != want {
+					t.Errorf("totalBatches = %d, want %d", res.TotalBatches, want)
 				}
-			}
-			if res.BatchResults[0].OperationCount != 1 || len(res.BatchResults[0].DistrictIDs) != 0 {
-				t.Errorf("batch 0 is not the root alone: %+v", res.BatchResults[0])
-			}
-			for _, c := range e.f.commits() {
-				if len(c.districts) > 50 {
-					t.Errorf("a commit carried %d district writes", len(c.districts))
+				for _, b := range res.BatchResults {
+					if b.OperationCount > 50 {
+						t.Errorf("batch %d has %d operations", b.BatchIndex, b.OperationCount)
+					}
 				}
-			}
-			if got := e.get(day); !model.Equal(got, in) {
-				t.Errorf("read back differs: %s", model.Diff(got, in))
-			}
-			md := asMap(e.rootData(day)["metadata"])
-			if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != res.Fence {
-				t.Errorf("root metadata = status %v writeComplete %v fence %v", md["status"], md["writeComplete"], md["writerFence"])
-			}
+				if res.BatchResults[0].OperationCount != 1 || len(res.BatchResults[0].DistrictIDs) != 0 {
+					t.Errorf("batch 0 is not the root alone: %+v", res.BatchResults[0])
+				}
+				for _, c := range e.f.commits() {
+					if len(c.districts) > 50 {
+						t.Errorf("a commit carried %d district writes", len(c.districts))
+					}
+				}
+				if got := e.get(day); !model.Equal(got, in) {
+					t.Errorf("read back differs: %s", model.Diff(got, in))
+				}
+				md := asMap(e.rootData(day)["metadata"])
+				if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != res.Fence {
+					t.Errorf("root metadata = status %v writeComplete %v fence %v", md["status"], md["writeComplete"], md["writerFence"])
+				}
+			})
 		})
 	}
 }
@@ -321,37 +322,38 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 	for _, code := range []codes.Code{codes.DeadlineExceeded, codes.Internal, codes.Aborted, codes.Unavailable, codes.ResourceExhausted} {
 		t.Run(code.String(), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			in := gen(120, 11)
-			var mu sync.Mutex
-			failed := map[string]bool{}
-			// Fail the first commit of every chunk once, and the root once.
-			e.f.setRule(func(c *commitCall) error {
-				key := "root"
-				if len(c.districts) > 0 {
-					key = c.districts[0]
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if failed[key] {
-					return nil
-				}
-				failed[key] = true
-				return status.Error(code, "injected")
-			})
-			res := mustWrite(t, e.writer(), day, in)
-			checkInvariants(t, res)
-			if code != codes.Unavailable && code != codes.ResourceExhausted {
-				// The client library retries these two on Commit itself.
-				for _, b := range res.BatchResults {
-					if b.RetryAttempts < 1 {
-						t.Errorf("batch %d: retryAttempts = %d, want ≥ 1", b.BatchIndex, b.RetryAttempts)
+			eachForm(t, func(t *testing.T, e *env) {
+				in := gen(120, 11)
+				var mu sync.Mutex
+				failed := map[string]bool{}
+				// Fail the first commit of every chunk once, and the root once.
+				e.f.setRule(func(c *commitCall) error {
+					key := "root"
+					if len(c.districts) > 0 {
+						key = c.districts[0]
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if failed[key] {
+						return nil
+					}
+					failed[key] = true
+					return status.Error(code, "injected")
+				})
+				res := mustWrite(t, e.writer(), day, in)
+				checkInvariants(t, res)
+				if code != codes.Unavailable && code != codes.ResourceExhausted {
+					// The client library retries these two on Commit itself.
+					for _, b := range res.BatchResults {
+						if b.RetryAttempts < 1 {
+							t.Errorf("batch %d: retryAttempts = %d, want ≥ 1", b.BatchIndex, b.RetryAttempts)
+						}
 					}
 				}
-			}
-			if got := e.get(day); !model.Equal(got, in) {
-				t.Errorf("read back differs: %s", model.Diff(got, in))
-			}
+				if got := e.get(day); !model.Equal(got, in) {
+					t.Errorf("read back differs: %s", model.Diff(got, in))
+				}
+			})
 		})
 	}
 }
