@@ -880,8 +880,8 @@ func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.Document
 		return nil // stale deletes only: the root does not list them
 	}
 	now := isoMillis(w.cfg.now())
-	pending := make([]any, len(ids))
-	written := make([]any, len(ids))
+	pending := make([]manifestEntry, len(ids))
+	written := make([]manifestEntry, len(ids))
 	for i, id := range ids {
 		pending[i] = in.pendingEntry(id)
 		written[i] = in.entry(id, entrySuccess, "", now)
@@ -902,10 +902,10 @@ func (w *Writer) recordChunk(tx *firestore.Transaction, root *firestore.Document
 		return w.recordPages(tx, root, in, ids, pending, written, counts)
 	}
 	if err := tx.Update(root, append([]firestore.Update{
-		{Path: "manifest.districts", Value: firestore.ArrayRemove(pending...)}}, counts...)); err != nil {
+		{Path: "manifest.districts", Value: firestore.ArrayRemove(anys(pending)...)}}, counts...)); err != nil {
 		return retry.Permanent(err)
 	}
-	if err := tx.Update(root, []firestore.Update{{Path: "manifest.districts", Value: firestore.ArrayUnion(written...)}}); err != nil {
+	if err := tx.Update(root, []firestore.Update{{Path: "manifest.districts", Value: firestore.ArrayUnion(anys(written)...)}}); err != nil {
 		return retry.Permanent(err)
 	}
 	return nil
