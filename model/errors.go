@@ -84,9 +84,14 @@ const (
 	// districtName, collectedAt, status) plus Firestore's 32-byte overhead,
 	// with room to spare.
 	DistrictEnvelopeBudget = 1024
-	maxFieldNameBytes      = 1500
-	maxDepth               = 20
-	maxDistrictIDLen       = 64
+	// MaxManifestEntriesBytes bounds a snapshot's manifest entries (as
+	// RootEstimate counts them): a paged snapshot's root transaction
+	// writes them all in its manifest pages, beside a root of up to 1 MiB,
+	// and a commit is limited to 10 MiB.
+	MaxManifestEntriesBytes = 6 << 20
+	maxFieldNameBytes       = 1500
+	maxDepth                = 20
+	maxDistrictIDLen        = 64
 )
 
 var (

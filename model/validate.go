@@ -113,14 +113,20 @@ func Validate(s *Snapshot, id string) error {
 	if s.Rankings != nil {
 		checkValue(s.Rankings, "$.rankings", 1, false, p.add)
 	}
-	if parts, n := rootDocParts(s); n > MaxDocumentBytes {
+	// A manifest too large for the root moves to manifest pages (see
+	// RootEstimate): only a root too large without its entries is refused.
+	if parts, n := rootDocParts(s, true); n > MaxDocumentBytes {
 		// Name the culprits: a 200 MB unknown field, not "the rankings".
 		var largest []string
 		for _, part := range parts[:min(3, len(parts))] {
 			largest = append(largest, fmt.Sprintf("%s (from %s) %d bytes", part.field, part.from, part.size))
 		}
-		p.add("$", "the snapshot's root document would be about %d bytes, over Firestore's %d-byte (1 MiB) limit; its largest fields: %s",
+		p.add("$", "the snapshot's root document would be about %d bytes even with its manifest entries in manifest pages, over Firestore's %d-byte (1 MiB) limit; its largest fields: %s",
 			n, MaxDocumentBytes, strings.Join(largest, ", "))
+	}
+	if _, _, entries := RootEstimate(s); entries > MaxManifestEntriesBytes {
+		p.add("$.payload.districts", "%d districts need about %d bytes of manifest entries, over the %d bytes written with the root in one transaction (Firestore's 10 MiB commit limit)",
+			len(s.Payload.Districts), entries, MaxManifestEntriesBytes)
 	}
 	return p.err()
 }
@@ -133,34 +139,56 @@ type rootPart struct {
 	size        int
 }
 
+// RootEstimate estimates from above the snapshot's root document as it is
+// first written (every entry "not written yet"): inline with its manifest
+// entries, and paged, with the entries in manifest pages; entries is what
+// the entries alone take. A writer keeps them inline while that fits.
+func RootEstimate(s *Snapshot) (inline, paged, entries int) {
+	_, inline = rootDocParts(s, false)
+	_, paged = rootDocParts(s, true)
+	return inline, paged, manifestEntriesSize(s)
+}
+
+// manifestEntriesSize estimates the manifest entries of s from above: per
+// district its keys, id, file name, status, size, timestamp
+// (milliseconds), content hash (35 bytes: "contentHash" and 22
+// characters) and errorMessage (29 bytes: "not written yet") — 164 bytes
+// and the id twice — with a few to spare.
+func manifestEntriesSize(s *Snapshot) int {
+	n := 0
+	for _, d := range s.Payload.Districts {
+		n += 168 + 2*len(d.DistrictID)
+	}
+	return n
+}
+
 // rootDocParts estimates the root document from above, field by field,
 // largest first, and returns the total. metadata holds the application's
 // fields (the payload metadata's known fields a second time), the id lists,
 // the errors and payloadMetadata, the input's payload.metadata verbatim;
-// manifest an entry per district; rankings the input's rankings verbatim;
-// inputExtra the input's unknown top-level and payload fields.
-func rootDocParts(s *Snapshot) ([]rootPart, int) {
+// manifest an entry per district, or with paged only its counts and the
+// pages' pointer; rankings the input's rankings verbatim; inputExtra the
+// input's unknown top-level and payload fields.
+func rootDocParts(s *Snapshot, paged bool) ([]rootPart, int) {
 	md := s.Payload.Metadata
 	meta := 6 << 10 // fixed fields, names, overhead
 	meta += 2*FirestoreSize(md.tree()) - FirestoreSize(md.Extra)
 	for _, e := range s.Errors {
 		meta += len(e) + 1
 	}
-	manifest := 1 << 10
 	for _, d := range s.Payload.Districts {
 		// The configured list, and two of successful, failed and
-		// writeFailed (a district is successful or not); the manifest
-		// entry as the root is first written, its largest: keys, id, file
-		// name, status, size, timestamp (milliseconds), content hash (35
-		// bytes: "contentHash" and 22 characters) and errorMessage (29
-		// bytes: "not written yet") — 164 bytes and the id twice — with a
-		// few to spare.
+		// writeFailed (a district is successful or not).
 		meta += 3 * (len(d.DistrictID) + 1)
-		manifest += 168 + 2*len(d.DistrictID)
+	}
+	manifest, from := 1<<10, "$.payload.districts, in manifest pages"
+	if !paged {
+		manifest += manifestEntriesSize(s)
+		from = fmt.Sprintf("$.payload.districts, %d entries", len(s.Payload.Districts))
 	}
 	parts := []rootPart{
 		{"metadata", "$.payload.metadata and $.errors", meta},
-		{"manifest", fmt.Sprintf("$.payload.districts, %d entries", len(s.Payload.Districts)), manifest},
+		{"manifest", from, manifest},
 	}
 	if s.Rankings != nil {
 		parts = append(parts, rootPart{"rankings", "$.rankings", len("rankings") + 1 + FirestoreSize(s.Rankings)})

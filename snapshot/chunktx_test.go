@@ -89,10 +89,14 @@ func loggedAPI(t *testing.T, l *rpcLog) *vkit.Client {
 
 // A fenced chunk is two round trips: the fence read that begins its
 // transaction, and the commit of that same transaction. No
-// BeginTransaction, no Rollback.
+// BeginTransaction, no Rollback. The same on either manifest form: a
+// paged manifest's page updates ride in the chunk's commit.
 func TestChunkIsTwoRoundTrips(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	eachForm(t, func(t *testing.T, e *env) { twoRoundTrips(t, e) })
+}
+
+func twoRoundTrips(t *testing.T, e *env) {
 	l := &rpcLog{calls: map[string]int{}}
 	in := gen(132, 1) // 3 chunks
 	mustWrite(t, e.writer(WithAPIClient(loggedAPI(t, l))), day, in)

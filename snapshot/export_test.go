@@ -7,3 +7,10 @@ import "context"
 func withBeforeChunks(fn func(wctx context.Context)) Option {
 	return func(c *config) { c.beforeChunks = fn }
 }
+
+// withPages sets the largest estimated root kept inline (threshold bytes;
+// 0 pages every snapshot) and the entries per manifest page, so that tests
+// of a few districts run on the paged manifest.
+func withPages(threshold, size int) Option {
+	return func(c *config) { c.pageThreshold, c.pageSize = threshold, size }
+}

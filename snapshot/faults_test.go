@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // commitCall is one Commit RPC as the fault injector saw it.
@@ -21,6 +22,8 @@ type commitCall struct {
 	rootSet   bool            // sets the whole root document (not an update of some fields)
 	fence     bool            // writes the snapshot's fence document
 	districts []string        // district ids it sets or deletes
+	pages     int             // manifest pages it writes
+	bytes     int             // the request's encoded size
 	start     time.Time
 	end       time.Time
 	err       error
@@ -79,7 +82,7 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 		if !ok || !strings.HasSuffix(method, "/Commit") {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		c := &commitCall{ctx: ctx, start: time.Now()}
+		c := &commitCall{ctx: ctx, start: time.Now(), bytes: proto.Size(cr)}
 		for _, w := range cr.GetWrites() {
 			name := w.GetDelete()
 			if u := w.GetUpdate(); u != nil {
@@ -94,6 +97,8 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 				c.rootSet = c.rootSet || w.GetUpdate() != nil && w.GetUpdateMask() == nil
 			case len(segs) == 4 && segs[2] == fenceCollection:
 				c.fence = true
+			case len(segs) == 4 && segs[2] == pagesCollection:
+				c.pages++
 			}
 		}
 		f.mu.Lock()

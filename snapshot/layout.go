@@ -166,6 +166,10 @@ type rootInput struct {
 	// kept: districts a repair leaves as they are stored, with what their
 	// manifest entries say of the stored documents.
 	kept map[string]keptDistrict
+	// pageSize is the entries per manifest page of a paged manifest, 0
+	// for the inline form (see paginate); pageOf: district id → its page.
+	pageSize int
+	pageOf   map[string]int
 	// contended is set once a transaction of this write met another's
 	// lock, so that it is explained in one WARNING, not one per retry.
 	contended *atomic.Bool
@@ -256,15 +260,19 @@ type rootMetadata struct {
 }
 
 // manifest is the application's SnapshotManifest: one entry per district
-// in input order.
+// in input order. In the paged form (see pageDocument) Districts is left
+// out of the root and the last three fields say where the entries are.
 type manifest struct {
 	SnapshotID           string          `firestore:"snapshotId"`
 	CreatedAt            string          `firestore:"createdAt"`
-	Districts            []manifestEntry `firestore:"districts"`
+	Districts            []manifestEntry `firestore:"districts,omitempty"`
 	TotalDistricts       int64           `firestore:"totalDistricts"`
 	SuccessfulDistricts  int64           `firestore:"successfulDistricts"`
 	FailedDistricts      int64           `firestore:"failedDistricts"`
 	AllDistrictsRankings rankingsEntry   `firestore:"allDistrictsRankings"`
+	EntriesIn            string          `firestore:"entriesIn,omitempty"` // entriesInPages
+	Pages                int64           `firestore:"pages,omitempty"`
+	PageSize             int64           `firestore:"pageSize,omitempty"`
 }
 
 // manifestEntry is one district's entry in the manifest. Chunks remove
@@ -422,20 +430,21 @@ func (in rootInput) manifest(st rootState) manifest {
 	return m
 }
 
-// rootDoc is the root document written before any district: status
-// "partial", writeState "writing", not complete, every district not
-// written yet but those a repair keeps.
-func (in rootInput) rootDoc() (rootDocument, error) {
+// rootDoc is the root document written before any district, and its
+// manifest pages when paged: status "partial", writeState "writing", not
+// complete, every district not written yet but those a repair keeps.
+func (in rootInput) rootDoc() (rootDocument, []pageDocument, error) {
 	st := rootState{status: statusPartial, writing: true}
 	md, err := in.metadata(st)
 	if err != nil {
-		return rootDocument{}, err
+		return rootDocument{}, nil, err
 	}
-	doc := rootDocument{Metadata: md, Manifest: in.manifest(st), InputExtra: inputExtra(in.snap)}
+	mf, pages := in.split(in.manifest(st))
+	doc := rootDocument{Metadata: md, Manifest: mf, InputExtra: inputExtra(in.snap)}
 	if in.snap.Rankings != nil {
 		doc.Rankings = &in.snap.Rankings
 	}
-	return doc, nil
+	return doc, pages, nil
 }
 
 // isoMillis formats a manifest entry's lastModified as the application

@@ -147,6 +147,13 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	rd := root.Data()
+	if pagedRoot(rd) {
+		pages, err := ref.Collection(pagesCollection).Documents(ctx).GetAll()
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
+		}
+		expandPages(rd, pages)
+	}
 	written := recordedWritten(rd)
 	districts := make(map[string]map[string]any, len(docs))
 	for _, d := range docs {

@@ -122,46 +122,47 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			in := gen(120, 4)
-			target := in.Payload.Districts[60].DistrictID // in the second chunk
-			only := func(f func(*commitCall) error) func(*commitCall) error {
-				if f == nil {
-					return nil
-				}
-				return func(c *commitCall) error {
-					if c.has(target) {
-						return f(c)
+			eachForm(t, func(t *testing.T, e *env) {
+				in := gen(120, 4)
+				target := in.Payload.Districts[60].DistrictID // in the second chunk
+				only := func(f func(*commitCall) error) func(*commitCall) error {
+					if f == nil {
+						return nil
 					}
-					return nil
+					return func(c *commitCall) error {
+						if c.has(target) {
+							return f(c)
+						}
+						return nil
+					}
 				}
-			}
-			e.f.setRule(only(tc.before))
-			e.f.setAfter(only(tc.after))
-			res, err := e.writer().Write(context.Background(), day, in)
-			checkEnding(t, res, err)
-			checkInvariants(t, res)
-			if !res.ManifestRecorded {
-				t.Error("manifest not recorded")
-			}
-			if res.Complete != tc.wantComplete {
-				t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
-			}
-			if n := e.f.commitsFor(target); tc.before != nil && n < 2 {
-				t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
-			}
-			w, f := checkExact(t, e, day)
-			switch {
-			case tc.wantComplete && (w != 120 || f != 0):
-				t.Errorf("manifest %d/%d, want 120/0", w, f)
-			case !tc.wantComplete && (w != 70 || f != 50 || !slices.Contains(res.FailedDistricts, target)):
-				t.Errorf("manifest %d/%d, want 70/50 with %s failed", w, f, target)
-			}
-			if tc.wantComplete {
-				if got := e.get(day); !model.Equal(got, in) {
-					t.Errorf("read back differs: %s", model.Diff(got, in))
+				e.f.setRule(only(tc.before))
+				e.f.setAfter(only(tc.after))
+				res, err := e.writer().Write(context.Background(), day, in)
+				checkEnding(t, res, err)
+				checkInvariants(t, res)
+				if !res.ManifestRecorded {
+					t.Error("manifest not recorded")
 				}
-			}
+				if res.Complete != tc.wantComplete {
+					t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
+				}
+				if n := e.f.commitsFor(target); tc.before != nil && n < 2 {
+					t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
+				}
+				w, f := checkExact(t, e, day)
+				switch {
+				case tc.wantComplete && (w != 120 || f != 0):
+					t.Errorf("manifest %d/%d, want 120/0", w, f)
+				case !tc.wantComplete && (w != 70 || f != 50 || !slices.Contains(res.FailedDistricts, target)):
+					t.Errorf("manifest %d/%d, want 70/50 with %s failed", w, f, target)
+				}
+				if tc.wantComplete {
+					if got := e.get(day); !model.Equal(got, in) {
+						t.Errorf("read back differs: %s", model.Diff(got, in))
+					}
+				}
+			})
 		})
 	}
 }
@@ -172,63 +173,65 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 // is refused, so what the root says is the chunks' own record.
 func TestChunkRecordedOnceAfterUnknownOutcome(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(120, 6)
-	target := in.Payload.Districts[60].DistrictID
-	e.refuseFinish()
-	e.f.setAfter(func(c *commitCall) error {
-		if c.has(target) {
-			return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(120, 6)
+		target := in.Payload.Districts[60].DistrictID
+		e.refuseFinish()
+		e.f.setAfter(func(c *commitCall) error {
+			if c.has(target) {
+				return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+			}
+			return nil
+		})
+		_, err := e.writer().Write(context.Background(), day, in)
+		if !errors.Is(err, ErrManifestNotRecorded) {
+			t.Fatalf("err = %v, want ErrManifestNotRecorded", err)
 		}
-		return nil
+		if w, f := checkExact(t, e, day); w != 120 || f != 0 {
+			t.Errorf("root records %d written, %d not; want 120/0", w, f)
+		}
 	})
-	_, err := e.writer().Write(context.Background(), day, in)
-	if !errors.Is(err, ErrManifestNotRecorded) {
-		t.Fatalf("err = %v, want ErrManifestNotRecorded", err)
-	}
-	if w, f := checkExact(t, e, day); w != 120 || f != 0 {
-		t.Errorf("root records %d written, %d not; want 120/0", w, f)
-	}
 }
 
 // A finish that cannot be recorded says so: ErrManifestNotRecorded, an
 // ERROR log, ManifestRecorded false; Repair then completes the snapshot.
 func TestFinishNotRecorded(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(80, 5)
-	e.refuseFinish()
-	core, logs := observer.New(zapcore.ErrorLevel)
-	res, err := e.writer(WithLogger(zap.New(core))).Write(context.Background(), day, in)
-	if !errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockLost) {
-		t.Fatalf("err = %v, want ErrManifestNotRecorded alone", err)
-	}
-	if res == nil || res.ManifestRecorded || res.DistrictsWritten != 80 {
-		t.Fatalf("result %+v", res)
-	}
-	if logs.FilterMessageSnippet("manifest was not recorded").Len() != 1 {
-		t.Errorf("no ERROR log says the manifest was not recorded: %v", logs.All())
-	}
-	if md := asMap(e.rootData(day)["metadata"]); md["writeState"] != stateWriting || md["status"] != statusPartial {
-		t.Errorf("root status %v, writeState %v; want it still partial and writing", md["status"], md["writeState"])
-	}
-	// The chunks recorded themselves: the root already says what is stored.
-	if w, f := checkExact(t, e, day); w != 80 || f != 0 {
-		t.Errorf("root without its finish records %d written, %d not; want 80/0", w, f)
-	}
-	// and verify, which checks a root of this form at any moment, finds
-	// it intact though not finished.
-	if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in); err != nil || !rep.Intact || rep.Complete {
-		t.Errorf("Verify = %+v, %v; want intact, not complete", rep, err)
-	}
-	e.f.setRule(nil)
-	rres, err := e.writer().Repair(context.Background(), day, in)
-	if err != nil || !rres.Complete {
-		t.Fatalf("Repair = %+v, %v", rres, err)
-	}
-	if w, f := checkExact(t, e, day); w != 80 || f != 0 {
-		t.Errorf("manifest %d/%d after repair", w, f)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(80, 5)
+		e.refuseFinish()
+		core, logs := observer.New(zapcore.ErrorLevel)
+		res, err := e.writer(WithLogger(zap.New(core))).Write(context.Background(), day, in)
+		if !errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockLost) {
+			t.Fatalf("err = %v, want ErrManifestNotRecorded alone", err)
+		}
+		if res == nil || res.ManifestRecorded || res.DistrictsWritten != 80 {
+			t.Fatalf("result %+v", res)
+		}
+		if logs.FilterMessageSnippet("manifest was not recorded").Len() != 1 {
+			t.Errorf("no ERROR log says the manifest was not recorded: %v", logs.All())
+		}
+		if md := asMap(e.rootData(day)["metadata"]); md["writeState"] != stateWriting || md["status"] != statusPartial {
+			t.Errorf("root status %v, writeState %v; want it still partial and writing", md["status"], md["writeState"])
+		}
+		// The chunks recorded themselves: the root already says what is stored.
+		if w, f := checkExact(t, e, day); w != 80 || f != 0 {
+			t.Errorf("root without its finish records %d written, %d not; want 80/0", w, f)
+		}
+		// and verify, which checks a root of this form at any moment, finds
+		// it intact though not finished.
+		if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in); err != nil || !rep.Intact || rep.Complete {
+			t.Errorf("Verify = %+v, %v; want intact, not complete", rep, err)
+		}
+		e.f.setRule(nil)
+		rres, err := e.writer().Repair(context.Background(), day, in)
+		if err != nil || !rres.Complete {
+			t.Fatalf("Repair = %+v, %v", rres, err)
+		}
+		if w, f := checkExact(t, e, day); w != 80 || f != 0 {
+			t.Errorf("manifest %d/%d after repair", w, f)
+		}
+	})
 }
 
 // Every district document carries the fence of the writer that wrote it.

@@ -110,6 +110,17 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		if err != nil {
 			return err
 		}
+		// The pages of a paged root hold its entries; any other page is
+		// stale and deleted below.
+		pages, err := tx.Documents(w.pagesRef(in.id)).GetAll()
+		if err != nil {
+			return fmt.Errorf("reading manifest pages: %w", err)
+		}
+		expandPages(data, pages)
+		storedPages := make([]string, len(pages))
+		for i, p := range pages {
+			storedPages[i] = p.Ref.ID
+		}
 		todo, kept, err = w.repairSet(data, in, stored)
 		if err != nil {
 			refused = err
@@ -120,11 +131,14 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		}
 		taken := in
 		taken.kept = kept
-		root, err := taken.rootDoc()
+		root, newPages, err := taken.rootDoc()
 		if err != nil {
 			return retry.Permanent(err)
 		}
 		if err := tx.Set(ref, root); err != nil {
+			return err
+		}
+		if err := w.setPages(tx, in.id, newPages, storedPages); err != nil {
 			return err
 		}
 		return w.setFence(tx, in, in.startedAt)

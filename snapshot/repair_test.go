@@ -93,67 +93,69 @@ func lockDocs(t *testing.T, e *env) int {
 // failed districts are written again.
 func TestRepairCompletesPartial(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(132, 7)
-	victim := districtIDs(in)[60]
-	e.deny(victim)
-	res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
-	failed := map[string]bool{}
-	for _, d := range res.FailedDistricts {
-		failed[d] = true
-	}
-	e.f.setRule(nil)
-	before := len(e.f.commits())
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(132, 7)
+		victim := districtIDs(in)[60]
+		e.deny(victim)
+		res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
+		failed := map[string]bool{}
+		for _, d := range res.FailedDistricts {
+			failed[d] = true
+		}
+		e.f.setRule(nil)
+		before := len(e.f.commits())
 
-	rep, err := e.writer().Repair(context.Background(), day, in)
-	if err != nil {
-		t.Fatalf("Repair: %v", err)
-	}
-	checkInvariants(t, rep)
-	if !rep.Complete || rep.Skipped || rep.DistrictsWritten != len(failed) || rep.Fence <= res.Fence {
-		t.Errorf("repair result = %+v (first write fence %s)", rep, res.Fence)
-	}
-	for _, c := range e.f.commits()[before:] {
-		for _, d := range c.districts {
-			if !failed[d] {
-				t.Errorf("repair re-wrote district %s, which had not failed", d)
+		rep, err := e.writer().Repair(context.Background(), day, in)
+		if err != nil {
+			t.Fatalf("Repair: %v", err)
+		}
+		checkInvariants(t, rep)
+		if !rep.Complete || rep.Skipped || rep.DistrictsWritten != len(failed) || rep.Fence <= res.Fence {
+			t.Errorf("repair result = %+v (first write fence %s)", rep, res.Fence)
+		}
+		for _, c := range e.f.commits()[before:] {
+			for _, d := range c.districts {
+				if !failed[d] {
+					t.Errorf("repair re-wrote district %s, which had not failed", d)
+				}
 			}
 		}
-	}
-	if w, f := checkExact(t, e, day); w != 132 || f != 0 {
-		t.Errorf("after repair: %d written, %d failed", w, f)
-	}
-	md := asMap(e.rootData(day)["metadata"])
-	if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != rep.Fence || md["repairedAt"] == nil {
-		t.Errorf("metadata after repair: status %v complete %v fence %v repairedAt %v", md["status"], md["writeComplete"], md["writerFence"], md["repairedAt"])
-	}
-	if got := e.get(day); !model.Equal(in, got) {
-		t.Errorf("repaired snapshot differs from the input: %s", model.Diff(in, got))
-	}
-	if s, err := NewReader(e.clean, "").Summary(context.Background(), day); err != nil || s.State != "complete" {
-		t.Errorf("summary = %+v, %v", s, err)
-	}
-	if n := lockDocs(t, e); n != 0 {
-		t.Errorf("%d lock documents left", n)
-	}
+		if w, f := checkExact(t, e, day); w != 132 || f != 0 {
+			t.Errorf("after repair: %d written, %d failed", w, f)
+		}
+		md := asMap(e.rootData(day)["metadata"])
+		if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != rep.Fence || md["repairedAt"] == nil {
+			t.Errorf("metadata after repair: status %v complete %v fence %v repairedAt %v", md["status"], md["writeComplete"], md["writerFence"], md["repairedAt"])
+		}
+		if got := e.get(day); !model.Equal(in, got) {
+			t.Errorf("repaired snapshot differs from the input: %s", model.Diff(in, got))
+		}
+		if s, err := NewReader(e.clean, "").Summary(context.Background(), day); err != nil || s.State != "complete" {
+			t.Errorf("summary = %+v, %v", s, err)
+		}
+		if n := lockDocs(t, e); n != 0 {
+			t.Errorf("%d lock documents left", n)
+		}
+	})
 }
 
 func TestRepairOfCompleteSnapshotIsNoop(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(20, 1)
-	first := mustWrite(t, e.writer(), day, in)
-	before := len(e.f.commits())
-	rep, err := e.writer().Repair(context.Background(), day, in)
-	if err != nil || !rep.Skipped || !rep.Complete {
-		t.Fatalf("Repair = %+v, %v; want skipped", rep, err)
-	}
-	if n := len(e.f.commits()) - before; n != 0 {
-		t.Errorf("a no-op repair made %d commits", n)
-	}
-	if f := asMap(e.rootData(day)["metadata"])["writerFence"]; f != first.Fence {
-		t.Errorf("writerFence %v, want %s untouched", f, first.Fence)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(20, 1)
+		first := mustWrite(t, e.writer(), day, in)
+		before := len(e.f.commits())
+		rep, err := e.writer().Repair(context.Background(), day, in)
+		if err != nil || !rep.Skipped || !rep.Complete {
+			t.Fatalf("Repair = %+v, %v; want skipped", rep, err)
+		}
+		if n := len(e.f.commits()) - before; n != 0 {
+			t.Errorf("a no-op repair made %d commits", n)
+		}
+		if f := asMap(e.rootData(day)["metadata"])["writerFence"]; f != first.Fence {
+			t.Errorf("writerFence %v, want %s untouched", f, first.Fence)
+		}
+	})
 }
 
 func TestRepairRefusesOtherInput(t *testing.T) {
@@ -186,27 +188,28 @@ func TestRepairRefusesOtherInput(t *testing.T) {
 // `get`, while metadata.snapshotId stays the date.
 func TestRepairIgnoresSnapshotID(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(120, 8)
-	e.deny(in.Payload.Districts[70].DistrictID)
-	mustPartial(t)(e.writer().Write(context.Background(), day, in))
-	e.f.setRule(nil)
-	other := gen(120, 8)
-	other.SnapshotID = "1795244400000"
-	res, err := e.writer().Repair(context.Background(), day, other)
-	if err != nil || !res.Complete {
-		t.Fatalf("Repair = %+v, %v", res, err)
-	}
-	if w, f := checkExact(t, e, day); w != 120 || f != 0 {
-		t.Errorf("manifest %d/%d", w, f)
-	}
-	md := asMap(e.rootData(day)["metadata"])
-	if md["snapshotId"] != day || md["inputSnapshotId"] != "1795244400000" {
-		t.Errorf("snapshotId %v, inputSnapshotId %v", md["snapshotId"], md["inputSnapshotId"])
-	}
-	if got := e.get(day); !model.Equal(got, other) {
-		t.Errorf("read back differs: %s", model.Diff(got, other))
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(120, 8)
+		e.deny(in.Payload.Districts[70].DistrictID)
+		mustPartial(t)(e.writer().Write(context.Background(), day, in))
+		e.f.setRule(nil)
+		other := gen(120, 8)
+		other.SnapshotID = "1795244400000"
+		res, err := e.writer().Repair(context.Background(), day, other)
+		if err != nil || !res.Complete {
+			t.Fatalf("Repair = %+v, %v", res, err)
+		}
+		if w, f := checkExact(t, e, day); w != 120 || f != 0 {
+			t.Errorf("manifest %d/%d", w, f)
+		}
+		md := asMap(e.rootData(day)["metadata"])
+		if md["snapshotId"] != day || md["inputSnapshotId"] != "1795244400000" {
+			t.Errorf("snapshotId %v, inputSnapshotId %v", md["snapshotId"], md["inputSnapshotId"])
+		}
+		if got := e.get(day); !model.Equal(got, other) {
+			t.Errorf("read back differs: %s", model.Diff(got, other))
+		}
+	})
 }
 
 // A writer that died before its root leaves nothing stored: Repair writes
@@ -233,44 +236,45 @@ func TestRepairOfMissingSnapshotWritesIt(t *testing.T) {
 // Repair completes it.
 func TestStopLetsChunksInFlightFinish(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(300, 3) // 6 chunks
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var chunks atomic.Int32
-	e.f.setRule(func(c *commitCall) error {
-		if len(c.districts) > 0 && chunks.Add(1) == 2 {
-			cancel() // the stop arrives while chunk 2 is in flight: its commit is sent after it
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(300, 3) // 6 chunks
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var chunks atomic.Int32
+		e.f.setRule(func(c *commitCall) error {
+			if len(c.districts) > 0 && chunks.Add(1) == 2 {
+				cancel() // the stop arrives while chunk 2 is in flight: its commit is sent after it
+			}
+			return nil
+		})
+		res, err := e.writer(WithConcurrency(1), WithGracePeriod(10*time.Second)).Write(ctx, day, in)
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrPartial) || res == nil || res.Complete {
+			t.Fatalf("Write = %s, %v; want a partial result, ErrPartial and context.Canceled", brief(res), err)
 		}
-		return nil
+		checkInvariants(t, res)
+		if res.SuccessfulBatches != 3 || res.DistrictsWritten != 100 {
+			t.Errorf("root + 2 chunks should have committed: %+v", res)
+		}
+		for _, b := range res.BatchResults[3:] {
+			if b.Success || b.RetryAttempts != 0 {
+				t.Errorf("batch %d ran after the stop: %+v", b.BatchIndex, b)
+			}
+		}
+		if w, f := checkExact(t, e, day); w != 100 || f != 200 {
+			t.Errorf("manifest: %d written, %d failed; want 100/200", w, f)
+		}
+		if n := lockDocs(t, e); n != 0 {
+			t.Errorf("%d lock documents left after the stop", n)
+		}
+		e.f.setRule(nil)
+		rep, err := e.writer().Repair(context.Background(), day, in)
+		if err != nil || !rep.Complete || rep.DistrictsWritten != 200 {
+			t.Fatalf("Repair = %+v, %v", rep, err)
+		}
+		if got := e.get(day); !model.Equal(in, got) {
+			t.Errorf("after repair: %s", model.Diff(in, got))
+		}
 	})
-	res, err := e.writer(WithConcurrency(1), WithGracePeriod(10*time.Second)).Write(ctx, day, in)
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrPartial) || res == nil || res.Complete {
-		t.Fatalf("Write = %s, %v; want a partial result, ErrPartial and context.Canceled", brief(res), err)
-	}
-	checkInvariants(t, res)
-	if res.SuccessfulBatches != 3 || res.DistrictsWritten != 100 {
-		t.Errorf("root + 2 chunks should have committed: %+v", res)
-	}
-	for _, b := range res.BatchResults[3:] {
-		if b.Success || b.RetryAttempts != 0 {
-			t.Errorf("batch %d ran after the stop: %+v", b.BatchIndex, b)
-		}
-	}
-	if w, f := checkExact(t, e, day); w != 100 || f != 200 {
-		t.Errorf("manifest: %d written, %d failed; want 100/200", w, f)
-	}
-	if n := lockDocs(t, e); n != 0 {
-		t.Errorf("%d lock documents left after the stop", n)
-	}
-	e.f.setRule(nil)
-	rep, err := e.writer().Repair(context.Background(), day, in)
-	if err != nil || !rep.Complete || rep.DistrictsWritten != 200 {
-		t.Fatalf("Repair = %+v, %v", rep, err)
-	}
-	if got := e.get(day); !model.Equal(in, got) {
-		t.Errorf("after repair: %s", model.Diff(in, got))
-	}
 }
 
 // A chunk that outlasts the grace period is abandoned and recorded as
@@ -303,29 +307,30 @@ func TestStopAbandonsChunksAfterGracePeriod(t *testing.T) {
 // WithSkipComplete leaves a complete snapshot alone and writes a partial one.
 func TestSkipComplete(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(60, 2)
-	first := mustWrite(t, e.writer(), day, in)
-	before := len(e.f.commits())
-	res, err := e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
-	if err != nil || !res.Skipped || !res.Complete {
-		t.Fatalf("Write = %+v, %v; want skipped", res, err)
-	}
-	if n := len(e.f.commits()) - before; n != 0 {
-		t.Errorf("a skipped write made %d commits", n)
-	}
-	if f := asMap(e.rootData(day)["metadata"])["writerFence"]; f != first.Fence {
-		t.Errorf("writerFence %v, want %s", f, first.Fence)
-	}
-	// A partial snapshot is written again.
-	victim := districtIDs(in)[0]
-	e.deny(victim)
-	mustPartial(t)(e.writer().Write(context.Background(), day, in))
-	e.f.setRule(nil)
-	res, err = e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
-	if err != nil || res.Skipped || !res.Complete {
-		t.Fatalf("Write over a partial snapshot = %+v, %v", res, err)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(60, 2)
+		first := mustWrite(t, e.writer(), day, in)
+		before := len(e.f.commits())
+		res, err := e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
+		if err != nil || !res.Skipped || !res.Complete {
+			t.Fatalf("Write = %+v, %v; want skipped", res, err)
+		}
+		if n := len(e.f.commits()) - before; n != 0 {
+			t.Errorf("a skipped write made %d commits", n)
+		}
+		if f := asMap(e.rootData(day)["metadata"])["writerFence"]; f != first.Fence {
+			t.Errorf("writerFence %v, want %s", f, first.Fence)
+		}
+		// A partial snapshot is written again.
+		victim := districtIDs(in)[0]
+		e.deny(victim)
+		mustPartial(t)(e.writer().Write(context.Background(), day, in))
+		e.f.setRule(nil)
+		res, err = e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
+		if err != nil || res.Skipped || !res.Complete {
+			t.Fatalf("Write over a partial snapshot = %+v, %v", res, err)
+		}
+	})
 }
 
 // Repair with another export of the same date and districts: refused with
@@ -333,63 +338,65 @@ func TestSkipComplete(t *testing.T) {
 // mix of the two marked success.
 func TestRepairWithAnotherExport(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	a, b := gen(120, 31), gen(120, 32) // same date and district ids, other data
-	victim := a.Payload.Districts[60].DistrictID
-	e.deny(victim)
-	mustPartial(t)(e.writer().Write(context.Background(), day, a))
-	e.f.setRule(nil)
-	root := e.rootData(day)
-	before := len(e.f.commits())
-	_, err := e.writer().Repair(context.Background(), day, b)
-	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "root payload") || !strings.Contains(err.Error(), "write the snapshot instead") {
-		t.Fatalf("repair with B: %v, want ErrMismatch naming the differences", err)
-	}
-	if n := len(e.f.commits()) - before; n != 0 { // the lock lives on the clean client
-		t.Errorf("%d commits for a refused repair", n)
-	}
-	if !reflect.DeepEqual(root, e.rootData(day)) {
-		t.Error("the root changed")
-	}
-	res, err := e.writer(WithRewriteChanged(true)).Repair(context.Background(), day, b)
-	if err != nil || !res.Complete {
-		t.Fatalf("repair --rewrite-changed: %+v, %v", res, err)
-	}
-	if got := e.get(day); !model.Equal(got, b) {
-		t.Errorf("not B after --rewrite-changed: %s", model.Diff(got, b))
-	}
-	if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, b); err != nil || !rep.Intact || !rep.Complete {
-		t.Errorf("verify after repair: %+v, %v", rep, err)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		a, b := gen(120, 31), gen(120, 32) // same date and district ids, other data
+		victim := a.Payload.Districts[60].DistrictID
+		e.deny(victim)
+		mustPartial(t)(e.writer().Write(context.Background(), day, a))
+		e.f.setRule(nil)
+		root := e.rootData(day)
+		before := len(e.f.commits())
+		_, err := e.writer().Repair(context.Background(), day, b)
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "root payload") || !strings.Contains(err.Error(), "write the snapshot instead") {
+			t.Fatalf("repair with B: %v, want ErrMismatch naming the differences", err)
+		}
+		if n := len(e.f.commits()) - before; n != 0 { // the lock lives on the clean client
+			t.Errorf("%d commits for a refused repair", n)
+		}
+		if !reflect.DeepEqual(root, e.rootData(day)) {
+			t.Error("the root changed")
+		}
+		res, err := e.writer(WithRewriteChanged(true)).Repair(context.Background(), day, b)
+		if err != nil || !res.Complete {
+			t.Fatalf("repair --rewrite-changed: %+v, %v", res, err)
+		}
+		if got := e.get(day); !model.Equal(got, b) {
+			t.Errorf("not B after --rewrite-changed: %s", model.Diff(got, b))
+		}
+		if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, b); err != nil || !rep.Intact || !rep.Complete {
+			t.Errorf("verify after repair: %+v, %v", rep, err)
+		}
+	})
 }
 
 // Repair re-writes districts whose documents went missing or were altered
 // after a complete write, and only those.
 func TestRepairRewritesMissingAndAltered(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(60, 33)
-	mustWrite(t, e.writer(), day, in)
-	root := e.clean.Collection(DefaultCollection).Doc(day)
-	gone, edited := in.Payload.Districts[3].DistrictID, in.Payload.Districts[40].DistrictID
-	ctx := context.Background()
-	if _, err := root.Collection("districts").Doc(districtDocID(gone)).Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := root.Collection("districts").Doc(districtDocID(edited)).Update(ctx,
-		[]firestore.Update{{Path: "data.membership.total", Value: int64(-1)}}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := e.writer().Repair(ctx, day, in)
-	if err != nil || !res.Complete || res.DistrictsWritten != 2 {
-		t.Fatalf("Repair = %+v, %v; want the 2 damaged districts re-written", res, err)
-	}
-	if got := e.get(day); !model.Equal(got, in) {
-		t.Errorf("read back differs: %s", model.Diff(got, in))
-	}
-	if rep, err := NewReader(e.clean, "").Verify(ctx, day, in); err != nil || !rep.Intact {
-		t.Errorf("verify after repair: %+v, %v", rep, err)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(60, 33)
+		mustWrite(t, e.writer(), day, in)
+		root := e.clean.Collection(DefaultCollection).Doc(day)
+		gone, edited := in.Payload.Districts[3].DistrictID, in.Payload.Districts[40].DistrictID
+		ctx := context.Background()
+		if _, err := root.Collection("districts").Doc(districtDocID(gone)).Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := root.Collection("districts").Doc(districtDocID(edited)).Update(ctx,
+			[]firestore.Update{{Path: "data.membership.total", Value: int64(-1)}}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := e.writer().Repair(ctx, day, in)
+		if err != nil || !res.Complete || res.DistrictsWritten != 2 {
+			t.Fatalf("Repair = %+v, %v; want the 2 damaged districts re-written", res, err)
+		}
+		if got := e.get(day); !model.Equal(got, in) {
+			t.Errorf("read back differs: %s", model.Diff(got, in))
+		}
+		if rep, err := NewReader(e.clean, "").Verify(ctx, day, in); err != nil || !rep.Intact {
+			t.Errorf("verify after repair: %+v, %v", rep, err)
+		}
+	})
 }
 
 // A complete root as earlier versions wrote it (snapshotId the input's id,

@@ -18,20 +18,25 @@ const maxDocBytes = 1 << 20
 // root document (with a content hash per manifest entry) that Firestore
 // takes, so no write fails at its root for size after taking the lock —
 // the root as written first, its largest: every entry "not written yet"
-// with its errorMessage, and the failed lists naming every district.
-// Near the limit: 5,200 districts are accepted, 5,500 (over 1 MiB) not.
+// with its errorMessage, and the failed lists naming every district. The
+// manifest stays inline while the estimate is under the threshold
+// (4,800 districts of model.Generate), and moves to pages beyond (5,500);
+// then the root and every page fit, up to 20,000 districts and beyond.
 func TestAcceptedRootFits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
+	w := &Writer{cfg: config{pageThreshold: defaultPageThreshold, pageSize: defaultPageSize}}
 	for _, tc := range []struct {
-		n      int
-		accept bool
-	}{{5200, true}, {5500, false}} {
-		s := model.Generate(day, tc.n, 1)
-		err := model.Validate(s, day)
-		if (err == nil) != tc.accept {
-			t.Fatalf("%d districts: Validate = %v, want accepted %v", tc.n, err, tc.accept)
+		n     int
+		paged bool
+	}{{4800, false}, {5500, true}, {20000, true}} {
+		s := model.Generate(day, min(tc.n, 5500), 1)
+		if tc.n > 5500 {
+			s = smallSnapshot(day, tc.n)
+		}
+		if err := model.Validate(s, day); err != nil {
+			t.Fatalf("%d districts: Validate = %v", tc.n, err)
 		}
 		in := rootInput{id: day, snap: s, fence: "000000000000001", backend: "firestore", startedAt: time.Now(),
 			docSizes: map[string]int{}, hashes: map[string]string{}}
@@ -43,29 +48,47 @@ func TestAcceptedRootFits(t *testing.T) {
 			}
 			in.docSizes[d.DistrictID], in.hashes[d.DistrictID] = model.FirestoreSize(doc), h
 		}
+		var err error
 		if in.payloadHash, err = payloadHash(s); err != nil {
 			t.Fatal(err)
 		}
-		root, err := in.rootDoc()
+		w.paginate(&in)
+		if in.paged() != tc.paged {
+			t.Errorf("%d districts: paged %v, want %v", tc.n, in.paged(), tc.paged)
+		}
+		root, pages, err := in.rootDoc()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Measured on what Firestore stores: the emulator may refuse the
-		// document outright, else its stored fields are counted.
-		ref := e.clean.Collection("sizes").Doc(day)
-		size := maxDocBytes + 1
-		if _, err := ref.Set(ctx, root); err == nil {
-			snap, err := ref.Get(ctx)
-			if err != nil {
-				t.Fatal(err)
+		docs := map[string]any{day: root}
+		for i, p := range pages {
+			docs[day+"-page-"+pageID(i)] = p
+		}
+		largestPage, rootSize := 0, 0
+		for name, doc := range docs {
+			// Measured on what Firestore stores: the emulator may refuse
+			// the document outright, else its stored fields are counted.
+			ref := e.clean.Collection("sizes").Doc(name)
+			size := maxDocBytes + 1
+			if _, err := ref.Set(ctx, doc); err == nil {
+				snap, err := ref.Get(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The document's name counts too.
+				size = model.FirestoreSize(snap.Data()) + len("projects/p/databases/(default)/documents/snapshots/"+day+"/manifest/00000") + 16
+			} else if status.Code(err) != codes.InvalidArgument {
+				t.Fatalf("%d districts: %v", tc.n, err)
 			}
-			// The document's name counts too.
-			size = model.FirestoreSize(snap.Data()) + len("projects/p/databases/(default)/documents/sizes/"+day) + 16
-		} else if status.Code(err) != codes.InvalidArgument {
-			t.Fatalf("%d districts: %v", tc.n, err)
+			if size > maxDocBytes {
+				t.Errorf("%d districts: %s is %d bytes, over 1 MiB", tc.n, name, size)
+			}
+			if name != day {
+				largestPage = max(largestPage, size)
+			} else {
+				rootSize = size
+			}
 		}
-		if fits := size <= maxDocBytes; fits != tc.accept {
-			t.Errorf("%d districts: root %d bytes (fits %v), accepted %v", tc.n, size, fits, tc.accept)
-		}
+		t.Logf("%d districts: root %d bytes, %d pages, the largest %d bytes", tc.n, rootSize, len(pages), largestPage)
 	}
 }

@@ -116,6 +116,15 @@ func (e manifestEntry) value() *pb.Value {
 	return &pb.Value{ValueType: &pb.Value_MapValue{MapValue: &pb.MapValue{Fields: f}}}
 }
 
+// entryValues encodes entries with value.
+func entryValues[E any](entries []E, value func(E) *pb.Value) []*pb.Value {
+	vals := make([]*pb.Value, len(entries))
+	for i, e := range entries {
+		vals[i] = value(e)
+	}
+	return vals
+}
+
 // setWrite replaces document name with fields, as DocumentRef.Set does.
 func setWrite(name string, fields map[string]*pb.Value) *pb.Write {
 	return &pb.Write{Operation: &pb.Write_Update{Update: &pb.Document{Name: name, Fields: fields}}}

@@ -86,6 +86,12 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	root := doc.Data()
+	// Pages are read whatever the form: an inline root must have none.
+	pages, err := ref.Collection(pagesCollection).Documents(ctx).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
+	}
+	expandPages(root, pages)
 	md, mf := asMap(root["metadata"]), asMap(root["manifest"])
 	rep := &Report{SnapshotID: id, Complete: writtenWhole(asMap(root["metadata"])), State: summarize(doc).State,
 		Documents: len(stored), Problems: []Problem{}}
@@ -132,6 +138,9 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	rep.Districts = len(entries)
+	for _, p := range pageProblems(id, root, pages) {
+		add(ProblemCounts, "", "%s", p)
+	}
 	for _, d := range sortedKeys(stored) {
 		if !listed[d] {
 			add(ProblemUnlisted, d, "a document is stored that the manifest has no entry for")

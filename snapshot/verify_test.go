@@ -74,30 +74,31 @@ func TestVerify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			mustWrite(t, e.writer(), day, in)
-			root := e.clean.Collection(DefaultCollection).Doc(day)
-			if tc.damage != nil {
-				tc.damage(e, root)
-			}
-			rep, err := NewReader(e.clean, "").Verify(ctx, day, tc.input)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := kinds(rep)
-			if tc.name == "another export of the same date" {
-				// Every district's data and the payload differ.
-				if len(got) != 61 || !strings.HasPrefix(got[0], ProblemInput) {
-					t.Errorf("problems %v", got)
+			eachForm(t, func(t *testing.T, e *env) {
+				mustWrite(t, e.writer(), day, in)
+				root := e.clean.Collection(DefaultCollection).Doc(day)
+				if tc.damage != nil {
+					tc.damage(e, root)
 				}
-				return
-			}
-			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
-				t.Errorf("problems %v, want %v\n%+v", got, tc.want, rep.Problems)
-			}
-			if rep.Intact != (len(tc.want) == 0) || !rep.Complete || !rep.Hashed || rep.Districts != 60 {
-				t.Errorf("report %+v", rep)
-			}
+				rep, err := NewReader(e.clean, "").Verify(ctx, day, tc.input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := kinds(rep)
+				if tc.name == "another export of the same date" {
+					// Every district's data and the payload differ.
+					if len(got) != 61 || !strings.HasPrefix(got[0], ProblemInput) {
+						t.Errorf("problems %v", got)
+					}
+					return
+				}
+				if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+					t.Errorf("problems %v, want %v\n%+v", got, tc.want, rep.Problems)
+				}
+				if rep.Intact != (len(tc.want) == 0) || !rep.Complete || !rep.Hashed || rep.Districts != 60 {
+					t.Errorf("report %+v", rep)
+				}
+			})
 		})
 	}
 }
@@ -106,16 +107,17 @@ func TestVerify(t *testing.T) {
 // ErrNotFound.
 func TestVerifyPartialAndMissing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(120, 23)
-	victim := in.Payload.Districts[60].DistrictID
-	e.deny(victim)
-	mustPartial(t)(e.writer().Write(context.Background(), day, in))
-	rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in)
-	if err != nil || !rep.Intact || rep.Complete || rep.Written != 70 || rep.Documents != 70 {
-		t.Fatalf("report %+v, %v", rep, err)
-	}
-	if _, err := NewReader(e.clean, "").Verify(context.Background(), "2026-01-01", nil); !errors.Is(err, ErrNotFound) {
-		t.Errorf("missing snapshot: %v", err)
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(120, 23)
+		victim := in.Payload.Districts[60].DistrictID
+		e.deny(victim)
+		mustPartial(t)(e.writer().Write(context.Background(), day, in))
+		rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in)
+		if err != nil || !rep.Intact || rep.Complete || rep.Written != 70 || rep.Documents != 70 {
+			t.Fatalf("report %+v, %v", rep, err)
+		}
+		if _, err := NewReader(e.clean, "").Verify(context.Background(), "2026-01-01", nil); !errors.Is(err, ErrNotFound) {
+			t.Errorf("missing snapshot: %v", err)
+		}
+	})
 }

@@ -139,6 +139,10 @@ type config struct {
 	api            *vkit.Client
 	now            func() time.Time
 	beforeChunks   func(wctx context.Context) // test hook: runs between the root commit and the chunks
+	// pageThreshold: the largest estimated root whose manifest stays
+	// inline; pageSize: entries per manifest page beyond it (see paginate).
+	pageThreshold int
+	pageSize      int
 }
 
 // Option configures a Writer.
@@ -231,6 +235,9 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		grace:       DefaultGracePeriod,
 		log:         zap.NewNop(),
 		now:         time.Now,
+
+		pageThreshold: defaultPageThreshold,
+		pageSize:      defaultPageSize,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -387,6 +394,7 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	if err != nil {
 		return nil, err
 	}
+	w.paginate(&in)
 	return body(ctx, wctx, lease, in, log)
 }
 
@@ -687,7 +695,7 @@ func (w *Writer) attempt(ctx context.Context, in rootInput, log *zap.Logger, try
 // replace a root written under a newer fence.
 func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (BatchResult, error) {
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
-	doc, err := in.rootDoc()
+	doc, pages, err := in.rootDoc()
 	if err != nil {
 		return r, err
 	}
@@ -706,7 +714,14 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 				return retry.Permanent(err)
 			}
 		}
+		stored, err := w.storedPageIDs(tx, in.id)
+		if err != nil {
+			return err
+		}
 		if err := tx.Set(ref, doc); err != nil {
+			return err
+		}
+		if err := w.setPages(tx, in.id, pages, stored); err != nil {
 			return err
 		}
 		return w.setFence(tx, in, in.startedAt)
@@ -961,24 +976,29 @@ func (w *Writer) recordWrites(root string, in rootInput, ids []string) []*pb.Wri
 		return nil // stale deletes only: the root does not list them
 	}
 	now := isoMillis(w.cfg.now())
-	pending := make([]*pb.Value, len(ids))
-	written := make([]*pb.Value, len(ids))
+	pending := make([]manifestEntry, len(ids))
+	written := make([]manifestEntry, len(ids))
 	list := make([]*pb.Value, len(ids))
 	for i, id := range ids {
-		pending[i] = in.pendingEntry(id).value()
-		written[i] = in.entry(id, entrySuccess, "", now).value()
+		pending[i] = in.pendingEntry(id)
+		written[i] = in.entry(id, entrySuccess, "", now)
 		list[i] = stringValue(id)
 	}
 	n := int64(len(ids))
+	counts := []*pb.DocumentTransform_FieldTransform{
+		increment("manifest.successfulDistricts", n),
+		increment("manifest.failedDistricts", -n),
+		arrayUnion("metadata.successfulDistricts", list...),
+		arrayRemove("metadata.failedDistricts", list...),
+		arrayRemove("metadata.writeFailedDistricts", list...),
+	}
+	if in.paged() {
+		return append(w.pageWrites(in, pending, written), transformWrite(root, counts...))
+	}
 	return []*pb.Write{
-		transformWrite(root,
-			arrayRemove("manifest.districts", pending...),
-			increment("manifest.successfulDistricts", n),
-			increment("manifest.failedDistricts", -n),
-			arrayUnion("metadata.successfulDistricts", list...),
-			arrayRemove("metadata.failedDistricts", list...),
-			arrayRemove("metadata.writeFailedDistricts", list...)),
-		transformWrite(root, arrayUnion("manifest.districts", written...)),
+		transformWrite(root, append([]*pb.DocumentTransform_FieldTransform{
+			arrayRemove("manifest.districts", entryValues(pending, manifestEntry.value)...)}, counts...)...),
+		transformWrite(root, arrayUnion("manifest.districts", entryValues(written, manifestEntry.value)...)),
 	}
 }
 
@@ -1033,7 +1053,11 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 		}
 		r.Complete = st.complete
 		done = r
-		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: in.manifest(st)}}); err != nil {
+		mf, pages := in.split(in.manifest(st))
+		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
+			return err
+		}
+		if err := w.setPages(tx, in.id, pages, nil); err != nil {
 			return err
 		}
 		return w.setFence(tx, in, now)

@@ -46,6 +46,31 @@ type env struct {
 	client  *firestore.Client // through the fault injector
 	api     *vkit.Client      // the chunks' API client, through the fault injector too
 	clean   *firestore.Client // straight to the emulator, for checks
+	// paged: the env's writers keep every manifest in pages of
+	// testPageSize entries (see eachForm).
+	paged bool
+}
+
+// testPageSize is the manifest page size of a paged env: small, so that a
+// chunk of 50 districts spans several pages.
+const testPageSize = 7
+
+// eachForm runs test twice, in parallel subtests: on the inline manifest
+// and on the paged one.
+func eachForm(t *testing.T, test func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, paged := range []bool{false, true} {
+		name := "inline"
+		if paged {
+			name = "paged"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.paged = paged
+			test(t, e)
+		})
+	}
 }
 
 func newEnv(t *testing.T) *env {
@@ -69,7 +94,11 @@ func (e *env) locker() *firestorelock.Backend {
 
 func (e *env) writer(opts ...Option) *Writer {
 	e.t.Helper()
-	w, err := NewWriter(e.client, e.locker(), append([]Option{WithAPIClient(e.api), WithRetryPolicy(fastPolicy()), WithLockWait(0)}, opts...)...)
+	base := []Option{WithAPIClient(e.api), WithRetryPolicy(fastPolicy()), WithLockWait(0)}
+	if e.paged {
+		base = append(base, withPages(0, testPageSize))
+	}
+	w, err := NewWriter(e.client, e.locker(), append(base, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -91,13 +120,29 @@ func (e *env) stored(id string) []string {
 	return ids
 }
 
+// rootData is snapshot id's root with its manifest whole, its pages'
+// entries in manifest.districts when paged. The pages must agree with the
+// root, and the root's form with the env's.
 func (e *env) rootData(id string) map[string]any {
 	e.t.Helper()
-	doc, err := e.clean.Collection(DefaultCollection).Doc(id).Get(context.Background())
+	ref := e.clean.Collection(DefaultCollection).Doc(id)
+	doc, err := ref.Get(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return doc.Data()
+	pages, err := ref.Collection(pagesCollection).Documents(context.Background()).GetAll()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	root := doc.Data()
+	if probs := pageProblems(id, root, pages); len(probs) > 0 {
+		e.t.Errorf("manifest pages: %v", probs)
+	}
+	if pagedRoot(root) != e.paged {
+		e.t.Errorf("manifest paged %v, want %v", pagedRoot(root), e.paged)
+	}
+	expandPages(root, pages)
+	return root
 }
 
 func (e *env) get(id string) *model.Snapshot {
@@ -211,33 +256,34 @@ func TestChunkCountsAndRoundTrip(t *testing.T) {
 	for _, n := range []int{1, 49, 50, 51, 100, 132} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			in := gen(n, int64(n))
-			res := mustWrite(t, e.writer(), day, in)
-			checkInvariants(t, res)
-			if want := 1 + (n+49)/50; res.TotalBatches != want {
-				t.Errorf("totalBatches = %d, want %d", res.TotalBatches, want)
-			}
-			for _, b := range res.BatchResults {
-				if b.OperationCount > 50 {
-					t.Errorf("batch %d has %d operations", b.BatchIndex, b.OperationCount)
+			eachForm(t, func(t *testing.T, e *env) {
+				in := gen(n, int64(n))
+				res := mustWrite(t, e.writer(), day, in)
+				checkInvariants(t, res)
+				if want := 1 + (n+49)/50; res.TotalBatches != want {
+					t.Errorf("totalBatches = %d, want %d", res.TotalBatches, want)
 				}
-			}
-			if res.BatchResults[0].OperationCount != 1 || len(res.BatchResults[0].DistrictIDs) != 0 {
-				t.Errorf("batch 0 is not the root alone: %+v", res.BatchResults[0])
-			}
-			for _, c := range e.f.commits() {
-				if len(c.districts) > 50 {
-					t.Errorf("a commit carried %d district writes", len(c.districts))
+				for _, b := range res.BatchResults {
+					if b.OperationCount > 50 {
+						t.Errorf("batch %d has %d operations", b.BatchIndex, b.OperationCount)
+					}
 				}
-			}
-			if got := e.get(day); !model.Equal(got, in) {
-				t.Errorf("read back differs: %s", model.Diff(got, in))
-			}
-			md := asMap(e.rootData(day)["metadata"])
-			if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != res.Fence {
-				t.Errorf("root metadata = status %v writeComplete %v fence %v", md["status"], md["writeComplete"], md["writerFence"])
-			}
+				if res.BatchResults[0].OperationCount != 1 || len(res.BatchResults[0].DistrictIDs) != 0 {
+					t.Errorf("batch 0 is not the root alone: %+v", res.BatchResults[0])
+				}
+				for _, c := range e.f.commits() {
+					if len(c.districts) > 50 {
+						t.Errorf("a commit carried %d district writes", len(c.districts))
+					}
+				}
+				if got := e.get(day); !model.Equal(got, in) {
+					t.Errorf("read back differs: %s", model.Diff(got, in))
+				}
+				md := asMap(e.rootData(day)["metadata"])
+				if md["status"] != in.Status || md["writeComplete"] != true || md["writerFence"] != res.Fence {
+					t.Errorf("root metadata = status %v writeComplete %v fence %v", md["status"], md["writeComplete"], md["writerFence"])
+				}
+			})
 		})
 	}
 }
@@ -245,31 +291,32 @@ func TestChunkCountsAndRoundTrip(t *testing.T) {
 // Property 3: the root commits, alone, before any district commit starts.
 func TestRootCommitsBeforeAnyChunk(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	mustWrite(t, e.writer(WithConcurrency(8)), day, gen(132, 3))
-	calls := e.f.commits()
-	var rootEnd time.Time
-	for _, c := range calls {
-		if c.rootSet && len(c.districts) == 0 && c.err == nil {
-			rootEnd = c.end
-			break
-		}
-	}
-	if rootEnd.IsZero() {
-		t.Fatal("no root commit seen")
-	}
-	for _, c := range calls {
-		if len(c.districts) > 0 {
-			// A chunk records its districts in the root by transforms;
-			// it never sets the root.
-			if c.rootSet || c.fence {
-				t.Errorf("commit %d mixes the root's or fence's write with districts", c.seq)
-			}
-			if c.start.Before(rootEnd) {
-				t.Errorf("district commit %d started before the root commit returned", c.seq)
+	eachForm(t, func(t *testing.T, e *env) {
+		mustWrite(t, e.writer(WithConcurrency(8)), day, gen(132, 3))
+		calls := e.f.commits()
+		var rootEnd time.Time
+		for _, c := range calls {
+			if c.rootSet && len(c.districts) == 0 && c.err == nil {
+				rootEnd = c.end
+				break
 			}
 		}
-	}
+		if rootEnd.IsZero() {
+			t.Fatal("no root commit seen")
+		}
+		for _, c := range calls {
+			if len(c.districts) > 0 {
+				// A chunk records its districts in the root by transforms;
+				// it never sets the root.
+				if c.rootSet || c.fence {
+					t.Errorf("commit %d mixes the root's or fence's write with districts", c.seq)
+				}
+				if c.start.Before(rootEnd) {
+					t.Errorf("district commit %d started before the root commit returned", c.seq)
+				}
+			}
+		}
+	})
 }
 
 // Property 5: every retryable code is retried and nothing is lost.
@@ -278,37 +325,38 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 	for _, code := range []codes.Code{codes.DeadlineExceeded, codes.Internal, codes.Aborted, codes.Unavailable, codes.ResourceExhausted} {
 		t.Run(code.String(), func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			in := gen(120, 11)
-			var mu sync.Mutex
-			failed := map[string]bool{}
-			// Fail the first commit of every chunk once, and the root once.
-			e.f.setRule(func(c *commitCall) error {
-				key := "root"
-				if len(c.districts) > 0 {
-					key = c.districts[0]
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				if failed[key] {
-					return nil
-				}
-				failed[key] = true
-				return status.Error(code, "injected")
-			})
-			res := mustWrite(t, e.writer(), day, in)
-			checkInvariants(t, res)
-			if code != codes.Unavailable && code != codes.ResourceExhausted {
-				// The client library retries these two on Commit itself.
-				for _, b := range res.BatchResults {
-					if b.RetryAttempts < 1 {
-						t.Errorf("batch %d: retryAttempts = %d, want ≥ 1", b.BatchIndex, b.RetryAttempts)
+			eachForm(t, func(t *testing.T, e *env) {
+				in := gen(120, 11)
+				var mu sync.Mutex
+				failed := map[string]bool{}
+				// Fail the first commit of every chunk once, and the root once.
+				e.f.setRule(func(c *commitCall) error {
+					key := "root"
+					if len(c.districts) > 0 {
+						key = c.districts[0]
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if failed[key] {
+						return nil
+					}
+					failed[key] = true
+					return status.Error(code, "injected")
+				})
+				res := mustWrite(t, e.writer(), day, in)
+				checkInvariants(t, res)
+				if code != codes.Unavailable && code != codes.ResourceExhausted {
+					// The client library retries these two on Commit itself.
+					for _, b := range res.BatchResults {
+						if b.RetryAttempts < 1 {
+							t.Errorf("batch %d: retryAttempts = %d, want ≥ 1", b.BatchIndex, b.RetryAttempts)
+						}
 					}
 				}
-			}
-			if got := e.get(day); !model.Equal(got, in) {
-				t.Errorf("read back differs: %s", model.Diff(got, in))
-			}
+				if got := e.get(day); !model.Equal(got, in) {
+					t.Errorf("read back differs: %s", model.Diff(got, in))
+				}
+			})
 		})
 	}
 }
@@ -317,100 +365,102 @@ func TestTransientFaultsAreRetried(t *testing.T) {
 // and nothing is lost.
 func TestRandomTransientFaults(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(200, 5)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var mu sync.Mutex
-	codesList := []codes.Code{codes.DeadlineExceeded, codes.Internal, codes.Aborted}
-	e.f.setRule(func(c *commitCall) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if rng.Float64() < 0.3 {
-			return status.Error(codesList[rng.IntN(len(codesList))], "injected")
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(200, 5)
+		rng := rand.New(rand.NewPCG(1, 2))
+		var mu sync.Mutex
+		codesList := []codes.Code{codes.DeadlineExceeded, codes.Internal, codes.Aborted}
+		e.f.setRule(func(c *commitCall) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if rng.Float64() < 0.3 {
+				return status.Error(codesList[rng.IntN(len(codesList))], "injected")
+			}
+			return nil
+		})
+		p := fastPolicy()
+		p.MaxRetries = 8 // 0.3^9: a chunk failing every attempt would be a test bug
+		res := mustWrite(t, e.writer(WithRetryPolicy(p), WithConcurrency(5)), day, in)
+		checkInvariants(t, res)
+		if got := e.get(day); !model.Equal(got, in) {
+			t.Errorf("read back differs: %s", model.Diff(got, in))
 		}
-		return nil
 	})
-	p := fastPolicy()
-	p.MaxRetries = 8 // 0.3^9: a chunk failing every attempt would be a test bug
-	res := mustWrite(t, e.writer(WithRetryPolicy(p), WithConcurrency(5)), day, in)
-	checkInvariants(t, res)
-	if got := e.get(day); !model.Equal(got, in) {
-		t.Errorf("read back differs: %s", model.Diff(got, in))
-	}
 }
 
 // Properties 6 and 7: a chunk failing permanently leaves the others written
 // and the manifest exact; the snapshot is partial.
 func TestPermanentChunkFailureIsPartial(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	in := gen(132, 7)
-	ids := districtIDs(in)
-	victim := ids[60] // in the second district chunk
-	e.deny(victim)
-	res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
-	checkInvariants(t, res)
-	if res.Complete || res.FailedBatches != 1 {
-		t.Fatalf("want one failed batch, got %+v", res)
-	}
-	if n := e.f.commitsFor(victim); n != 1 {
-		t.Errorf("a permanent failure was attempted %d times, want 1", n)
-	}
-	failed := map[string]bool{}
-	for _, b := range res.BatchResults {
-		if !b.Success {
-			for _, d := range b.DistrictIDs {
-				failed[d] = true
+	eachForm(t, func(t *testing.T, e *env) {
+		in := gen(132, 7)
+		ids := districtIDs(in)
+		victim := ids[60] // in the second district chunk
+		e.deny(victim)
+		res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
+		checkInvariants(t, res)
+		if res.Complete || res.FailedBatches != 1 {
+			t.Fatalf("want one failed batch, got %+v", res)
+		}
+		if n := e.f.commitsFor(victim); n != 1 {
+			t.Errorf("a permanent failure was attempted %d times, want 1", n)
+		}
+		failed := map[string]bool{}
+		for _, b := range res.BatchResults {
+			if !b.Success {
+				for _, d := range b.DistrictIDs {
+					failed[d] = true
+				}
 			}
 		}
-	}
-	if !failed[victim] || len(failed) != 50 {
-		t.Fatalf("failed districts = %d (victim in: %v), want the victim's chunk of 50", len(failed), failed[victim])
-	}
-	// Later chunks were still written.
-	stored := map[string]bool{}
-	for _, id := range e.stored(day) {
-		stored[id] = true
-	}
-	for _, id := range ids {
-		if stored[id] == failed[id] {
-			t.Errorf("district %s: stored %v, failed %v", id, stored[id], failed[id])
+		if !failed[victim] || len(failed) != 50 {
+			t.Fatalf("failed districts = %d (victim in: %v), want the victim's chunk of 50", len(failed), failed[victim])
 		}
-	}
-	root := e.rootData(day)
-	md, mf := asMap(root["metadata"]), asMap(root["manifest"])
-	if md["status"] != "partial" || md["writeComplete"] != false {
-		t.Errorf("metadata status %v writeComplete %v, want partial/false", md["status"], md["writeComplete"])
-	}
-	wf, _ := md["writeFailedDistricts"].([]any)
-	if len(wf) != 50 {
-		t.Errorf("writeFailedDistricts has %d entries, want 50", len(wf))
-	}
-	for _, x := range wf {
-		if !failed[x.(string)] {
-			t.Errorf("writeFailedDistricts names %v, which did not fail", x)
+		// Later chunks were still written.
+		stored := map[string]bool{}
+		for _, id := range e.stored(day) {
+			stored[id] = true
 		}
-	}
-	if mf["failedDistricts"] != int64(50) || mf["successfulDistricts"] != int64(82) || mf["totalDistricts"] != int64(132) {
-		t.Errorf("manifest counts = %v/%v/%v", mf["successfulDistricts"], mf["failedDistricts"], mf["totalDistricts"])
-	}
-	for _, x := range mf["districts"].([]any) {
-		entry := asMap(x)
-		id := entry["districtId"].(string)
-		want := "success"
-		if failed[id] {
-			want = "failed"
-			if msg, _ := entry["errorMessage"].(string); !strings.Contains(msg, "PermissionDenied") {
-				t.Errorf("entry %s errorMessage = %q", id, msg)
+		for _, id := range ids {
+			if stored[id] == failed[id] {
+				t.Errorf("district %s: stored %v, failed %v", id, stored[id], failed[id])
 			}
 		}
-		if entry["status"] != want {
-			t.Errorf("manifest entry %s status %v, want %s", id, entry["status"], want)
+		root := e.rootData(day)
+		md, mf := asMap(root["metadata"]), asMap(root["manifest"])
+		if md["status"] != "partial" || md["writeComplete"] != false {
+			t.Errorf("metadata status %v writeComplete %v, want partial/false", md["status"], md["writeComplete"])
 		}
-	}
-	if s, err := NewReader(e.clean, "").Summary(context.Background(), day); err != nil || s.State != "partial" || len(s.FailedDistricts) != 50 {
-		t.Errorf("summary = %+v, %v", s, err)
-	}
+		wf, _ := md["writeFailedDistricts"].([]any)
+		if len(wf) != 50 {
+			t.Errorf("writeFailedDistricts has %d entries, want 50", len(wf))
+		}
+		for _, x := range wf {
+			if !failed[x.(string)] {
+				t.Errorf("writeFailedDistricts names %v, which did not fail", x)
+			}
+		}
+		if mf["failedDistricts"] != int64(50) || mf["successfulDistricts"] != int64(82) || mf["totalDistricts"] != int64(132) {
+			t.Errorf("manifest counts = %v/%v/%v", mf["successfulDistricts"], mf["failedDistricts"], mf["totalDistricts"])
+		}
+		for _, x := range mf["districts"].([]any) {
+			entry := asMap(x)
+			id := entry["districtId"].(string)
+			want := "success"
+			if failed[id] {
+				want = "failed"
+				if msg, _ := entry["errorMessage"].(string); !strings.Contains(msg, "PermissionDenied") {
+					t.Errorf("entry %s errorMessage = %q", id, msg)
+				}
+			}
+			if entry["status"] != want {
+				t.Errorf("manifest entry %s status %v, want %s", id, entry["status"], want)
+			}
+		}
+		if s, err := NewReader(e.clean, "").Summary(context.Background(), day); err != nil || s.State != "partial" || len(s.FailedDistricts) != 50 {
+			t.Errorf("summary = %+v, %v", s, err)
+		}
+	})
 }
 
 // Property 8: when the root cannot be written, no district is attempted.
@@ -476,20 +526,21 @@ func TestRetriesStopAtMaxRetries(t *testing.T) {
 // Re-writing a date with fewer districts removes the dropped ones.
 func TestRewriteRemovesDroppedDistricts(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	w := e.writer()
-	mustWrite(t, w, day, gen(120, 4))
-	smaller := gen(70, 4)
-	res := mustWrite(t, w, day, smaller)
-	if res.StaleDeleted != 50 {
-		t.Errorf("staleDistrictsDeleted = %d, want 50", res.StaleDeleted)
-	}
-	if got, want := e.stored(day), sortedIDs(smaller); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("stored %d districts, want %d", len(got), len(want))
-	}
-	if got := e.get(day); !model.Equal(got, smaller) {
-		t.Errorf("read back differs: %s", model.Diff(got, smaller))
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		w := e.writer()
+		mustWrite(t, w, day, gen(120, 4))
+		smaller := gen(70, 4)
+		res := mustWrite(t, w, day, smaller)
+		if res.StaleDeleted != 50 {
+			t.Errorf("staleDistrictsDeleted = %d, want 50", res.StaleDeleted)
+		}
+		if got, want := e.stored(day), sortedIDs(smaller); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("stored %d districts, want %d", len(got), len(want))
+		}
+		if got := e.get(day); !model.Equal(got, smaller) {
+			t.Errorf("read back differs: %s", model.Diff(got, smaller))
+		}
+	})
 }
 
 // A held lock makes the write give up without writing anything.
@@ -514,44 +565,45 @@ func TestLockHeld(t *testing.T) {
 // refused, A ends fenced out, and B's data is intact.
 func TestStaleWriterIsFencedOut(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	aIn, bIn := gen(120, 21), gen(80, 22)
-	resume := make(chan struct{})
-	rootDone := make(chan struct{})
-	a := e.writer(WithLockTTL(time.Minute), withBeforeChunks(func(context.Context) { close(rootDone); <-resume }))
-	type out struct {
-		res *Result
-		err error
-	}
-	aDone := make(chan out, 1)
-	go func() {
-		res, err := a.Write(ctx, day, aIn)
-		aDone <- out{res, err}
-	}()
-	<-rootDone
-	// A's lock "expires" (a GC pause, a partition): remove it behind A's back.
-	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	bRes := mustWrite(t, e.writer(), day, bIn)
-	close(resume)
-	got := <-aDone
-	if !errors.Is(got.err, ErrFencedOut) {
-		t.Fatalf("A: err = %v, want ErrFencedOut", got.err)
-	}
-	if got.res.DistrictsWritten != 0 {
-		t.Errorf("A wrote %d districts after being fenced out", got.res.DistrictsWritten)
-	}
-	if !fenceNewer(bRes.Fence, got.res.Fence) {
-		t.Errorf("B's fence %s is not newer than A's %s", bRes.Fence, got.res.Fence)
-	}
-	if back := e.get(day); !model.Equal(back, bIn) {
-		t.Errorf("B's snapshot was damaged: %s", model.Diff(back, bIn))
-	}
-	if md := asMap(e.rootData(day)["metadata"]); md["writerFence"] != bRes.Fence || md["writeComplete"] != true {
-		t.Errorf("root metadata fence %v complete %v", md["writerFence"], md["writeComplete"])
-	}
+	eachForm(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		aIn, bIn := gen(120, 21), gen(80, 22)
+		resume := make(chan struct{})
+		rootDone := make(chan struct{})
+		a := e.writer(WithLockTTL(time.Minute), withBeforeChunks(func(context.Context) { close(rootDone); <-resume }))
+		type out struct {
+			res *Result
+			err error
+		}
+		aDone := make(chan out, 1)
+		go func() {
+			res, err := a.Write(ctx, day, aIn)
+			aDone <- out{res, err}
+		}()
+		<-rootDone
+		// A's lock "expires" (a GC pause, a partition): remove it behind A's back.
+		if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		bRes := mustWrite(t, e.writer(), day, bIn)
+		close(resume)
+		got := <-aDone
+		if !errors.Is(got.err, ErrFencedOut) {
+			t.Fatalf("A: err = %v, want ErrFencedOut", got.err)
+		}
+		if got.res.DistrictsWritten != 0 {
+			t.Errorf("A wrote %d districts after being fenced out", got.res.DistrictsWritten)
+		}
+		if !fenceNewer(bRes.Fence, got.res.Fence) {
+			t.Errorf("B's fence %s is not newer than A's %s", bRes.Fence, got.res.Fence)
+		}
+		if back := e.get(day); !model.Equal(back, bIn) {
+			t.Errorf("B's snapshot was damaged: %s", model.Diff(back, bIn))
+		}
+		if md := asMap(e.rootData(day)["metadata"]); md["writerFence"] != bRes.Fence || md["writeComplete"] != true {
+			t.Errorf("root metadata fence %v complete %v", md["writerFence"], md["writeComplete"])
+		}
+	})
 }
 
 // An older writer's root is refused outright once a newer fence is stored.
@@ -579,59 +631,60 @@ func TestOlderFenceCannotReplaceRoot(t *testing.T) {
 // nobody else wrote), its manifest recorded.
 func TestLeaseLossCancelsChunks(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	resume := make(chan struct{})
-	rootDone := make(chan struct{})
-	// The hook holds the write between its root and its chunks until the
-	// lease's loss ends the write's work context.
-	w := e.writer(WithLockTTL(600*time.Millisecond), withBeforeChunks(func(wctx context.Context) {
-		close(rootDone)
-		<-resume
+	eachForm(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		resume := make(chan struct{})
+		rootDone := make(chan struct{})
+		// The hook holds the write between its root and its chunks until the
+		// lease's loss ends the write's work context.
+		w := e.writer(WithLockTTL(600*time.Millisecond), withBeforeChunks(func(wctx context.Context) {
+			close(rootDone)
+			<-resume
+			select {
+			case <-wctx.Done():
+			case <-time.After(30 * time.Second):
+				t.Error("the lease was not lost within 30 s of its lock's deletion")
+			}
+		}))
+		type out struct {
+			res *Result
+			err error
+		}
+		done := make(chan out, 1)
+		go func() {
+			res, err := w.Write(ctx, day, gen(120, 9))
+			done <- out{res, err}
+		}()
 		select {
-		case <-wctx.Done():
-		case <-time.After(30 * time.Second):
-			t.Error("the lease was not lost within 30 s of its lock's deletion")
+		case <-rootDone:
+		case got := <-done:
+			t.Fatalf("the write ended before its chunks: %v", got.err)
 		}
-	}))
-	type out struct {
-		res *Result
-		err error
-	}
-	done := make(chan out, 1)
-	go func() {
-		res, err := w.Write(ctx, day, gen(120, 9))
-		done <- out{res, err}
-	}()
-	select {
-	case <-rootDone:
-	case got := <-done:
-		t.Fatalf("the write ended before its chunks: %v", got.err)
-	}
-	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	close(resume) // the heartbeat's next extend finds the lock gone
-	got := <-done
-	if !errors.Is(got.err, ErrLockLost) || !errors.Is(got.err, locking.ErrLeaseLost) || errors.Is(got.err, ErrFencedOut) {
-		t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", got.err)
-	}
-	if !got.res.LockLost || !got.res.ManifestRecorded {
-		t.Errorf("result: lockLost %v, manifestRecorded %v; want both", got.res.LockLost, got.res.ManifestRecorded)
-	}
-	if got.res.DistrictsWritten != 0 || len(e.stored(day)) != 0 {
-		t.Errorf("chunks ran after the lease was lost: %d written", got.res.DistrictsWritten)
-	}
-	for _, b := range got.res.BatchResults[1:] {
-		// The batch's error is a value: the lease's loss, matched with errors.Is.
-		if b.Success || !errors.Is(b.Err, locking.ErrLeaseLost) || !strings.Contains(b.Err.Error(), "not attempted") {
-			t.Errorf("batch %d: %+v", b.BatchIndex, b)
+		if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// The finish still recorded the outcome under our (still current) fence.
-	if md := asMap(e.rootData(day)["metadata"]); md["status"] != "partial" {
-		t.Errorf("root status %v, want partial", md["status"])
-	}
+		close(resume) // the heartbeat's next extend finds the lock gone
+		got := <-done
+		if !errors.Is(got.err, ErrLockLost) || !errors.Is(got.err, locking.ErrLeaseLost) || errors.Is(got.err, ErrFencedOut) {
+			t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", got.err)
+		}
+		if !got.res.LockLost || !got.res.ManifestRecorded {
+			t.Errorf("result: lockLost %v, manifestRecorded %v; want both", got.res.LockLost, got.res.ManifestRecorded)
+		}
+		if got.res.DistrictsWritten != 0 || len(e.stored(day)) != 0 {
+			t.Errorf("chunks ran after the lease was lost: %d written", got.res.DistrictsWritten)
+		}
+		for _, b := range got.res.BatchResults[1:] {
+			// The batch's error is a value: the lease's loss, matched with errors.Is.
+			if b.Success || !errors.Is(b.Err, locking.ErrLeaseLost) || !strings.Contains(b.Err.Error(), "not attempted") {
+				t.Errorf("batch %d: %+v", b.BatchIndex, b)
+			}
+		}
+		// The finish still recorded the outcome under our (still current) fence.
+		if md := asMap(e.rootData(day)["metadata"]); md["status"] != "partial" {
+			t.Errorf("root status %v, want partial", md["status"])
+		}
+	})
 }
 
 // A snapshot written under another lock backend is not replaced unless the

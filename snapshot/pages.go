@@ -1,0 +1,257 @@
+package snapshot
+
+import (
+	"fmt"
+	"strconv"
+
+	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// The manifest's two forms. Inline, the application's layout, the root's
+// manifest.districts holds an entry per district. A snapshot whose root
+// would not fit Firestore's 1 MiB with them (about 5,000 districts) is
+// paged: its entries live, in input order, in manifest pages
+// snapshots/{id}/manifest/{00000, 00001, …} of pageSize entries each, and
+// the root's manifest keeps the counts, no districts array, and where the
+// entries are (entriesIn "pages", pages, pageSize). The metadata's id lists
+// stay in the root in both forms.
+const (
+	pagesCollection = "manifest"
+	entriesInPages  = "pages"
+	// defaultPageSize keeps a page far under 1 MiB: an entry is about 200
+	// bytes, and a failed one's errorMessage may add a few hundred more.
+	defaultPageSize = 1000
+	// defaultPageThreshold is the largest estimated root (model.RootEstimate,
+	// itself from above) kept inline: a margin under 1 MiB for what the
+	// estimate cannot know, such as the errorMessages of failed chunks.
+	defaultPageThreshold = model.MaxDocumentBytes - 64<<10
+)
+
+// pageDocument is one manifest page: entries [first, first+len) of the
+// manifest, in input order.
+type pageDocument struct {
+	SnapshotID string      `firestore:"snapshotId"`
+	Page       int64       `firestore:"page"`
+	First      int64       `firestore:"first"`
+	Districts  []pageEntry `firestore:"districts"`
+}
+
+// pageEntry is a manifest entry as a page holds it: only snapwriter reads
+// pages, so the keys are short and fileName ("district_{id}") is left
+// out. That makes an entry about 110 bytes on the wire instead of 210, and
+// the root transaction, which writes every page, about 3.5 MB instead of 5
+// at 20,000 districts.
+type pageEntry struct {
+	DistrictID   string `firestore:"id"`
+	Status       string `firestore:"st"`
+	FileSize     int64  `firestore:"sz"`
+	ContentHash  string `firestore:"h"`
+	LastModified string `firestore:"t"`
+	ErrorMessage string `firestore:"err,omitempty"`
+}
+
+// toPage is manifest entry e as a page holds it.
+func toPage(e manifestEntry) pageEntry {
+	return pageEntry{DistrictID: e.DistrictID, Status: e.Status, FileSize: e.FileSize, ContentHash: e.ContentHash,
+		LastModified: e.LastModified, ErrorMessage: e.ErrorMessage}
+}
+
+// fromPage is a stored page entry as the manifest entry it stands for, in
+// the form manifest.districts holds entries.
+func fromPage(v any) map[string]any {
+	p := asMap(v)
+	id, _ := p["id"].(string)
+	e := map[string]any{"districtId": id, "fileName": districtDocID(id), "status": p["st"], "fileSize": p["sz"],
+		"contentHash": p["h"], "lastModified": p["t"]}
+	if msg, ok := p["err"]; ok {
+		e["errorMessage"] = msg
+	}
+	return e
+}
+
+// pageID is page n's document id: zero-padded, so ids sort as pages do.
+func pageID(n int) string { return fmt.Sprintf("%05d", n) }
+
+// paginate decides the form of in's manifest from the estimated root: inline
+// while it fits under the writer's threshold, else pages.
+func (w *Writer) paginate(in *rootInput) {
+	inline, _, _ := model.RootEstimate(in.snap)
+	if inline <= w.cfg.pageThreshold {
+		return
+	}
+	in.pageSize = w.cfg.pageSize
+	in.pageOf = make(map[string]int, len(in.snap.Payload.Districts))
+	for i, d := range in.snap.Payload.Districts {
+		in.pageOf[d.DistrictID] = i / in.pageSize
+	}
+}
+
+// paged reports whether in's manifest entries live in manifest pages.
+func (in rootInput) paged() bool { return in.pageSize > 0 }
+
+// split divides manifest m into the root's manifest and the pages: m as it
+// is, and no pages, for the inline form.
+func (in rootInput) split(m manifest) (manifest, []pageDocument) {
+	if !in.paged() {
+		return m, nil
+	}
+	var pages []pageDocument
+	for first := 0; first < len(m.Districts); first += in.pageSize {
+		p := pageDocument{SnapshotID: in.id, Page: int64(len(pages)), First: int64(first)}
+		for _, e := range m.Districts[first:min(first+in.pageSize, len(m.Districts))] {
+			p.Districts = append(p.Districts, toPage(e))
+		}
+		pages = append(pages, p)
+	}
+	m.Districts = nil
+	m.EntriesIn, m.Pages, m.PageSize = entriesInPages, int64(len(pages)), int64(in.pageSize)
+	return m, pages
+}
+
+// pagesRef is snapshot id's manifest pages collection.
+func (w *Writer) pagesRef(id string) *firestore.CollectionRef {
+	return w.root(id).Collection(pagesCollection)
+}
+
+// storedPageIDs lists, in tx, the ids of the manifest pages stored under
+// snapshot id, so that a write replacing the manifest deletes those it
+// does not write. A read: call it before tx's first write.
+func (w *Writer) storedPageIDs(tx *firestore.Transaction, id string) ([]string, error) {
+	docs, err := tx.Documents(w.pagesRef(id).Select()).GetAll()
+	if err != nil {
+		return nil, fmt.Errorf("listing manifest pages: %w", err)
+	}
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.Ref.ID
+	}
+	return ids, nil
+}
+
+// setPages adds to tx the writes of pages and the deletes of the stored
+// pages (stored, by id) it does not replace: those of an earlier write with
+// more districts, or every one when the manifest is inline now.
+func (w *Writer) setPages(tx *firestore.Transaction, id string, pages []pageDocument, stored []string) error {
+	keep := make(map[string]bool, len(pages))
+	for i, p := range pages {
+		keep[pageID(i)] = true
+		if err := tx.Set(w.pagesRef(id).Doc(pageID(i)), p); err != nil {
+			return retry.Permanent(err)
+		}
+	}
+	for _, sid := range stored {
+		if !keep[sid] {
+			if err := tx.Delete(w.pagesRef(id).Doc(sid)); err != nil {
+				return retry.Permanent(err)
+			}
+		}
+	}
+	return nil
+}
+
+// pageWrites are the writes of the record of districts written, for a
+// paged manifest: in each page holding some of them their entries turn
+// from pending to written, removed and added by value as recordWrites
+// does in the root. pending[i] and written[i] are one district's entries.
+func (w *Writer) pageWrites(in rootInput, pending, written []manifestEntry) []*pb.Write {
+	byPage := map[int][]int{}
+	var order []int
+	for i, e := range pending {
+		p := in.pageOf[e.DistrictID]
+		if _, seen := byPage[p]; !seen {
+			order = append(order, p)
+		}
+		byPage[p] = append(byPage[p], i)
+	}
+	var ws []*pb.Write
+	for _, p := range order {
+		rm := make([]*pb.Value, 0, len(byPage[p]))
+		add := make([]*pb.Value, 0, len(byPage[p]))
+		for _, i := range byPage[p] {
+			rm, add = append(rm, toPage(pending[i]).value()), append(add, toPage(written[i]).value())
+		}
+		name := w.pagesRef(in.id).Doc(pageID(p)).Path
+		ws = append(ws, transformWrite(name, arrayRemove("districts", rm...)), transformWrite(name, arrayUnion("districts", add...)))
+	}
+	return ws
+}
+
+// value encodes a page entry as the Firestore client encodes the struct
+// (its firestore tags; err omitted when empty), so that a chunk's
+// arrayRemove matches the entry the root transaction stored.
+func (e pageEntry) value() *pb.Value {
+	f := map[string]*pb.Value{
+		"id": stringValue(e.DistrictID),
+		"st": stringValue(e.Status),
+		"sz": integerValue(e.FileSize),
+		"h":  stringValue(e.ContentHash),
+		"t":  stringValue(e.LastModified),
+	}
+	if e.ErrorMessage != "" {
+		f["err"] = stringValue(e.ErrorMessage)
+	}
+	return &pb.Value{ValueType: &pb.Value_MapValue{MapValue: &pb.MapValue{Fields: f}}}
+}
+
+// pagedRoot reports whether a stored root keeps its manifest entries in
+// manifest pages.
+func pagedRoot(root map[string]any) bool {
+	return asMap(root["manifest"])["entriesIn"] == entriesInPages
+}
+
+// expandPages puts the entries of a paged root's manifest pages into its
+// manifest.districts, in page order, so that code reading the root sees
+// the manifest whole in either form. pages are the stored page documents,
+// in id order; those the root does not count (stale) are left out. It
+// modifies root, a map of the caller's own.
+func expandPages(root map[string]any, pages []*firestore.DocumentSnapshot) {
+	mf := asMap(root["manifest"])
+	if mf == nil || !pagedRoot(root) {
+		return
+	}
+	n, _ := mf["pages"].(int64)
+	entries := []any{}
+	for _, p := range pages {
+		i, err := strconv.Atoi(p.Ref.ID)
+		if err != nil || p.Ref.ID != pageID(i) || int64(i) >= n {
+			continue
+		}
+		list, _ := p.Data()["districts"].([]any)
+		for _, e := range list {
+			entries = append(entries, fromPage(e))
+		}
+	}
+	mf["districts"] = entries
+}
+
+// pageProblems says where the stored manifest pages disagree with the
+// root: a paged root counts manifest.pages pages, 00000 onwards, each
+// naming the snapshot; an inline one has none.
+func pageProblems(id string, root map[string]any, pages []*firestore.DocumentSnapshot) []string {
+	var probs []string
+	n := int64(0)
+	if pagedRoot(root) {
+		n, _ = asMap(root["manifest"])["pages"].(int64)
+	}
+	have := map[string]bool{}
+	for _, p := range pages {
+		have[p.Ref.ID] = true
+		i, err := strconv.Atoi(p.Ref.ID)
+		switch {
+		case err != nil || p.Ref.ID != pageID(i) || int64(i) >= n:
+			probs = append(probs, fmt.Sprintf("manifest page %s is stored, but the root counts %d pages", p.Ref.ID, n))
+		case p.Data()["snapshotId"] != id:
+			probs = append(probs, fmt.Sprintf("manifest page %s names snapshot %v", p.Ref.ID, p.Data()["snapshotId"]))
+		}
+	}
+	for i := range int(n) {
+		if !have[pageID(i)] {
+			probs = append(probs, fmt.Sprintf("manifest page %s is missing (the root counts %d pages)", pageID(i), n))
+		}
+	}
+	return probs
+}
