@@ -65,8 +65,9 @@ type groupResult struct {
 	rtt       time.Duration // added by the proxy (0: no proxy)
 	readMs    float64       // measured p50 of a one-document read, ms
 	rounds    int
-	rate      map[string]float64 // docs/s
-	cpu       map[string]float64 // client CPU-seconds per 1,000 districts
+	rate      map[string]float64   // docs/s
+	cpu       map[string]float64   // client CPU-seconds per 1,000 districts
+	samples   map[string][]float64 // every round's docs/s
 }
 
 // rssResult is one run of the built binary's `write`.
@@ -202,7 +203,7 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 		}
 	}
 	g := groupResult{districts: n, rtt: rtt, readMs: benchutil.Median(reads), rounds: rounds,
-		rate: map[string]float64{}, cpu: map[string]float64{}}
+		rate: map[string]float64{}, cpu: map[string]float64{}, samples: rates}
 	for _, name := range contenderNames {
 		g.rate[name] = benchutil.Median(rates[name])
 		g.cpu[name] = benchutil.Median(cpus[name])
@@ -672,6 +673,21 @@ func printTables(w io.Writer, groups []groupResult, rss []rssResult, took time.D
 		row := []string{label(g)}
 		for _, name := range contenderNames {
 			row = append(row, fmt.Sprintf("%.3f", g.cpu[name]))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	_ = tw.Flush()
+	// The spread says how far to trust a median on a loaded machine.
+	fmt.Fprintln(w, "\ndocs/s of every round, in round order")
+	head("districts", "rtt")
+	for _, g := range groups {
+		row := []string{fmt.Sprintf("%d\t%s", g.districts, fmtMs(g.rtt))}
+		for _, name := range contenderNames {
+			var xs []string
+			for _, x := range g.samples[name] {
+				xs = append(xs, fmt.Sprintf("%.0f", x))
+			}
+			row = append(row, strings.Join(xs, " "))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
