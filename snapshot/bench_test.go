@@ -67,7 +67,8 @@ type groupResult struct {
 	rounds    int
 	rate      map[string]float64   // docs/s
 	cpu       map[string]float64   // client CPU-seconds per 1,000 districts
-	samples   map[string][]float64 // every round's docs/s
+	samples   map[string][]float64 // every successful round's docs/s
+	failed    map[string]int       // rounds whose write failed
 }
 
 // rssResult is one run of the built binary's `write`.
@@ -151,6 +152,7 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 	budget := benchutil.EnvInt("BENCH_EMU_DOCS", 40000)
 	ctx := context.Background()
 	rates, cpus := map[string][]float64{}, map[string][]float64{}
+	failed := map[string]int{}
 	var reads []float64
 	var srv *server
 	defer func() {
@@ -171,7 +173,8 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 					b.Fatal(err)
 				}
 				for k, c := range srv.all {
-					if err := srv.write(ctx, c, warm, time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, k).Format("2006-01-02")); err != nil {
+					srv.reset(ctx)
+					if err := c.write(ctx, time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, k).Format("2006-01-02"), warm); err != nil {
 						b.Fatalf("warm-up %s: %v", c.name, err)
 					}
 				}
@@ -186,14 +189,20 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 			for k := range srv.all {
 				c := srv.all[(k+r)%len(srv.all)] // rotate who goes first
 				id := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, r*len(srv.all)+k).Format("2006-01-02")
+				srv.reset(ctx)
 				// The previous write's garbage is not this one's cost.
 				runtime.GC()
 				cpu0, t0 := cpuTime(), time.Now()
-				if err := srv.write(ctx, c, in, id); err != nil {
-					b.Fatalf("%s: %v", c.name, err)
-				}
+				err := c.write(ctx, id, in)
 				elapsed, cpu := time.Since(t0), cpuTime()-cpu0
 				written += n
+				if err != nil {
+					// Reported, and the round goes on: one failed write
+					// must not cost the figures of the rest.
+					b.Errorf("round %d %s: %v", r, c.name, err)
+					failed[c.name]++
+					continue
+				}
 				rate := float64(n) / elapsed.Seconds()
 				perK := cpu.Seconds() / float64(n) * 1000
 				b.Logf("round %d %s: %.0f docs/s, %.3f CPU-s per 1,000 districts", r, c.name, rate, perK)
@@ -203,7 +212,7 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 		}
 	}
 	g := groupResult{districts: n, rtt: rtt, readMs: benchutil.Median(reads), rounds: rounds,
-		rate: map[string]float64{}, cpu: map[string]float64{}, samples: rates}
+		rate: map[string]float64{}, cpu: map[string]float64{}, samples: rates, failed: failed}
 	for _, name := range contenderNames {
 		g.rate[name] = benchutil.Median(rates[name])
 		g.cpu[name] = benchutil.Median(cpus[name])
@@ -223,6 +232,7 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 // the lock's backend uses that client too, so all of a contender's
 // traffic pays the round trip.
 type server struct {
+	b         *testing.B
 	emu       *emulator.Emulator
 	stopProxy func()
 	project   string
@@ -235,7 +245,7 @@ func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Du
 	if err != nil {
 		return nil, err
 	}
-	s := &server{emu: emu, stopProxy: func() {}, project: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
+	s := &server{b: b, emu: emu, stopProxy: func() {}, project: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
 	via := emu
 	if rtt > 0 {
 		var addr string
@@ -278,14 +288,13 @@ func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Du
 	return s, nil
 }
 
-// write runs c on an empty database: the emulator keeps what it holds in
-// one JVM heap, and snapshots left in place would slow whoever writes
-// last.
-func (s *server) write(ctx context.Context, c contender, in input, id string) error {
+// reset empties the database before each write: the emulator keeps what
+// it holds in one JVM heap, and snapshots left in place would slow
+// whoever writes last.
+func (s *server) reset(ctx context.Context) {
 	if err := s.emu.Reset(ctx, s.project); err != nil {
-		return err
+		s.b.Fatal(err)
 	}
-	return c.write(ctx, id, in)
 }
 
 func (s *server) close() {
@@ -678,7 +687,7 @@ func printTables(w io.Writer, groups []groupResult, rss []rssResult, took time.D
 	}
 	_ = tw.Flush()
 	// The spread says how far to trust a median on a loaded machine.
-	fmt.Fprintln(w, "\ndocs/s of every round, in round order")
+	fmt.Fprintln(w, "\ndocs/s of every round, in round order (failed writes are left out of the medians)")
 	head("districts", "rtt")
 	for _, g := range groups {
 		row := []string{fmt.Sprintf("%d\t%s", g.districts, fmtMs(g.rtt))}
@@ -686,6 +695,9 @@ func printTables(w io.Writer, groups []groupResult, rss []rssResult, took time.D
 			var xs []string
 			for _, x := range g.samples[name] {
 				xs = append(xs, fmt.Sprintf("%.0f", x))
+			}
+			if f := g.failed[name]; f > 0 {
+				xs = append(xs, fmt.Sprintf("(%d failed)", f))
 			}
 			row = append(row, strings.Join(xs, " "))
 		}
