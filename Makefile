@@ -25,9 +25,15 @@ test:
 demo: build
 	$(WITH_EMU) bash scripts/demo.sh
 
-# Benchmarks (figures in README.md): snapshot writes against BulkWriter and
-# unfenced commits, lock acquire+release against the spec's literal transactions
-# (PostgreSQL on a durable cluster: fsync and synchronous_commit on).
+# Benchmarks (figures in README.md): snapshot writes at 0, 2 and 10 ms round
+# trip (a delay proxy between client and emulator) against BulkWriter,
+# unfenced commits and the seed design, with the client's CPU per 1,000
+# districts and the built binary's peak RSS, printed as one table at the end;
+# lock acquire+release against the spec's literal transactions (PostgreSQL on
+# a durable cluster: fsync and synchronous_commit on). Knobs: BENCH_ROUNDS,
+# BENCH_RTTS (ms, "0,2,10"), BENCH_DISTRICTS ("132,5000"),
+# BENCH_RSS_DISTRICTS ("5000,20000" or "none"), BENCH_EMU_DOCS (documents
+# an emulator takes before the snapshot benchmark restarts it).
 # The emulator keeps every version it ever stored in its heap, resets or not
 # (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
 bench:
