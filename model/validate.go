@@ -149,15 +149,20 @@ func RootEstimate(s *Snapshot) (inline, paged, entries int) {
 	return inline, paged, manifestEntriesSize(s)
 }
 
+// MaxEntryMessageBytes bounds a manifest entry's errorMessage, so that
+// the root estimate holds for a manifest whose every district failed.
+const MaxEntryMessageBytes = 64
+
 // manifestEntriesSize estimates the manifest entries of s from above: per
 // district its keys, id, file name, status, size, timestamp
 // (milliseconds), content hash (35 bytes: "contentHash" and 22
-// characters) and errorMessage (29 bytes: "not written yet") — 164 bytes
-// and the id twice — with a few to spare.
+// characters) and errorMessage (13 bytes of key and at most
+// MaxEntryMessageBytes: every district may have failed) — 213 bytes and
+// the id twice — with a few to spare.
 func manifestEntriesSize(s *Snapshot) int {
 	n := 0
 	for _, d := range s.Payload.Districts {
-		n += 168 + 2*len(d.DistrictID)
+		n += 217 + 2*len(d.DistrictID)
 	}
 	return n
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -386,9 +387,27 @@ func (in rootInput) entry(id, status, msg, modified string) manifestEntry {
 	e := manifestEntry{DistrictID: id, FileName: districtDocID(id), Status: status,
 		FileSize: int64(in.docSizes[id]), ContentHash: in.hashes[id], LastModified: modified}
 	if status == entryFailed {
-		e.ErrorMessage = msg
+		e.ErrorMessage = entryMessage(msg)
 	}
 	return e
+}
+
+// entryMessage is msg cut to model.MaxEntryMessageBytes on a character
+// boundary. A chunk's error can run to hundreds of bytes (the lease's loss
+// and its cause), and every district of the chunk carries it: uncut, a
+// write that failed widely could no longer record its manifest in a root
+// (or page) limited to 1 MiB. The whole error is in the write's Result and
+// its log.
+func entryMessage(msg string) string {
+	const ellipsis = "…"
+	if len(msg) <= model.MaxEntryMessageBytes {
+		return msg
+	}
+	cut := model.MaxEntryMessageBytes - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }
 
 // pendingEntry is the entry of a district this write has not written yet,

@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,7 +22,7 @@ const maxDocBytes = 1 << 20
 // the root as written first, its largest: every entry "not written yet"
 // with its errorMessage, and the failed lists naming every district. The
 // manifest stays inline while the estimate is under the threshold
-// (4,800 districts of model.Generate), and moves to pages beyond (5,500);
+// (3,900 districts of model.Generate), and moves to pages beyond (4,100);
 // then the root and every page fit, up to 20,000 districts and beyond.
 func TestAcceptedRootFits(t *testing.T) {
 	t.Parallel()
@@ -30,7 +32,7 @@ func TestAcceptedRootFits(t *testing.T) {
 	for _, tc := range []struct {
 		n     int
 		paged bool
-	}{{4800, false}, {5500, true}, {20000, true}} {
+	}{{3900, false}, {4100, true}, {20000, true}} {
 		s := model.Generate(day, min(tc.n, 5500), 1)
 		if tc.n > 5500 {
 			s = smallSnapshot(day, tc.n)
@@ -64,7 +66,24 @@ func TestAcceptedRootFits(t *testing.T) {
 		for i, p := range pages {
 			docs[day+"-page-"+pageID(i)] = p
 		}
-		largestPage, rootSize := 0, 0
+		// The finish of a write whose every district failed, each entry
+		// with a long error (a lost lease's), is as large as a root gets.
+		worst := rootState{status: statusPartial, entries: map[string]string{}, msgs: map[string]string{},
+			modified: time.Now(), finishedAt: time.Now()}
+		for _, d := range s.Payload.Districts {
+			worst.entries[d.DistrictID] = entryFailed
+			worst.msgs[d.DistrictID] = "not written (" + strings.Repeat("rpc error: code = Canceled (lease lost) ", 10) + ")"
+		}
+		md, err := in.metadata(worst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mf, worstPages := in.split(in.manifest(worst))
+		docs[day+"-failed"] = rootDocument{Metadata: md, Manifest: mf, InputExtra: inputExtra(s), Rankings: root.Rankings}
+		for i, p := range worstPages {
+			docs[day+"-failed-page-"+pageID(i)] = p
+		}
+		largestPage, rootSize, failedSize := 0, 0, 0
 		for name, doc := range docs {
 			// Measured on what Firestore stores: the emulator may refuse
 			// the document outright, else its stored fields are counted.
@@ -83,12 +102,31 @@ func TestAcceptedRootFits(t *testing.T) {
 			if size > maxDocBytes {
 				t.Errorf("%d districts: %s is %d bytes, over 1 MiB", tc.n, name, size)
 			}
-			if name != day {
+			switch {
+			case strings.Contains(name, "-page-"):
 				largestPage = max(largestPage, size)
-			} else {
+			case name == day:
 				rootSize = size
+			case name == day+"-failed":
+				failedSize = size
 			}
 		}
-		t.Logf("%d districts: root %d bytes, %d pages, the largest %d bytes", tc.n, rootSize, len(pages), largestPage)
+		t.Logf("%d districts: root %d bytes (%d with every district failed), %d pages, the largest %d bytes", tc.n, rootSize, failedSize, len(pages), largestPage)
+	}
+}
+
+// A failed entry's errorMessage is cut to model.MaxEntryMessageBytes, on
+// a character boundary, and says it was cut; a short one is kept whole.
+func TestEntryMessage(t *testing.T) {
+	t.Parallel()
+	short := "rpc error: code = PermissionDenied desc = no"
+	if got := entryMessage(short); got != short {
+		t.Errorf("short message changed: %q", got)
+	}
+	long := "not written (rpc error: code = Unavailable desc = connection reset: " + strings.Repeat("é", 40) + ")"
+	got := entryMessage(long)
+	if len(got) > model.MaxEntryMessageBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") ||
+		!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
+		t.Errorf("entryMessage(%q) = %q (%d bytes)", long, got, len(got))
 	}
 }
