@@ -22,13 +22,19 @@ import (
 )
 
 // A district chunk is one read-write transaction on the Firestore API
-// itself rather than on the client's RunTransaction: the client begins
-// every transaction with a BeginTransaction call of its own, so a fenced
-// chunk costs three round trips (begin, fence read, commit). Here the fence
-// read begins the transaction (BatchGetDocuments with new_transaction) and
-// the commit ends it: two. The guarantees are the same: the read and the
-// writes are one transaction, so a newer writer's fence write either comes
-// before the read, and is seen, or conflicts with it.
+// itself rather than on the client's RunTransaction, so that its
+// documents are encoded once and its retries are the retry layer's alone.
+// By default it makes the client's three round trips: BeginTransaction,
+// the fence read, Commit. WithInlineBegin lets the fence read begin the
+// transaction (BatchGetDocuments with new_transaction): two. The
+// guarantees are the same either way: the read and the writes are one
+// transaction, so a newer writer's fence write either comes before the
+// read, and is seen, or conflicts with it. What differs is a read whose
+// answer is lost (a connection reset): begun inline, its transaction's id
+// is lost with it, so nothing can roll it back, and its lock on the fence
+// document holds until the server expires it (60 s), stalling the finish,
+// which writes that document. Begun apart, the id is known and the
+// transaction is rolled back at once.
 
 // emulatorHostEnv names the Firestore emulator, as the Firestore client
 // reads it.
@@ -78,7 +84,7 @@ func databaseOf(docName string) string {
 }
 
 // chunkTxn runs one attempt of a chunk's transaction: it reads the
-// documents named by reads, beginning the transaction (retrying prev, the
+// documents named by reads in a new transaction (retrying prev, the
 // attempt before, when that one was aborted: the server then gives this
 // one priority), hands what it found to decide (nil for a missing
 // document), and commits the writes decide returns. decide returning
@@ -93,16 +99,23 @@ func (w *Writer) chunkTxn(ctx context.Context, reads []string, prev []byte,
 	// The header the Firestore client sends on every call: the service
 	// routes requests by it.
 	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
-	rw := &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}
-	stream, err := w.api.BatchGetDocuments(ctx, &pb.BatchGetDocumentsRequest{
-		Database:  db,
-		Documents: reads,
-		ConsistencySelector: &pb.BatchGetDocumentsRequest_NewTransaction{
-			NewTransaction: &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{ReadWrite: rw}},
-		},
-	}, noRetry)
+	opts := &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{
+		ReadWrite: &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}}}
+	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: reads}
+	if w.cfg.inlineBegin {
+		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_NewTransaction{NewTransaction: opts}
+	} else {
+		began, err := w.api.BeginTransaction(ctx, &pb.BeginTransactionRequest{Database: db, Options: opts}, noRetry)
+		if err != nil {
+			return nil, err
+		}
+		tid = began.GetTransaction()
+		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_Transaction{Transaction: tid}
+	}
+	stream, err := w.api.BatchGetDocuments(ctx, req, noRetry)
 	if err != nil {
-		return nil, err
+		w.rollback(ctx, db, tid)
+		return tid, err
 	}
 	found := make(map[string]*pb.Document, len(reads))
 	for {

@@ -87,19 +87,42 @@ func loggedAPI(t *testing.T, l *rpcLog) *vkit.Client {
 	return c
 }
 
-// A fenced chunk is two round trips: the fence read that begins its
-// transaction, and the commit of that same transaction. No
-// BeginTransaction, no Rollback. The same on either manifest form: a
+// With WithInlineBegin a fenced chunk is two round trips: the fence read
+// that begins its transaction, and the commit of that same transaction.
+// No BeginTransaction, no Rollback. The same on either manifest form: a
 // paged manifest's page updates ride in the chunk's commit.
 func TestChunkIsTwoRoundTrips(t *testing.T) {
 	t.Parallel()
 	eachForm(t, func(t *testing.T, e *env) { twoRoundTrips(t, e) })
 }
 
-func twoRoundTrips(t *testing.T, e *env) {
+// By default a chunk begins its transaction apart, as the Firestore
+// client does: three round trips, the read inside the begun transaction.
+func TestChunkBeginsApartByDefault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
 	l := &rpcLog{calls: map[string]int{}}
 	in := gen(132, 1) // 3 chunks
 	mustWrite(t, e.writer(WithAPIClient(loggedAPI(t, l))), day, in)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.calls) != 3 || l.calls["BeginTransaction"] != 3 || l.calls["BatchGetDocuments"] != 3 || l.calls["Commit"] != 3 {
+		t.Fatalf("API calls %v, want 3 each of BeginTransaction, BatchGetDocuments, Commit", l.calls)
+	}
+	for i, g := range l.gets {
+		if len(g.GetTransaction()) == 0 {
+			t.Fatalf("read %d is not in the begun transaction: %v", i, g)
+		}
+	}
+	if got := e.get(day); !model.Equal(got, in) {
+		t.Fatal("read back differs from the input")
+	}
+}
+
+func twoRoundTrips(t *testing.T, e *env) {
+	l := &rpcLog{calls: map[string]int{}}
+	in := gen(132, 1) // 3 chunks
+	mustWrite(t, e.writer(WithAPIClient(loggedAPI(t, l)), WithInlineBegin(true)), day, in)
 	if got := e.get(day); !model.Equal(got, in) {
 		t.Fatal("read back differs from the input")
 	}
@@ -131,7 +154,7 @@ func TestAbortedChunkRetriesWithHint(t *testing.T) {
 	e := newEnv(t)
 	l := &rpcLog{calls: map[string]int{}, abortFirst: true}
 	in := gen(40, 2) // one chunk
-	res := mustWrite(t, e.writer(WithAPIClient(loggedAPI(t, l))), day, in)
+	res := mustWrite(t, e.writer(WithAPIClient(loggedAPI(t, l)), WithInlineBegin(true)), day, in)
 	if res.BatchResults[1].RetryAttempts != 1 {
 		t.Fatalf("chunk retried %d times, want 1", res.BatchResults[1].RetryAttempts)
 	}
