@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -688,7 +689,12 @@ func (w *Writer) do(ctx context.Context, in rootInput, log *zap.Logger, fn func(
 // set or a delete, so repeating one that was applied changes nothing.
 // unsure reports whether any attempt's commit had an unknown outcome.
 func (w *Writer) attempt(ctx context.Context, in rootInput, log *zap.Logger, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
-	st, err = retry.Do(ctx, w.cfg.retry, func(ctx context.Context) error {
+	return w.attemptWith(ctx, w.cfg.retry, in, log, try)
+}
+
+// attemptWith is attempt under policy p.
+func (w *Writer) attemptWith(ctx context.Context, p retry.Policy, in rootInput, log *zap.Logger, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
+	st, err = retry.Do(ctx, p, func(ctx context.Context) error {
 		err := try(ctx)
 		unsure = unsure || errors.As(err, new(*unknownOutcome))
 		return err
@@ -1041,36 +1047,45 @@ func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snap
 func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out districtOutcome, log *zap.Logger) error {
 	ref := w.root(in.id)
 	var done Result
-	_, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
-		if err := w.requireFence(tx, in); err != nil {
-			return err
-		}
-		r, out, err := w.resolve(tx, in, res, out)
-		if err != nil {
-			return err
-		}
-		now := w.cfg.now()
-		st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, modified: now, finishedAt: now}
-		for _, id := range districtIDs(in.snap) {
-			st.complete = st.complete && in.stored(st, id)
-		}
-		if !st.complete {
-			st.status = statusPartial
-		}
-		md, err := in.metadata(st)
-		if err != nil {
-			return retry.Permanent(err)
-		}
-		r.Complete = st.complete
-		done = r
-		mf, pages := in.split(in.manifest(st))
-		if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
-			return err
-		}
-		if err := w.setPages(tx, in.id, pages, nil); err != nil {
-			return err
-		}
-		return w.setFence(tx, in, now)
+	// The finish retries transient failures until its own deadline (see
+	// finishing), not --max-retries: a manifest not recorded leaves the
+	// snapshot "in progress" until a repair, and on a connection reset
+	// every second (chaos row 6) four attempts were not enough. Short
+	// waits, so that more attempts fit.
+	p := w.cfg.retry
+	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
+	_, _, err := w.attemptWith(ctx, p, in, log, func(ctx context.Context) error {
+		return w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			if err := w.requireFence(tx, in); err != nil {
+				return err
+			}
+			r, out, err := w.resolve(tx, in, res, out)
+			if err != nil {
+				return err
+			}
+			now := w.cfg.now()
+			st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, modified: now, finishedAt: now}
+			for _, id := range districtIDs(in.snap) {
+				st.complete = st.complete && in.stored(st, id)
+			}
+			if !st.complete {
+				st.status = statusPartial
+			}
+			md, err := in.metadata(st)
+			if err != nil {
+				return retry.Permanent(err)
+			}
+			r.Complete = st.complete
+			done = r
+			mf, pages := in.split(in.manifest(st))
+			if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
+				return err
+			}
+			if err := w.setPages(tx, in.id, pages, nil); err != nil {
+				return err
+			}
+			return w.setFence(tx, in, now)
+		})
 	})
 	if err != nil {
 		return err

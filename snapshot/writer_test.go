@@ -636,8 +636,11 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 		resume := make(chan struct{})
 		rootDone := make(chan struct{})
 		// The hook holds the write between its root and its chunks until the
-		// lease's loss ends the write's work context.
-		w := e.writer(WithLockTTL(600*time.Millisecond), withBeforeChunks(func(wctx context.Context) {
+		// lease's loss ends the write's work context. The TTL leaves each
+		// extend (every TTL/3) room on an emulator busy with the package's
+		// other tests: at 600 ms an extend timed out there before the root,
+		// and the loss came too early for the test to mean anything.
+		w := e.writer(WithLockTTL(3*time.Second), withBeforeChunks(func(wctx context.Context) {
 			close(rootDone)
 			<-resume
 			select {
