@@ -106,6 +106,11 @@ const (
 	// SIGTERM and SIGKILL, for the manifest and the lock release after the
 	// chunks in flight.
 	DefaultGracePeriod = 5 * time.Second
+	// DefaultRecordInterval is how often, at most, a write records the
+	// chunks' progress in the root document: Firestore serialises commits
+	// to one document, so the root is written about once a second however
+	// many chunks are in flight.
+	DefaultRecordInterval = time.Second
 	// maxCommitBytes keeps one commit under Firestore's 10 MiB request limit.
 	maxCommitBytes = 9 << 20
 )
@@ -132,6 +137,7 @@ type config struct {
 	contention   time.Duration
 	grace        time.Duration
 	skipComplete bool
+	recordEvery  time.Duration
 	// rewriteChanged: Repair re-writes what differs from the input
 	// instead of refusing it.
 	rewriteChanged bool
@@ -186,6 +192,14 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.req
 // records in the manifest what was and was not written, and releases the
 // lock, so an interrupted write is partial and exact, never unknown.
 func WithGracePeriod(d time.Duration) Option { return func(c *config) { c.grace = d } }
+
+// WithRecordInterval sets how often, at most, the write records its
+// chunks' progress in the root document (default 1 s). Chunks never write
+// the root: one recorder per write commits every outcome since its last
+// record in one fenced transaction, so the root is written about once per
+// interval whatever the concurrency, and lags the district documents by
+// at most one interval plus one commit.
+func WithRecordInterval(d time.Duration) Option { return func(c *config) { c.recordEvery = d } }
 
 // WithSkipComplete makes Write leave a snapshot alone when the stored one is
 // complete. The check runs inside the root transaction, under the lock, so
@@ -244,6 +258,7 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		reqTimeout:  DefaultRequestTimeout,
 		contention:  DefaultContentionWait,
 		grace:       DefaultGracePeriod,
+		recordEvery: DefaultRecordInterval,
 		log:         zap.NewNop(),
 		now:         time.Now,
 
@@ -270,6 +285,8 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		return nil, fmt.Errorf("snapshot: request timeout %s must be positive", cfg.reqTimeout)
 	case cfg.grace < 0:
 		return nil, fmt.Errorf("snapshot: grace period %s is negative", cfg.grace)
+	case cfg.recordEvery <= 0:
+		return nil, fmt.Errorf("snapshot: record interval %s must be positive", cfg.recordEvery)
 	case cfg.contention < 0:
 		return nil, fmt.Errorf("snapshot: contention wait %s is negative", cfg.contention)
 	}
@@ -311,6 +328,9 @@ type BatchResult struct {
 	OperationCount int      `json:"operationCount"`
 	Success        bool     `json:"success"`
 	RetryAttempts  int      `json:"retryAttempts"`
+	// AbortedRetries counts the retries that followed an ABORTED answer
+	// (contention: another transaction held a document this one needed).
+	AbortedRetries int      `json:"abortedRetries"`
 	DurationMs     int64    `json:"durationMs"`
 	DistrictIDs    []string `json:"districtIds"`
 	// Err is why the chunk failed (nil on success): match it with
@@ -332,10 +352,11 @@ func (r BatchResult) MarshalJSON() ([]byte, error) {
 		OperationCount int      `json:"operationCount"`
 		Success        bool     `json:"success"`
 		RetryAttempts  int      `json:"retryAttempts"`
+		AbortedRetries int      `json:"abortedRetries"`
 		DurationMs     int64    `json:"durationMs"`
 		Error          string   `json:"error,omitempty"`
 		DistrictIDs    []string `json:"districtIds"`
-	}{r.BatchIndex, r.OperationCount, r.Success, r.RetryAttempts, r.DurationMs, errText(r.Err), r.DistrictIDs})
+	}{r.BatchIndex, r.OperationCount, r.Success, r.RetryAttempts, r.AbortedRetries, r.DurationMs, errText(r.Err), r.DistrictIDs})
 }
 
 // Result is what a write or repair did: its chunks, the districts written
@@ -362,6 +383,13 @@ type Result struct {
 	ManifestRecorded bool `json:"manifestRecorded"`
 	// LockLost: the lease ended mid-write, without a newer writer.
 	LockLost bool `json:"lockLost,omitempty"`
+	// RootCommits counts the commits this write sent that wrote the root
+	// document: the root transaction, the progress records and the finish.
+	// Firestore serialises commits to one document, so this is what a
+	// write costs its hottest document.
+	RootCommits int `json:"rootCommits"`
+	// LockWaitMs is how long acquiring the snapshot's lock took.
+	LockWaitMs int64 `json:"lockWaitMs"`
 }
 
 // op is one write of a chunk: a district set or a stale district delete.
