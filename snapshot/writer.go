@@ -324,10 +324,10 @@ func (w *Writer) Close() error {
 
 // BatchResult is one chunk's outcome. Batch 0 is the root document.
 type BatchResult struct {
-	BatchIndex     int      `json:"batchIndex"`
-	OperationCount int      `json:"operationCount"`
-	Success        bool     `json:"success"`
-	RetryAttempts  int      `json:"retryAttempts"`
+	BatchIndex     int  `json:"batchIndex"`
+	OperationCount int  `json:"operationCount"`
+	Success        bool `json:"success"`
+	RetryAttempts  int  `json:"retryAttempts"`
 	// AbortedRetries counts the retries that followed an ABORTED answer
 	// (contention: another transaction held a document this one needed).
 	AbortedRetries int      `json:"abortedRetries"`
