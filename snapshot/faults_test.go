@@ -26,10 +26,10 @@ type commitCall struct {
 	// lists (nil when it writes no metadata); state: its metadata.writeState.
 	recorded []string
 	state    string
-	bytes     int             // the request's encoded size
-	start     time.Time
-	end       time.Time
-	err       error
+	bytes    int // the request's encoded size
+	start    time.Time
+	end      time.Time
+	err      error
 }
 
 // faults is a gRPC interceptor that records every Commit and fails the ones
