@@ -986,17 +986,23 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 		}
 	}
 	fenceName := w.fenceRef(in.id).Path
-	writes, err := w.chunkWrites(in, chunk)
-	if err != nil {
-		r.Err = err
-		return r
+	var writes []*pb.Write // encoded once, during the first attempt's fence read
+	encode := func() error {
+		if writes != nil {
+			return nil
+		}
+		var err error
+		if writes, err = w.chunkWrites(in, chunk); err != nil {
+			return retry.Permanent(err)
+		}
+		return nil
 	}
 	var prev []byte // the last attempt's transaction, when it was aborted
 	st, unsure, err := w.attempt(ctx, in, log, func(ctx context.Context) error {
 		if prev != nil {
 			r.AbortedRetries++ // this attempt retries an aborted one
 		}
-		tid, err := w.chunkTxn(ctx, fenceName, prev, func(fence *pb.Document) ([]*pb.Write, error) {
+		tid, err := w.chunkTxn(ctx, fenceName, prev, encode, func(fence *pb.Document) ([]*pb.Write, error) {
 			if err := fenceProblem(fence, in); err != nil {
 				return nil, retry.Permanent(err)
 			}
