@@ -446,15 +446,15 @@ func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease,
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
 		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
 		contended: new(atomic.Bool)}
-	for _, d := range snap.Payload.Districts {
-		s, err := summarizeDistrict(snap, d, in.fence)
-		if err != nil {
-			return in, fmt.Errorf("snapshot %s: district %s: %w", id, d.DistrictID, err)
-		}
+	sums, err := summarizeDistricts(snap, in.fence)
+	if err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	for i, d := range snap.Payload.Districts {
+		s := sums[i]
 		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
 		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
 	}
-	var err error
 	if in.payloadHash, err = payloadHash(snap); err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)
 	}
