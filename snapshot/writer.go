@@ -994,11 +994,11 @@ func (w *Writer) chunkWrites(in rootInput, chunk []op) (writes []*pb.Write, firs
 		if err != nil {
 			return nil, "", err
 		}
-		fields, err := protoFields(doc)
+		set, err := wireSetWrite(name, doc)
 		if err != nil {
 			return nil, "", fmt.Errorf("district %s: %w", o.districtID, err)
 		}
-		writes = append(writes, setWrite(name, fields))
+		writes = append(writes, set)
 		if first == "" {
 			first = name
 		}
