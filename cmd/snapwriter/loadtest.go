@@ -18,8 +18,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/loadtest"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
