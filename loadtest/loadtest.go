@@ -228,13 +228,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cleanupCtx == nil {
 		cleanupCtx = context.WithoutCancel(ctx)
 	}
+	// A signal before the first round is still an interruption.
+	early := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("loadtest: %w before the first round: %w", ErrInterrupted, err)
+		}
+		return err
+	}
 	// Read-only first: a refused collection gets nothing, not even a lock.
 	if _, err := scan(ctx, cfg.Client, cfg.Collection, false); err != nil {
-		return nil, err
+		return nil, early(err)
 	}
 	lease, err := acquire(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, early(err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(cleanupCtx, 10*time.Second)
@@ -248,11 +255,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 
 	rep := &Report{Collection: cfg.Collection, SnapshotID: cfg.Date, Districts: cfg.Districts, RoundsPerLevel: cfg.Rounds}
-	// Under the lock, again: nothing foreign may have arrived since.
-	n, err := sweep(runCtx, cleanupCtx, cfg, clean, false)
+	// Under the lock, again: nothing foreign may have arrived since. Under
+	// cleanupCtx: leftovers are cleared even if a signal comes meanwhile.
+	n, err := sweep(cleanupCtx, cleanupCtx, cfg, clean, false)
 	rep.LeftoversDeleted = n
 	if err != nil {
-		return nil, err
+		return nil, early(err)
 	}
 	if n > 0 {
 		log.Info("deleted what an earlier loadtest left", zap.Int("documents", n))
@@ -301,7 +309,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.Levels = levels(cfg.Concurrency, rep.Rounds)
-	rep.Interrupted = runCtx.Err() != nil
+	// A signal after the last round completed cost nothing: not an
+	// interruption.
+	total := len(cfg.Concurrency) * cfg.Rounds
+	rep.Interrupted = runCtx.Err() != nil && (len(rep.Rounds) < total || !rep.Rounds[total-1].Complete)
 	if stop == nil {
 		// Belt and braces: nothing of this run may stay behind, whatever
 		// a round's cleanup missed. A document someone else put into the
@@ -322,7 +333,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() == nil {
 			cause = lease.Err() // the run lock was lost
 		}
-		return rep, fmt.Errorf("loadtest: %w after %d of %d rounds: %w", ErrInterrupted, len(rep.Rounds), len(cfg.Concurrency)*cfg.Rounds, cause)
+		return rep, fmt.Errorf("loadtest: %w after %d of %d rounds: %w", ErrInterrupted, len(rep.Rounds), total, cause)
 	}
 	for _, l := range rep.Levels {
 		if l.PartialRounds > 0 {
