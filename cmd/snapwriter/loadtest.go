@@ -21,6 +21,7 @@ import (
 	"github.com/snapwriter/snapwriter/loadtest"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -198,6 +199,10 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 			c()
 		}
 	}()
+	// Deletes retry as chunks do.
+	deletes := retry.DefaultPolicy()
+	deletes.MaxRetries = f.maxRetries
+	deletes.ContentionWait = f.contention
 	var extra []snapshot.Option
 	if l.recordFlag {
 		extra = append(extra, snapshot.WithRecordInterval(l.recordEvery))
@@ -221,6 +226,7 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 		Concurrency:    l.concurrency,
 		Rounds:         l.rounds,
 		Date:           l.date,
+		DeleteRetry:    &deletes,
 		CleanupContext: cleanupCtx,
 		Log:            a.log,
 	})
