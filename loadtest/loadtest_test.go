@@ -49,11 +49,11 @@ func newEnv(t *testing.T) *env {
 func (e *env) config(collection string, districts int, concurrency []int, opts ...snapshot.Option) Config {
 	api := emu.TestAPIClient(e.t)
 	return Config{
-		Client: e.client, Collection: collection, Locker: e.locks, LockTTL: 3 * time.Second, LockWait: 10 * time.Second,
+		Client: e.client, Collection: collection, Locker: e.locks, LockTTL: 15 * time.Second, LockWait: 20 * time.Second,
 		Districts: districts, Concurrency: concurrency, Rounds: 1,
 		NewWriter: func(c int) (*snapshot.Writer, error) {
 			return snapshot.NewWriter(e.client, e.locks, append([]snapshot.Option{snapshot.WithCollection(collection),
-				snapshot.WithConcurrency(c), snapshot.WithAPIClient(api), snapshot.WithLockTTL(3 * time.Second)}, opts...)...)
+				snapshot.WithConcurrency(c), snapshot.WithAPIClient(api), snapshot.WithLockTTL(15 * time.Second)}, opts...)...)
 		},
 	}
 }

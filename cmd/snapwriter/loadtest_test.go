@@ -50,7 +50,7 @@ func TestLoadtestCommandTableAndJSON(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	code, out, errs := c.run("", "loadtest", "--collection", ltColl, "--districts", "120", "--concurrency", "1,3",
-		"--rounds", "1", "--lock-ttl", "3s", "--record-interval", "200ms")
+		"--rounds", "1", "--lock-ttl", "10s", "--record-interval", "200ms")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
@@ -65,7 +65,7 @@ func TestLoadtestCommandTableAndJSON(t *testing.T) {
 	}
 
 	code, out, errs = c.run("", "loadtest", "--collection", ltColl, "--districts", "60", "--concurrency", "2",
-		"--rounds", "2", "--lock-ttl", "3s", "--json")
+		"--rounds", "2", "--lock-ttl", "10s", "--json")
 	if code != exitOK {
 		t.Fatalf("--json: exit %d\n%s", code, errs)
 	}
@@ -133,7 +133,7 @@ func TestLoadtestCommandRefuses(t *testing.T) {
 func startLoadtest(t *testing.T, c *cli, stdout *bytes.Buffer, logs *bytes.Buffer, args ...string) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"loadtest", "--collection", ltColl, "--districts", "1000",
-		"--concurrency", "1", "--rounds", "1", "--lock-ttl", "3s"}, args...)...)
+		"--concurrency", "1", "--rounds", "1", "--lock-ttl", "10s"}, args...)...)
 	cmd.Env = binaryEnv(c.project)
 	cmd.Stdout = stdout
 	stderr, err := cmd.StderrPipe()
@@ -214,7 +214,7 @@ func TestLoadtestBinaryKilledRunLeftoversRemoved(t *testing.T) {
 	}
 
 	rerun := exec.Command(binary(t), "loadtest", "--collection", ltColl, "--districts", "60", "--concurrency", "2",
-		"--rounds", "1", "--lock-ttl", "3s", "--json")
+		"--rounds", "1", "--lock-ttl", "10s", "--json")
 	rerun.Env = binaryEnv(c.project)
 	var out, errs bytes.Buffer
 	rerun.Stdout, rerun.Stderr = &out, &errs
@@ -240,7 +240,7 @@ func TestLoadtestCommandPostgresLocks(t *testing.T) {
 	t.Parallel()
 	c, dsn, pool := pgCLI(t)
 	code, out, errs := c.run("", "loadtest", "--collection", ltColl, "--districts", "60", "--concurrency", "2",
-		"--rounds", "1", "--lock-ttl", "3s", "--lock-backend", "postgres", "--lock-dsn", dsn)
+		"--rounds", "1", "--lock-ttl", "10s", "--lock-backend", "postgres", "--lock-dsn", dsn)
 	if code != exitOK || !strings.Contains(out, "lock backend postgres") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
