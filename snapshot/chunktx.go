@@ -24,17 +24,21 @@ import (
 // A district chunk is one read-write transaction on the Firestore API
 // itself rather than on the client's RunTransaction, so that its
 // documents are encoded once and its retries are the retry layer's alone.
-// By default it makes the client's three round trips: BeginTransaction,
-// the fence read, Commit. WithInlineBegin lets the fence read begin the
-// transaction (BatchGetDocuments with new_transaction): two. The
-// guarantees are the same either way: the read and the writes are one
-// transaction, so a newer writer's fence write either comes before the
-// read, and is seen, or conflicts with it. What differs is a read whose
-// answer is lost (a connection reset): begun inline, its transaction's id
-// is lost with it, so nothing can roll it back, and its lock on the fence
-// document holds until the server expires it (60 s), stalling the finish,
-// which writes that document. Begun apart, the id is known and the
-// transaction is rolled back at once.
+// By default its fence read begins the transaction (BatchGetDocuments with
+// new_transaction), so a chunk is two round trips: the read and the
+// commit. WithInlineBegin(false) makes the client's three (a
+// BeginTransaction first). The guarantees are the same either way: the
+// read and the writes are one transaction, so a newer writer's fence
+// write either comes before the read, and is seen, or conflicts with it.
+// What differs is a read whose answer is lost (a connection reset): begun
+// inline, its transaction's id is lost with it, so nothing can roll it
+// back, and its read of the fence document holds until the server expires
+// it (60 s). That is safe because nothing in a write needs the fence
+// document exclusively: chunks and progress records only read it, and the
+// finish writes it only to settle a chunk commit of unknown outcome (and
+// then outlasts such a read within the contention wait). A newer writer
+// taking the snapshot over writes it, and waits as it waits for a writer
+// killed mid-chunk.
 
 // emulatorHostEnv names the Firestore emulator, as the Firestore client
 // reads it.
@@ -44,10 +48,6 @@ const emulatorHostEnv = "FIRESTORE_EMULATOR_HOST"
 // layer decides every retry, and a transaction begun by a read must not be
 // begun twice behind its back.
 var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
-
-// errApplied ends a chunk attempt that found the chunk already committed
-// by an earlier attempt whose outcome was lost.
-var errApplied = errors.New("chunk already applied")
 
 // DialAPI opens the Firestore API client a Writer's chunks run on (see
 // WithAPIClient) as firestore.NewClient finds Firestore: on the emulator
@@ -83,25 +83,25 @@ func databaseOf(docName string) string {
 	return db
 }
 
-// chunkTxn runs one attempt of a chunk's transaction: it reads the
-// documents named by reads in a new transaction (retrying prev, the
-// attempt before, when that one was aborted: the server then gives this
-// one priority), hands what it found to decide (nil for a missing
-// document), and commits the writes decide returns. decide returning
-// errApplied ends the attempt with nothing to commit. It returns the
-// transaction's id, for the next attempt's prev.
+// chunkTxn runs one attempt of a chunk's transaction: it reads the fence
+// document (named fence) in a new transaction (retrying prev, the attempt
+// before, when that one was aborted: the server then gives this one
+// priority), runs prepare while the read is on its way (so that encoding
+// the chunk's documents costs no round trip), hands the fence document to
+// decide (nil when it is missing), and commits the writes decide returns.
+// It returns the transaction's id, for the next attempt's prev.
 //
 // A commit error whose outcome is unknown comes back as an *unknownOutcome
 // marked retry.Transient, as txn's do.
-func (w *Writer) chunkTxn(ctx context.Context, reads []string, prev []byte,
-	decide func(found map[string]*pb.Document) ([]*pb.Write, error)) (tid []byte, err error) {
-	db := databaseOf(reads[0])
+func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte, prepare func() error,
+	decide func(fence *pb.Document) ([]*pb.Write, error)) (tid []byte, err error) {
+	db := databaseOf(fence)
 	// The header the Firestore client sends on every call: the service
 	// routes requests by it.
 	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
 	opts := &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{
 		ReadWrite: &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}}}
-	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: reads}
+	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: []string{fence}}
 	if w.cfg.inlineBegin {
 		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_NewTransaction{NewTransaction: opts}
 	} else {
@@ -117,7 +117,22 @@ func (w *Writer) chunkTxn(ctx context.Context, reads []string, prev []byte,
 		w.rollback(ctx, db, tid)
 		return tid, err
 	}
-	found := make(map[string]*pb.Document, len(reads))
+	if err := prepare(); err != nil {
+		// Drain the read, so that the transaction it began is known
+		// and rolled back.
+		for {
+			resp, rerr := stream.Recv()
+			if rerr != nil {
+				break
+			}
+			if len(resp.GetTransaction()) > 0 {
+				tid = resp.GetTransaction()
+			}
+		}
+		w.rollback(ctx, db, tid)
+		return tid, err
+	}
+	var found *pb.Document
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -131,7 +146,7 @@ func (w *Writer) chunkTxn(ctx context.Context, reads []string, prev []byte,
 			tid = resp.GetTransaction()
 		}
 		if d := resp.GetFound(); d != nil {
-			found[d.GetName()] = d
+			found = d
 		}
 	}
 	if len(tid) == 0 {
@@ -140,9 +155,6 @@ func (w *Writer) chunkTxn(ctx context.Context, reads []string, prev []byte,
 	writes, err := decide(found)
 	if err != nil {
 		w.rollback(ctx, db, tid)
-		if errors.Is(err, errApplied) {
-			return tid, nil
-		}
 		return tid, err
 	}
 	_, err = w.api.Commit(ctx, &pb.CommitRequest{Database: db, Writes: writes, Transaction: tid}, noRetry)

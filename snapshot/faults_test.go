@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -23,10 +22,14 @@ type commitCall struct {
 	fence     bool            // writes the snapshot's fence document
 	districts []string        // district ids it sets or deletes
 	pages     int             // manifest pages it writes
-	bytes     int             // the request's encoded size
-	start     time.Time
-	end       time.Time
-	err       error
+	// recorded: the districts the root write's metadata.successfulDistricts
+	// lists (nil when it writes no metadata); state: its metadata.writeState.
+	recorded []string
+	state    string
+	bytes    int // the request's encoded size
+	start    time.Time
+	end      time.Time
+	err      error
 }
 
 // faults is a gRPC interceptor that records every Commit and fails the ones
@@ -52,12 +55,11 @@ func (e *env) deny(id string) {
 	})
 }
 
-// refuseFinish refuses, for good, every commit that writes the root
-// without districts after the first one (the root write): the finish.
+// refuseFinish refuses, for good, every commit that records the write as
+// finished: the finish.
 func (e *env) refuseFinish() {
-	var roots atomic.Int32
 	e.f.setRule(func(c *commitCall) error {
-		if c.root && len(c.districts) == 0 && roots.Add(1) > 1 {
+		if c.root && c.state == stateFinished {
 			return status.Error(codes.PermissionDenied, "denied")
 		}
 		return nil
@@ -95,6 +97,13 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 			case len(segs) == 2:
 				c.root = true
 				c.rootSet = c.rootSet || w.GetUpdate() != nil && w.GetUpdateMask() == nil
+				if md := w.GetUpdate().GetFields()["metadata"].GetMapValue().GetFields(); md != nil {
+					c.state = md["writeState"].GetStringValue()
+					c.recorded = []string{}
+					for _, v := range md["successfulDistricts"].GetArrayValue().GetValues() {
+						c.recorded = append(c.recorded, v.GetStringValue())
+					}
+				}
 			case len(segs) == 4 && segs[2] == fenceCollection:
 				c.fence = true
 			case len(segs) == 4 && segs[2] == pagesCollection:

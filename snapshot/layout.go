@@ -174,6 +174,10 @@ type rootInput struct {
 	// contended is set once a transaction of this write met another's
 	// lock, so that it is explained in one WARNING, not one per retry.
 	contended *atomic.Bool
+	// rootCommits counts the commits of this write that wrote the root.
+	rootCommits *atomic.Int32
+	// lockWait is how long acquiring the lock took.
+	lockWait time.Duration
 }
 
 // keptDistrict is the manifest's record of a stored district document
@@ -191,7 +195,8 @@ type rootState struct {
 	complete   bool              // metadata.writeComplete
 	entries    map[string]string // district → manifest entry status; unset: kept, else not written yet
 	msgs       map[string]string // district → errorMessage of a failed entry
-	modified   time.Time         // lastModified of the entries set in entries
+	modified   time.Time         // lastModified of the entries set in entries, unless times has theirs
+	times      map[string]string // district → lastModified (isoMillis) of its entry: when its chunk committed
 	finishedAt time.Time
 }
 
@@ -428,7 +433,11 @@ func (in rootInput) manifest(st rootState) manifest {
 		id := d.DistrictID
 		var e manifestEntry
 		if status, set := st.entries[id]; set {
-			e = in.entry(id, status, st.msgs[id], modified)
+			at, ok := st.times[id]
+			if !ok {
+				at = modified
+			}
+			e = in.entry(id, status, st.msgs[id], at)
 		} else if k, kept := in.kept[id]; kept {
 			e = in.entry(id, entrySuccess, "", k.modified)
 			e.ContentHash, e.FileSize = k.hash, k.size
@@ -639,4 +648,23 @@ func orEmpty(v any) any {
 		return []any{}
 	}
 	return v
+}
+
+// hashUnder is the hash district id's document has when written from this
+// input under fence: the hash in.hashes holds for this writer's fence, and
+// for another's (a writer that died before recording it) the same
+// envelope and data stamped with that fence. "" when it cannot be told.
+func (in rootInput) hashUnder(id, fence string) string {
+	if fence == in.fence {
+		return in.hashes[id]
+	}
+	dh, ok := in.dataHashes[id]
+	if !ok {
+		return ""
+	}
+	h, err := envelopeHash(envelope(in.snap, model.DistrictStatistics{DistrictID: id}, fence), dh)
+	if err != nil {
+		return ""
+	}
+	return h
 }

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"cloud.google.com/go/firestore"
-	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
@@ -151,50 +150,6 @@ func (w *Writer) setPages(tx *firestore.Transaction, id string, pages []pageDocu
 		}
 	}
 	return nil
-}
-
-// pageWrites are the writes of the record of districts written, for a
-// paged manifest: in each page holding some of them their entries turn
-// from pending to written, removed and added by value as recordWrites
-// does in the root. pending[i] and written[i] are one district's entries.
-func (w *Writer) pageWrites(in rootInput, pending, written []manifestEntry) []*pb.Write {
-	byPage := map[int][]int{}
-	var order []int
-	for i, e := range pending {
-		p := in.pageOf[e.DistrictID]
-		if _, seen := byPage[p]; !seen {
-			order = append(order, p)
-		}
-		byPage[p] = append(byPage[p], i)
-	}
-	var ws []*pb.Write
-	for _, p := range order {
-		rm := make([]*pb.Value, 0, len(byPage[p]))
-		add := make([]*pb.Value, 0, len(byPage[p]))
-		for _, i := range byPage[p] {
-			rm, add = append(rm, toPage(pending[i]).value()), append(add, toPage(written[i]).value())
-		}
-		name := w.pagesRef(in.id).Doc(pageID(p)).Path
-		ws = append(ws, transformWrite(name, arrayRemove("districts", rm...)), transformWrite(name, arrayUnion("districts", add...)))
-	}
-	return ws
-}
-
-// value encodes a page entry as the Firestore client encodes the struct
-// (its firestore tags; err omitted when empty), so that a chunk's
-// arrayRemove matches the entry the root transaction stored.
-func (e pageEntry) value() *pb.Value {
-	f := map[string]*pb.Value{
-		"id": stringValue(e.DistrictID),
-		"st": stringValue(e.Status),
-		"sz": integerValue(e.FileSize),
-		"h":  stringValue(e.ContentHash),
-		"t":  stringValue(e.LastModified),
-	}
-	if e.ErrorMessage != "" {
-		f["err"] = stringValue(e.ErrorMessage)
-	}
-	return &pb.Value{ValueType: &pb.Value_MapValue{MapValue: &pb.MapValue{Fields: f}}}
 }
 
 // pagedRoot reports whether a stored root keeps its manifest entries in

@@ -167,30 +167,44 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 	}
 }
 
-// A chunk whose commit was applied but whose every response was lost is
-// recorded in the root once: the retry sees its documents carry our fence
-// and commits nothing more (the root's counts are increments). The finish
-// is refused, so what the root says is the chunks' own record.
-func TestChunkRecordedOnceAfterUnknownOutcome(t *testing.T) {
+// The finish writes the fence document — which every chunk reads, so
+// that a chunk commit still landing conflicts with it — only when a
+// chunk's commit outcome is unknown: otherwise no chunk of the write can
+// be in flight, and a chunk transaction whose inline fence read lost its
+// answer (and so cannot be rolled back) would hold the finish up for 60 s.
+func TestFinishFencesOnlyUnknownOutcomes(t *testing.T) {
 	t.Parallel()
-	eachForm(t, func(t *testing.T, e *env) {
-		in := gen(120, 6)
-		target := in.Payload.Districts[60].DistrictID
-		e.refuseFinish()
-		e.f.setAfter(func(c *commitCall) error {
-			if c.has(target) {
-				return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+	finishes := func(e *env) (n int, fenced bool) {
+		for _, c := range e.f.commits() {
+			if c.root && c.state == stateFinished && c.err == nil {
+				n++
+				fenced = fenced || c.fence
 			}
-			return nil
-		})
-		_, err := e.writer().Write(context.Background(), day, in)
-		if !errors.Is(err, ErrManifestNotRecorded) {
-			t.Fatalf("err = %v, want ErrManifestNotRecorded", err)
 		}
-		if w, f := checkExact(t, e, day); w != 120 || f != 0 {
-			t.Errorf("root records %d written, %d not; want 120/0", w, f)
+		return n, fenced
+	}
+	e := newEnv(t)
+	mustWrite(t, e.writer(), day, gen(120, 6))
+	if n, fenced := finishes(e); n != 1 || fenced {
+		t.Errorf("clean write: %d finishes, fence written %v; want 1, false", n, fenced)
+	}
+
+	e = newEnv(t)
+	in := gen(120, 6)
+	target := in.Payload.Districts[60].DistrictID
+	e.f.setAfter(func(c *commitCall) error {
+		if c.has(target) {
+			return status.Error(codes.DeadlineExceeded, "deadline exceeded")
 		}
+		return nil
 	})
+	res := mustWrite(t, e.writer(), day, in) // the finish finds the chunk applied
+	if n, fenced := finishes(e); n != 1 || !fenced {
+		t.Errorf("a chunk of unknown outcome: %d finishes, fence written %v; want 1, true", n, fenced)
+	}
+	if !res.Complete {
+		t.Errorf("write %s; want complete", brief(res))
+	}
 }
 
 // A finish that cannot be recorded says so: ErrManifestNotRecorded, an
@@ -214,19 +228,27 @@ func TestFinishNotRecorded(t *testing.T) {
 		if md := asMap(e.rootData(day)["metadata"]); md["writeState"] != stateWriting || md["status"] != statusPartial {
 			t.Errorf("root status %v, writeState %v; want it still partial and writing", md["status"], md["writeState"])
 		}
-		// The chunks recorded themselves: the root already says what is stored.
-		if w, f := checkExact(t, e, day); w != 80 || f != 0 {
-			t.Errorf("root without its finish records %d written, %d not; want 80/0", w, f)
+		// The recorder recorded what it had before the finish: never more
+		// than is stored, and what it had not recorded yet, verify counts.
+		w, f := checkExact(t, e, day)
+		if w+f != 80 {
+			t.Errorf("root without its finish records %d written, %d not; want 80 in all", w, f)
 		}
-		// and verify, which checks a root of this form at any moment, finds
-		// it intact though not finished.
-		if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in); err != nil || !rep.Intact || rep.Complete {
-			t.Errorf("Verify = %+v, %v; want intact, not complete", rep, err)
+		// Verify, which checks a root of this form at any moment, finds it
+		// intact though not finished.
+		if rep, err := NewReader(e.clean, "").Verify(context.Background(), day, in); err != nil || !rep.Intact || rep.Complete || rep.NotYetRecorded != f {
+			t.Errorf("Verify = %+v, %v; want intact, not complete, %d not yet recorded", rep, err, f)
 		}
 		e.f.setRule(nil)
+		before := len(e.f.commits())
 		rres, err := e.writer().Repair(context.Background(), day, in)
-		if err != nil || !rres.Complete {
-			t.Fatalf("Repair = %+v, %v", rres, err)
+		if err != nil || !rres.Complete || rres.DistrictsKept != 80 || rres.DistrictsWritten != 0 {
+			t.Fatalf("Repair = %s (kept %d), %v; want complete, the 80 kept", brief(rres), rres.DistrictsKept, err)
+		}
+		for _, c := range e.f.commits()[before:] {
+			if len(c.districts) > 0 {
+				t.Errorf("repair rewrote districts %v, stored intact", c.districts)
+			}
 		}
 		if w, f := checkExact(t, e, day); w != 80 || f != 0 {
 			t.Errorf("manifest %d/%d after repair", w, f)

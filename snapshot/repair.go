@@ -10,6 +10,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
+	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -57,14 +58,25 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 // is missing, finish.
 func (w *Writer) repair(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
 	in.repairing = true
-	todo, kept, rootRes, err := w.takeOver(wctx, in, log)
+	return w.complete(ctx, wctx, lease, in, false, log)
+}
+
+// complete takes the stored root over, writes what is missing and
+// finishes: a repair, or (resume) a Write that found an unfinished write
+// of its own input stored, which rewrites what differs instead of
+// refusing it and writes the whole snapshot when the district sets differ.
+func (w *Writer) complete(ctx, wctx context.Context, lease *locking.Lease, in rootInput, resume bool, log *zap.Logger) (*Result, error) {
+	todo, kept, rootRes, err := w.takeOver(wctx, in, resume || w.cfg.rewriteChanged, log)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		log.Info("nothing is stored under this date; writing the whole snapshot")
-		return w.write(ctx, wctx, lease, in, log)
+		return w.writeAll(ctx, wctx, lease, in, log)
 	case errors.Is(err, errReplace):
-		log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot (--rewrite-changed)")
-		return w.write(ctx, wctx, lease, in, log)
+		log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
+		return w.writeAll(ctx, wctx, lease, in, log)
+	case resume && errors.Is(err, ErrMismatch):
+		log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
+		return w.writeAll(ctx, wctx, lease, in, log)
 	case errors.Is(err, errSkip):
 		return w.skipped(in, log, "snapshot is complete; nothing to repair"), nil
 	}
@@ -73,7 +85,8 @@ func (w *Writer) repair(ctx, wctx context.Context, lease *locking.Lease, in root
 	if err != nil {
 		return res, err
 	}
-	log.Info("repairing districts", zap.Int("districts", len(todo)))
+	res.DistrictsKept = len(kept)
+	log.Info("writing the districts not stored", zap.Int("districts", len(todo)), zap.Int("districtsKept", len(kept)))
 	in.kept = kept
 	return w.districts(ctx, wctx, lease, in, in.ops(todo), res, log)
 }
@@ -87,7 +100,7 @@ func (w *Writer) repair(ctx, wctx context.Context, lease *locking.Lease, in root
 // (snapwriter, an earlier version, or the application). Chunks of an older
 // writer still in flight are refused from now on. It returns errSkip for a
 // complete snapshot.
-func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (map[string]bool, map[string]keptDistrict, *BatchResult, error) {
+func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *zap.Logger) (map[string]bool, map[string]keptDistrict, *BatchResult, error) {
 	ref := w.root(in.id)
 	var todo map[string]bool
 	var kept map[string]keptDistrict
@@ -121,7 +134,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		for i, p := range pages {
 			storedPages[i] = p.Ref.ID
 		}
-		todo, kept, err = w.repairSet(data, in, stored)
+		todo, kept, err = repairSet(data, in, stored, rewrite)
 		if err != nil {
 			refused = err
 			return retry.Permanent(err)
@@ -141,6 +154,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 		if err := w.setPages(tx, in.id, newPages, storedPages); err != nil {
 			return err
 		}
+		in.rootCommits.Add(1)
 		return w.setFence(tx, in, in.startedAt)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
@@ -164,6 +178,15 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, log *zap.Logger) (m
 	return todo, kept, &r, nil
 }
 
+// unrecorded reports whether stored district s, which the root md does
+// not record as written, was written by the writer the root names (its
+// fence is the root's) while that write was at work: a district whose
+// record the writer did not live to commit. Roots of earlier versions
+// recorded every chunk with its commit and have no such districts.
+func unrecorded(md map[string]any, s storedDistrict, rootFence string) bool {
+	return rootFence != "" && s.fence == rootFence && currentForm(md) && writing(md)
+}
+
 // legacyRoot reports whether a complete root is still in an earlier
 // snapwriter version's form (its snapshotId the input's, or no
 // writeState): a repair brings it to the current form.
@@ -178,24 +201,32 @@ func legacyRoot(root map[string]any) bool {
 type storedDistrict struct {
 	hash, dataHash string
 	size           int64
-	fence          string // the writerFence it was written under
+	fence          string    // the writerFence it was written under
+	updated        time.Time // when it was last written
 }
 
-// readStoredDistricts reads every district document it gives.
+// readStoredDistricts reads every district document it gives, one at a
+// time: only their hashes are kept, so that a snapshot of 20,000 districts
+// is never held whole.
 func readStoredDistricts(it *firestore.DocumentIterator) (map[string]storedDistrict, error) {
-	docs, err := it.GetAll()
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]storedDistrict, len(docs))
-	for _, d := range docs {
-		h, dh, err := districtHashes(d.Data())
+	defer it.Stop()
+	out := map[string]storedDistrict{}
+	for {
+		d, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		data := d.Data()
+		h, dh, err := districtHashes(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 		}
-		out[strings.TrimPrefix(d.Ref.ID, "district_")] = storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(d.Data())), fence: fenceOf(d.Data())}
+		out[strings.TrimPrefix(d.Ref.ID, "district_")] = storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(data)),
+			fence: fenceOf(data), updated: d.UpdateTime}
 	}
-	return out, nil
 }
 
 // repairSet checks that the input is the snapshot the stored root
@@ -205,7 +236,7 @@ func readStoredDistricts(it *firestore.DocumentIterator) (map[string]storedDistr
 // intact with other data than the input's, or another root payload, is
 // ErrMismatch — or, WithRewriteChanged, a district to write again and
 // errReplace.
-func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]storedDistrict) (map[string]bool, map[string]keptDistrict, error) {
+func repairSet(root map[string]any, in rootInput, stored map[string]storedDistrict, rewrite bool) (map[string]bool, map[string]keptDistrict, error) {
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -228,7 +259,7 @@ func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]
 		if err != nil {
 			return nil, nil, err
 		}
-		if !same && w.cfg.rewriteChanged {
+		if !same && rewrite {
 			return nil, nil, errReplace
 		}
 		if !same {
@@ -237,18 +268,24 @@ func (w *Writer) repairSet(root map[string]any, in rootInput, stored map[string]
 	}
 	todo := map[string]bool{}
 	kept := map[string]keptDistrict{}
+	rootFence, _ := md["writerFence"].(string)
 	for _, e := range entries {
 		em := asMap(e)
 		id, _ := em["districtId"].(string)
 		recorded, _ := em["contentHash"].(string)
 		s, present := stored[id]
 		switch st, _ := em["status"].(string); {
+		case st != entrySuccess && present && unrecorded(md, s, rootFence) && s.hash == in.hashUnder(id, rootFence):
+			// Written by the root's writer, which died (or lost its
+			// lease) before recording it: its document is this input's,
+			// to the byte, so it is recorded as it is, not written again.
+			kept[id] = keptDistrict{modified: isoMillis(s.updated), hash: s.hash, size: s.size}
 		case st != entrySuccess, !present:
 			todo[id] = true // not written, or missing
 		case recorded != "" && s.hash != recorded:
 			todo[id] = true // altered since it was written
 		case s.dataHash != in.dataHashes[id]:
-			if w.cfg.rewriteChanged {
+			if rewrite {
 				todo[id] = true
 				continue
 			}

@@ -40,47 +40,15 @@ func TestAcceptedRootFits(t *testing.T) {
 		if err := model.Validate(s, day); err != nil {
 			t.Fatalf("%d districts: Validate = %v", tc.n, err)
 		}
-		in := rootInput{id: day, snap: s, fence: "000000000000001", backend: "firestore", startedAt: time.Now(),
-			docSizes: map[string]int{}, hashes: map[string]string{}}
-		for _, d := range s.Payload.Districts {
-			doc := districtDoc(s, d, d.Data, in.fence)
-			h, _, err := districtHashes(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			in.docSizes[d.DistrictID], in.hashes[d.DistrictID] = model.FirestoreSize(doc), h
+		f := buildRootForms(t, w, s)
+		if f.in.paged() != tc.paged {
+			t.Errorf("%d districts: paged %v, want %v", tc.n, f.in.paged(), tc.paged)
 		}
-		var err error
-		if in.payloadHash, err = payloadHash(s); err != nil {
-			t.Fatal(err)
-		}
-		w.paginate(&in)
-		if in.paged() != tc.paged {
-			t.Errorf("%d districts: paged %v, want %v", tc.n, in.paged(), tc.paged)
-		}
-		root, pages, err := in.rootDoc()
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs := map[string]any{day: root}
-		for i, p := range pages {
+		docs := map[string]any{day: f.start, day + "-failed": f.failed}
+		for i, p := range f.startPages {
 			docs[day+"-page-"+pageID(i)] = p
 		}
-		// The finish of a write whose every district failed, each entry
-		// with a long error (a lost lease's), is as large as a root gets.
-		worst := rootState{status: statusPartial, entries: map[string]string{}, msgs: map[string]string{},
-			modified: time.Now(), finishedAt: time.Now()}
-		for _, d := range s.Payload.Districts {
-			worst.entries[d.DistrictID] = entryFailed
-			worst.msgs[d.DistrictID] = "not written (" + strings.Repeat("rpc error: code = Canceled (lease lost) ", 10) + ")"
-		}
-		md, err := in.metadata(worst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mf, worstPages := in.split(in.manifest(worst))
-		docs[day+"-failed"] = rootDocument{Metadata: md, Manifest: mf, InputExtra: inputExtra(s), Rankings: root.Rankings}
-		for i, p := range worstPages {
+		for i, p := range f.failedPages {
 			docs[day+"-failed-page-"+pageID(i)] = p
 		}
 		largestPage, rootSize, failedSize := 0, 0, 0
@@ -111,8 +79,57 @@ func TestAcceptedRootFits(t *testing.T) {
 				failedSize = size
 			}
 		}
-		t.Logf("%d districts: root %d bytes (%d with every district failed), %d pages, the largest %d bytes", tc.n, rootSize, failedSize, len(pages), largestPage)
+		t.Logf("%d districts: root %d bytes (%d with every district failed), %d pages, the largest %d bytes", tc.n, rootSize, failedSize, len(f.startPages), largestPage)
 	}
+}
+
+// rootForms are a snapshot's root document and manifest pages in two
+// states: as the write's start writes them, and as the finish of a write
+// whose every district failed records them, each entry with a long error
+// (a lost lease's) — as large as a root and its pages get.
+type rootForms struct {
+	in                      rootInput
+	start, failed           rootDocument
+	startPages, failedPages []pageDocument
+}
+
+// buildRootForms builds s's rootForms as w would write them (w's page
+// threshold and size decide the manifest's form).
+func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
+	t.Helper()
+	in := rootInput{id: day, snap: s, fence: "000000000000001", backend: "firestore", startedAt: time.Now(),
+		docSizes: map[string]int{}, hashes: map[string]string{}}
+	for _, d := range s.Payload.Districts {
+		doc := districtDoc(s, d, d.Data, in.fence)
+		h, _, err := districtHashes(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.docSizes[d.DistrictID], in.hashes[d.DistrictID] = model.FirestoreSize(doc), h
+	}
+	var err error
+	if in.payloadHash, err = payloadHash(s); err != nil {
+		t.Fatal(err)
+	}
+	w.paginate(&in)
+	f := rootForms{in: in}
+	if f.start, f.startPages, err = in.rootDoc(); err != nil {
+		t.Fatal(err)
+	}
+	worst := rootState{status: statusPartial, entries: map[string]string{}, msgs: map[string]string{},
+		modified: time.Now(), finishedAt: time.Now()}
+	for _, d := range s.Payload.Districts {
+		worst.entries[d.DistrictID] = entryFailed
+		worst.msgs[d.DistrictID] = "not written (" + strings.Repeat("rpc error: code = Canceled (lease lost) ", 10) + ")"
+	}
+	md, err := in.metadata(worst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, pages := in.split(in.manifest(worst))
+	f.failed = rootDocument{Metadata: md, Manifest: mf, InputExtra: inputExtra(s), Rankings: f.start.Rankings}
+	f.failedPages = pages
+	return f
 }
 
 // A failed entry's errorMessage is cut to model.MaxEntryMessageBytes, on

@@ -98,33 +98,6 @@ func arrayValue(vals ...*pb.Value) *pb.Value {
 	return &pb.Value{ValueType: &pb.Value_ArrayValue{ArrayValue: &pb.ArrayValue{Values: vals}}}
 }
 
-// value encodes a manifest entry as the Firestore client encodes the
-// struct (its firestore tags; errorMessage omitted when empty), so that a
-// chunk's arrayRemove matches the entry the root transaction stored.
-func (e manifestEntry) value() *pb.Value {
-	f := map[string]*pb.Value{
-		"districtId":   stringValue(e.DistrictID),
-		"fileName":     stringValue(e.FileName),
-		"status":       stringValue(e.Status),
-		"fileSize":     integerValue(e.FileSize),
-		"contentHash":  stringValue(e.ContentHash),
-		"lastModified": stringValue(e.LastModified),
-	}
-	if e.ErrorMessage != "" {
-		f["errorMessage"] = stringValue(e.ErrorMessage)
-	}
-	return &pb.Value{ValueType: &pb.Value_MapValue{MapValue: &pb.MapValue{Fields: f}}}
-}
-
-// entryValues encodes entries with value.
-func entryValues[E any](entries []E, value func(E) *pb.Value) []*pb.Value {
-	vals := make([]*pb.Value, len(entries))
-	for i, e := range entries {
-		vals[i] = value(e)
-	}
-	return vals
-}
-
 // setWrite replaces document name with fields, as DocumentRef.Set does.
 func setWrite(name string, fields map[string]*pb.Value) *pb.Write {
 	return &pb.Write{Operation: &pb.Write_Update{Update: &pb.Document{Name: name, Fields: fields}}}
@@ -133,35 +106,4 @@ func setWrite(name string, fields map[string]*pb.Value) *pb.Write {
 // deleteWrite deletes document name (nothing happens when it is missing).
 func deleteWrite(name string) *pb.Write {
 	return &pb.Write{Operation: &pb.Write_Delete{Delete: name}}
-}
-
-// transformWrite applies server-side transforms to the existing document
-// name and nothing else, as DocumentRef.Update does with transforms only:
-// an empty mask, and the document must exist.
-func transformWrite(name string, ts ...*pb.DocumentTransform_FieldTransform) *pb.Write {
-	return &pb.Write{
-		Operation:        &pb.Write_Update{Update: &pb.Document{Name: name, Fields: map[string]*pb.Value{}}},
-		UpdateMask:       &pb.DocumentMask{},
-		UpdateTransforms: ts,
-		CurrentDocument:  &pb.Precondition{ConditionType: &pb.Precondition_Exists{Exists: true}},
-	}
-}
-
-// arrayRemove removes every element equal to one of vals from the array
-// at path (a dotted path of plain field names).
-func arrayRemove(path string, vals ...*pb.Value) *pb.DocumentTransform_FieldTransform {
-	return &pb.DocumentTransform_FieldTransform{FieldPath: path,
-		TransformType: &pb.DocumentTransform_FieldTransform_RemoveAllFromArray{RemoveAllFromArray: &pb.ArrayValue{Values: vals}}}
-}
-
-// arrayUnion appends those of vals the array at path lacks.
-func arrayUnion(path string, vals ...*pb.Value) *pb.DocumentTransform_FieldTransform {
-	return &pb.DocumentTransform_FieldTransform{FieldPath: path,
-		TransformType: &pb.DocumentTransform_FieldTransform_AppendMissingElements{AppendMissingElements: &pb.ArrayValue{Values: vals}}}
-}
-
-// increment adds n to the number at path.
-func increment(path string, n int64) *pb.DocumentTransform_FieldTransform {
-	return &pb.DocumentTransform_FieldTransform{FieldPath: path,
-		TransformType: &pb.DocumentTransform_FieldTransform_Increment{Increment: integerValue(n)}}
 }

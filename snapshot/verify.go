@@ -58,6 +58,13 @@ type Report struct {
 	Districts int    `json:"districts"` // manifest entries
 	Written   int    `json:"written"`   // entries with status success
 	Documents int    `json:"documents"` // district documents stored
+	// NotYetRecorded counts the districts written by the writer the root
+	// names whose record that writer has not committed yet: while it is at
+	// work the root lags its documents by up to a record interval, and a
+	// writer killed leaves them for Repair (or a rerun) to record without
+	// writing them again. They are not problems, and the root does not
+	// count them as written until then.
+	NotYetRecorded int `json:"notYetRecorded"`
 	// Hashed: the manifest recorded content hashes, so documents were
 	// checked against them (roots written by the TypeScript application,
 	// or before hashes, have none).
@@ -98,11 +105,11 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	add := func(kind, district, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, DistrictID: district, Detail: fmt.Sprintf(format, args...)})
 	}
-	// The root records every chunk as it commits, so it must match what is
-	// stored at any moment; only roots of earlier snapwriter versions,
-	// whose manifest was written at the end, may have stored documents it
-	// does not record yet while their write is in progress or interrupted:
-	// that is incomplete, not inconsistent.
+	// The root never records a district whose document is not stored, at
+	// any moment. While a write is at work (or was interrupted) it may not
+	// record yet what its writer stored last (NotYetRecorded), and roots of
+	// earlier snapwriter versions, whose manifest was written at the end,
+	// none of it: that is incomplete, not inconsistent.
 	current := currentForm(md)
 	inProgress := writing(md)
 	finished := current || !inProgress
@@ -130,9 +137,14 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 			}
 		default:
 			failed = append(failed, d)
-			// While a write is at work, a document of an earlier write
-			// may still be there: only one of this write is unrecorded.
-			if present && (!inProgress || current && s.fence == rootFence) {
+			switch {
+			case !present:
+			case unrecorded(md, s, rootFence):
+				// This write's, not recorded yet (see NotYetRecorded).
+				rep.NotYetRecorded++
+			case !inProgress:
+				// While a write is at work, a document of an earlier
+				// write may still be there; once it is over, nothing.
 				add(ProblemUnrecorded, d, "the manifest says %q, yet a document is stored", st)
 			}
 		}

@@ -222,13 +222,16 @@ func WithRewriteChanged(rewrite bool) Option { return func(c *config) { c.rewrit
 // Credentials. The caller closes a client it passed.
 func WithAPIClient(c *vkit.Client) Option { return func(cfg *config) { cfg.api = c } }
 
-// WithInlineBegin lets each chunk's fence read begin its transaction,
-// saving one round trip per chunk (two instead of three). The cost: when
-// the read's answer is lost to a broken connection, the transaction it
-// began cannot be rolled back, and its lock on the snapshot's fence
-// document stalls the write's finish until Firestore expires it (about
-// 60 s; the finish may then fail and leave the snapshot for repair). Off
-// by default; worth it where round trips are long and connections sound.
+// WithInlineBegin sets whether each chunk's fence read begins its
+// transaction (the default: two round trips a chunk, the read and the
+// commit) or a BeginTransaction call does first (three). When the answer
+// to an inline read is lost to a broken connection, the transaction it
+// began cannot be rolled back, and it keeps its read of the snapshot's
+// fence document until Firestore expires it (about 60 s). Nothing a write
+// does needs that document exclusively then — chunks and progress records
+// only read it — except a finish that must settle a chunk commit of
+// unknown outcome, which waits it out within the contention wait. Begun
+// apart, every transaction can be rolled back at once.
 func WithInlineBegin(inline bool) Option { return func(c *config) { c.inlineBegin = inline } }
 
 // WithLogger sets the logger (default: none).
@@ -259,6 +262,7 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		contention:  DefaultContentionWait,
 		grace:       DefaultGracePeriod,
 		recordEvery: DefaultRecordInterval,
+		inlineBegin: true,
 		log:         zap.NewNop(),
 		now:         time.Now,
 
@@ -340,8 +344,9 @@ type BatchResult struct {
 	deletes int
 	// unsure: a commit of this chunk may have been applied although no
 	// attempt was seen to succeed; the finish reads its documents to decide.
-	unsure bool
-	ops    []op
+	unsure    bool
+	ops       []op
+	committed time.Time // when the chunk's commit succeeded
 }
 
 // MarshalJSON renders Err as "error", its message, in the field order of
@@ -383,6 +388,10 @@ type Result struct {
 	ManifestRecorded bool `json:"manifestRecorded"`
 	// LockLost: the lease ended mid-write, without a newer writer.
 	LockLost bool `json:"lockLost,omitempty"`
+	// DistrictsKept counts the districts a repair, or a write resuming an
+	// unfinished write of the same input, found stored intact and recorded
+	// without writing them again.
+	DistrictsKept int `json:"districtsKept,omitempty"`
 	// RootCommits counts the commits this write sent that wrote the root
 	// document: the root transaction, the progress records and the finish.
 	// Firestore serialises commits to one document, so this is what a
@@ -429,10 +438,12 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 		return nil, err
 	}
 	defer end()
+	lockWait := w.cfg.now().Sub(start)
 	in, err := w.newInput(id, snap, lease, start)
 	if err != nil {
 		return nil, err
 	}
+	in.lockWait = lockWait
 	w.paginate(&in)
 	return body(ctx, wctx, lease, in, log)
 }
@@ -445,7 +456,7 @@ func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease,
 	n := len(snap.Payload.Districts)
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
 		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
-		contended: new(atomic.Bool)}
+		contended: new(atomic.Bool), rootCommits: new(atomic.Int32)}
 	for _, d := range snap.Payload.Districts {
 		s, err := summarizeDistrict(snap, d, in.fence)
 		if err != nil {
@@ -484,8 +495,37 @@ func (in rootInput) document(o op) (map[string]any, error) {
 	return districtDoc(in.snap, *o.district, data, in.fence), nil
 }
 
-// write is Write once the lock is held: root, chunks, finish.
+// write is Write once the lock is held: root, chunks, finish — or, when
+// the stored snapshot is an unfinished write of this same input (a writer
+// killed, or a partial write), its completion: the districts it stored
+// are recorded as they are, and only what is missing is written.
 func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
+	if w.resumable(wctx, in) {
+		log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
+		return w.complete(ctx, wctx, lease, in, true, log)
+	}
+	return w.writeAll(ctx, wctx, lease, in, log)
+}
+
+// resumable reports whether the stored root of in's snapshot is an
+// unfinished write (in progress when its writer died, or partial) of the
+// same input, by the same lock backend and key: then Write need not write
+// again what it stored. The root is read outside a transaction: under the
+// lock, only a writer fenced out can change it, and takeOver reads it
+// again in its transaction.
+func (w *Writer) resumable(ctx context.Context, in rootInput) bool {
+	doc, err := w.root(in.id).Get(ctx)
+	if err != nil {
+		return false // missing, or unreadable: the whole write will say
+	}
+	md := asMap(doc.Data()["metadata"])
+	str := func(k string) string { v, _ := md[k].(string); return v }
+	return currentForm(md) && !writtenWhole(md) && str("payloadHash") == in.payloadHash &&
+		str("writerLockBackend") == in.backend && str("writerLockKeyHash") == in.keyHash
+}
+
+// writeAll writes the whole snapshot: root, chunks, finish.
+func (w *Writer) writeAll(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
 	log = log.With(zap.String("fence", in.fence))
 	rootRes, err := w.writeRoot(wctx, in, log)
 	if errors.Is(err, errSkip) {
@@ -506,7 +546,7 @@ func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootI
 func (w *Writer) skipped(in rootInput, log *zap.Logger, msg string) *Result {
 	log.Info(msg)
 	return &Result{SnapshotID: in.id, Skipped: true, Complete: true, ManifestRecorded: true, FailedDistricts: []string{},
-		TotalDurationMs: w.cfg.now().Sub(in.startedAt).Milliseconds()}
+		TotalDurationMs: w.cfg.now().Sub(in.startedAt).Milliseconds(), LockWaitMs: in.lockWait.Milliseconds()}
 }
 
 // rooted starts the Result of a write or repair from its root transaction
@@ -519,7 +559,7 @@ func (w *Writer) rooted(in rootInput, lease *locking.Lease, rootRes *BatchResult
 	}
 	if err != nil {
 		if rootRes != nil {
-			w.summarize(log, res, in.startedAt)
+			w.summarize(log, res, in)
 		}
 		return res, w.leaseErr(lease, err)
 	}
@@ -534,7 +574,7 @@ func (w *Writer) districts(ctx, wctx context.Context, lease *locking.Lease, in r
 		return res, err
 	}
 	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
-	w.summarize(log, res, in.startedAt)
+	w.summarize(log, res, in)
 	return res, w.ending(ctx, in.id, res, lease, finishErr, out.fenced, log)
 }
 
@@ -553,6 +593,7 @@ func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(con
 // the work in flight runs under, ends a grace period later, or at once if
 // the lease is lost. end cancels it and releases the lock.
 func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*locking.Lease, context.Context, func(), error) {
+	t0 := time.Now()
 	bound := w.cfg.lockWait + w.cfg.reqTimeout
 	actx, acancel := context.WithTimeoutCause(ctx, bound,
 		fmt.Errorf("%w within %s: %w", ErrTimeout, bound, context.DeadlineExceeded))
@@ -573,7 +614,7 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*lockin
 		return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, err)
 	}
 	log.Info("snapshot lock acquired", zap.String("fence", lease.Fence()),
-		zap.String("keyHash", locking.HashKey(lease.Key())))
+		zap.String("keyHash", locking.HashKey(lease.Key())), zap.Int64("lockWaitMs", time.Since(t0).Milliseconds()))
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
 	return lease, wctx, func() {
@@ -629,6 +670,7 @@ func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *lock
 // districtOutcome is what the chunks of a write or repair did, per district.
 type districtOutcome struct {
 	status, msgs map[string]string // district → manifest entry status, error message
+	times        map[string]string // district → when its chunk committed (isoMillis)
 	fenced       bool              // a chunk was refused for a newer fence
 }
 
@@ -649,11 +691,16 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", in.id, err)
 	}
 	first := len(res.BatchResults)
+	rec := w.startRecorder(wctx, in, log)
 	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
 		r := w.writeChunk(ctx, wctx, in, first+i, chunk, log)
+		if r.Success {
+			rec.add(r.DistrictIDs, r.committed)
+		}
 		logBatch(log, r)
 		return r
 	})
+	rec.close()
 	res.BatchResults = append(res.BatchResults, results...)
 	w.tally(res)
 	return outcomeOf(results), nil
@@ -661,7 +708,7 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 
 // outcomeOf reads the per-district outcome from chunk results.
 func outcomeOf(results []BatchResult) districtOutcome {
-	out := districtOutcome{status: map[string]string{}, msgs: map[string]string{}}
+	out := districtOutcome{status: map[string]string{}, msgs: map[string]string{}, times: map[string]string{}}
 	for _, r := range results {
 		st := entrySuccess
 		if !r.Success {
@@ -670,6 +717,9 @@ func outcomeOf(results []BatchResult) districtOutcome {
 		}
 		for _, d := range r.DistrictIDs {
 			out.status[d], out.msgs[d] = st, errText(r.Err)
+			if r.Success {
+				out.times[d] = isoMillis(r.committed)
+			}
 		}
 	}
 	return out
@@ -768,6 +818,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 		if err := w.setPages(tx, in.id, pages, stored); err != nil {
 			return err
 		}
+		in.rootCommits.Add(1)
 		return w.setFence(tx, in, in.startedAt)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
@@ -910,9 +961,13 @@ func (w *Writer) setFence(tx *firestore.Transaction, in rootInput, at time.Time)
 }
 
 // writeChunk commits one chunk as a transaction that first verifies the
-// fence. The chunk starts only while start is live; once started it runs
-// under ctx, which outlives start by the grace period. Its documents are
-// encoded once, and every attempt commits the same messages.
+// fence, and writes the chunk's district documents and nothing else: no
+// two chunks in flight write the same document, and none writes the root
+// (the recorder does). The chunk starts only while start is live; once
+// started it runs under ctx, which outlives start by the grace period. Its
+// documents are encoded once, and every attempt commits the same messages:
+// every write is a set or a delete, so an attempt that repeats one applied
+// before (its outcome lost) changes nothing.
 func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op, log *zap.Logger) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
@@ -930,33 +985,28 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 			return r
 		}
 	}
-	rootName := w.root(in.id).Path
 	fenceName := w.fenceRef(in.id).Path
-	writes, first, err := w.chunkWrites(in, chunk)
-	if err != nil {
-		r.Err = err
-		return r
+	var writes []*pb.Write // encoded once, during the first attempt's fence read
+	encode := func() error {
+		if writes != nil {
+			return nil
+		}
+		var err error
+		if writes, err = w.chunkWrites(in, chunk); err != nil {
+			return retry.Permanent(err)
+		}
+		return nil
 	}
-	attempts := 0
 	var prev []byte // the last attempt's transaction, when it was aborted
 	st, unsure, err := w.attempt(ctx, in, log, func(ctx context.Context) error {
-		attempts++
-		reads := []string{fenceName}
-		if attempts > 1 && first != "" {
-			// An earlier attempt may have been applied although it
-			// failed (its outcome unknown): then the chunk's documents
-			// carry our fence, and the root's counts must not be
-			// incremented twice. The commit is atomic: one tells all.
-			reads = append(reads, first)
+		if prev != nil {
+			r.AbortedRetries++ // this attempt retries an aborted one
 		}
-		tid, err := w.chunkTxn(ctx, reads, prev, func(found map[string]*pb.Document) ([]*pb.Write, error) {
-			if err := fenceProblem(found[fenceName], in); err != nil {
+		tid, err := w.chunkTxn(ctx, fenceName, prev, encode, func(fence *pb.Document) ([]*pb.Write, error) {
+			if err := fenceProblem(fence, in); err != nil {
 				return nil, retry.Permanent(err)
 			}
-			if d := found[first]; len(reads) > 1 && d != nil && d.GetFields()["writerFence"].GetStringValue() == in.fence {
-				return nil, errApplied
-			}
-			return append(writes, w.recordWrites(rootName, in, r.DistrictIDs)...), nil
+			return writes, nil
 		})
 		prev = nil
 		if status.Code(err) == codes.Aborted {
@@ -973,17 +1023,16 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 		r.unsure = unsure && !errors.Is(err, ErrFencedOut)
 		return r
 	}
-	r.Success = true
+	r.Success, r.committed = true, time.Now()
 	return r
 }
 
-// chunkWrites encodes a chunk's sets and deletes, and names its first
-// district document (none for a chunk of deletes only). Each district's
+// chunkWrites encodes a chunk's sets and deletes. Each district's
 // document is built (its data read back from a lazily read input) and
 // encoded in turn, so that only its encoding outlives this call.
-func (w *Writer) chunkWrites(in rootInput, chunk []op) (writes []*pb.Write, first string, err error) {
+func (w *Writer) chunkWrites(in rootInput, chunk []op) ([]*pb.Write, error) {
 	districts := w.root(in.id).Collection("districts")
-	writes = make([]*pb.Write, 0, len(chunk)+2)
+	writes := make([]*pb.Write, 0, len(chunk))
 	for _, o := range chunk {
 		name := districts.Doc(districtDocID(o.districtID)).Path
 		if o.district == nil {
@@ -992,58 +1041,15 @@ func (w *Writer) chunkWrites(in rootInput, chunk []op) (writes []*pb.Write, firs
 		}
 		doc, err := in.document(o)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		fields, err := protoFields(doc)
 		if err != nil {
-			return nil, "", fmt.Errorf("district %s: %w", o.districtID, err)
+			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 		}
 		writes = append(writes, setWrite(name, fields))
-		if first == "" {
-			first = name
-		}
 	}
-	return writes, first, nil
-}
-
-// recordWrites are the writes of the root's record of districts ids
-// written: their manifest entries turn from "not written yet" to success,
-// the lists and counts follow, so that the root says what is stored at
-// every moment — also after a writer is killed. Server-side transforms
-// change only these districts, so concurrent chunks never read the root
-// nor overwrite each other's record. The entries are replaced by value:
-// removed as the root wrote them, added as written; an entry can be
-// changed no other way in an array, and one document's field takes one
-// transform per write, hence two writes.
-func (w *Writer) recordWrites(root string, in rootInput, ids []string) []*pb.Write {
-	if len(ids) == 0 {
-		return nil // stale deletes only: the root does not list them
-	}
-	now := isoMillis(w.cfg.now())
-	pending := make([]manifestEntry, len(ids))
-	written := make([]manifestEntry, len(ids))
-	list := make([]*pb.Value, len(ids))
-	for i, id := range ids {
-		pending[i] = in.pendingEntry(id)
-		written[i] = in.entry(id, entrySuccess, "", now)
-		list[i] = stringValue(id)
-	}
-	n := int64(len(ids))
-	counts := []*pb.DocumentTransform_FieldTransform{
-		increment("manifest.successfulDistricts", n),
-		increment("manifest.failedDistricts", -n),
-		arrayUnion("metadata.successfulDistricts", list...),
-		arrayRemove("metadata.failedDistricts", list...),
-		arrayRemove("metadata.writeFailedDistricts", list...),
-	}
-	if in.paged() {
-		return append(w.pageWrites(in, pending, written), transformWrite(root, counts...))
-	}
-	return []*pb.Write{
-		transformWrite(root, append([]*pb.DocumentTransform_FieldTransform{
-			arrayRemove("manifest.districts", entryValues(pending, manifestEntry.value)...)}, counts...)...),
-		transformWrite(root, arrayUnion("manifest.districts", entryValues(written, manifestEntry.value)...)),
-	}
+	return writes, nil
 }
 
 // staleDistricts lists district documents of an earlier write of this
@@ -1092,7 +1098,7 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 				return err
 			}
 			now := w.cfg.now()
-			st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, modified: now, finishedAt: now}
+			st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
 			for _, id := range districtIDs(in.snap) {
 				st.complete = st.complete && in.stored(st, id)
 			}
@@ -1112,6 +1118,17 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 			if err := w.setPages(tx, in.id, pages, nil); err != nil {
 				return err
 			}
+			in.rootCommits.Add(1)
+			if !anyUnsure(res) {
+				return nil
+			}
+			// A chunk whose commit outcome is unknown may still land:
+			// writing the fence document, which every chunk reads, makes
+			// such a commit conflict with this one, so the outcome
+			// recorded is exact. Only then: a chunk whose fence read
+			// began its transaction and lost its answer holds that
+			// document until Firestore expires the transaction (60 s),
+			// and a finish writing it would wait as long.
 			return w.setFence(tx, in, now)
 		})
 	})
@@ -1121,6 +1138,16 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 	*res = done
 	res.ManifestRecorded = true
 	return nil
+}
+
+// anyUnsure reports whether a chunk of res has a commit of unknown outcome.
+func anyUnsure(res *Result) bool {
+	for _, b := range res.BatchResults {
+		if b.unsure {
+			return true
+		}
+	}
+	return false
 }
 
 // tally fills the aggregate counts from the batch results (property 7).
@@ -1141,11 +1168,12 @@ func (w *Writer) tally(res *Result) {
 	res.Complete = res.FailedBatches == 0
 }
 
-func (w *Writer) summarize(log *zap.Logger, res *Result, start time.Time) {
+func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
 	if res.TotalBatches == 0 {
 		w.tally(res)
 	}
-	res.TotalDurationMs = w.cfg.now().Sub(start).Milliseconds()
+	res.TotalDurationMs = w.cfg.now().Sub(in.startedAt).Milliseconds()
+	res.RootCommits, res.LockWaitMs = int(in.rootCommits.Load()), in.lockWait.Milliseconds()
 	lvl := zap.InfoLevel
 	if !res.Complete {
 		lvl = zap.WarnLevel
@@ -1158,6 +1186,8 @@ func (w *Writer) summarize(log *zap.Logger, res *Result, start time.Time) {
 		zap.Int("districtsWritten", res.DistrictsWritten),
 		zap.Strings("failedDistricts", res.FailedDistricts),
 		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
+		zap.Int("rootCommits", res.RootCommits),
+		zap.Int64("lockWaitMs", res.LockWaitMs),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
 

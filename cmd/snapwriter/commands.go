@@ -54,6 +54,7 @@ type writeFlags struct {
 	lockWait    time.Duration
 	grace       time.Duration
 	contention  time.Duration
+	recordEvery time.Duration
 	allowSwitch bool
 	lock        lockFlags
 }
@@ -65,6 +66,8 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
 	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
 	fl.DurationVar(&f.grace, "grace-period", snapshot.DefaultGracePeriod, "on SIGTERM/SIGINT, how long chunks in flight may take to finish")
+	fl.DurationVar(&f.recordEvery, "record-interval", snapshot.DefaultRecordInterval,
+		"how often, at most, the write records its progress in the snapshot's root document (chunks never write it)")
 	fl.DurationVar(&f.contention, "contention-wait", snapshot.DefaultContentionWait,
 		"how long a transaction that finds the snapshot locked by another transaction keeps retrying (a writer that died mid-chunk holds it until Firestore expires it, within 60 s)")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
@@ -87,6 +90,8 @@ func (f writeFlags) validate() error {
 		return usagef("--grace-period %s: must not be negative", f.grace)
 	case f.contention < 0:
 		return usagef("--contention-wait %s: must not be negative", f.contention)
+	case f.recordEvery < 10*time.Millisecond || f.recordEvery > time.Minute:
+		return usagef("--record-interval %s: want 10ms..1m", f.recordEvery)
 	}
 	return f.lock.validate()
 }
@@ -120,6 +125,7 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 		snapshot.WithRequestTimeout(a.bound()),
 		snapshot.WithGracePeriod(f.grace),
 		snapshot.WithContentionWait(f.contention),
+		snapshot.WithRecordInterval(f.recordEvery),
 		snapshot.WithLogger(a.log),
 		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
 		snapshot.WithAPIClient(api),
@@ -229,6 +235,9 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d batches (%d failed), fence %s, %d ms\n",
 		res.SnapshotID, state, res.DistrictsWritten, res.TotalBatches, res.FailedBatches, res.Fence, res.TotalDurationMs)
+	if res.DistrictsKept > 0 {
+		fmt.Fprintf(a.stdout, "%d districts were already stored by an unfinished write of this input: recorded, not written again\n", res.DistrictsKept)
+	}
 	if len(res.FailedDistricts) > 0 {
 		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
 	}

@@ -1,0 +1,215 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+)
+
+// A write's progress reaches the root through one recorder, never through
+// the chunks. Firestore serialises commits to one document (and past about
+// one a second it answers ABORTED "too much contention"), and every root
+// commit rewrites a document of up to 1 MiB and its index entries: chunks
+// that each recorded themselves in the root made the root the hottest
+// document of the system, with a cost that grew with the square of the
+// snapshot. Instead, chunks write their district documents and nothing
+// else, and the recorder commits every chunk outcome since its last record
+// in one fenced transaction, at most once per record interval.
+//
+// What the root says is therefore never more than what is stored — a
+// district is recorded only after its chunk committed — and lags the
+// documents by at most one interval plus a commit. A writer killed in
+// between leaves districts written but not recorded: their documents carry
+// the root's writerFence, which is how Repair and a rerun find them and
+// record them without writing them again, and how Verify tells them from
+// strays while the root says "writing".
+
+// recorder records a write's written districts in its root (and manifest
+// pages) in the background.
+type recorder struct {
+	// commit records state st and the manifest pages (by number) that
+	// changed, as one attempt bounded by ctx.
+	commit  func(ctx context.Context, st rootState, pages []int) error
+	paged   func(id string) (page int, ok bool) // the page of a district, in the paged form
+	log     *zap.Logger
+	every   time.Duration
+	timeout time.Duration // of one record's commit
+
+	mu      sync.Mutex
+	written map[string]string // district → lastModified of its chunk's commit
+	dirty   map[int]bool      // manifest pages holding districts not recorded yet
+	fresh   int               // districts written since the last record
+	changed chan struct{}     // signalled (without blocking) by add
+
+	stop chan struct{} // closed by close
+	done chan struct{} // closed when run returns
+}
+
+// startRecorder starts the recorder of a write whose root is committed. It
+// records under ctx, the write's work context: when the lease is lost or
+// the grace period ends, recording stops, and the finish records all.
+func (w *Writer) startRecorder(ctx context.Context, in rootInput, log *zap.Logger) *recorder {
+	commit := func(ctx context.Context, st rootState, pages []int) error {
+		return w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			return w.recordTxn(tx, in, st, pages)
+		})
+	}
+	paged := func(id string) (int, bool) { p, ok := in.pageOf[id]; return p, ok }
+	return startRecorder(ctx, commit, paged, w.cfg.recordEvery, w.cfg.retry.AttemptTimeout, log)
+}
+
+// startRecorder starts a recorder that commits with commit, at most once
+// every every.
+func startRecorder(ctx context.Context, commit func(context.Context, rootState, []int) error,
+	paged func(string) (int, bool), every, timeout time.Duration, log *zap.Logger) *recorder {
+	r := &recorder{commit: commit, paged: paged, log: log, every: every, timeout: timeout,
+		written: make(map[string]string), dirty: make(map[int]bool),
+		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.run(ctx)
+	return r
+}
+
+// add notes districts whose chunk committed at at.
+func (r *recorder) add(ids []string, at time.Time) {
+	if len(ids) == 0 {
+		return
+	}
+	modified := isoMillis(at)
+	r.mu.Lock()
+	for _, id := range ids {
+		r.written[id] = modified
+		if p, ok := r.paged(id); ok {
+			r.dirty[p] = true
+		}
+	}
+	r.fresh += len(ids)
+	r.mu.Unlock()
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the recorder and waits for a record in flight to end, so
+// that the finish, which comes next, is the last commit to the root.
+func (r *recorder) close() {
+	close(r.stop)
+	<-r.done
+}
+
+// run records whenever districts were written since the last record, at
+// most once per interval: it waits for news, then for the interval since
+// its last record to pass, then commits everything known by then.
+func (r *recorder) run(ctx context.Context) {
+	defer close(r.done)
+	var last time.Time
+	for {
+		select {
+		case <-r.changed:
+		case <-r.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+		if wait := r.every - time.Since(last); !last.IsZero() && wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.stop:
+				t.Stop()
+				return
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		last = time.Now()
+		if err := r.record(ctx); err != nil {
+			if errors.Is(err, ErrFencedOut) {
+				r.log.Warn("recording progress: fenced out by a newer writer; recording stops", zap.Error(err))
+				return
+			}
+			// The finish records everything anyway; the next record
+			// tries again with whatever has been written since.
+			r.log.Warn("recording progress in the root failed; retrying at the next record", zap.Error(err))
+			select {
+			case r.changed <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// record commits what has been written so far, if anything is new.
+func (r *recorder) record(ctx context.Context) error {
+	r.mu.Lock()
+	if r.fresh == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	st := rootState{status: statusPartial, writing: true,
+		entries: make(map[string]string, len(r.written)), times: make(map[string]string, len(r.written))}
+	for id, at := range r.written {
+		st.entries[id], st.times[id] = entrySuccess, at
+	}
+	pages := make([]int, 0, len(r.dirty))
+	for p := range r.dirty {
+		pages = append(pages, p)
+	}
+	fresh := r.fresh
+	r.fresh, r.dirty = 0, make(map[int]bool)
+	r.mu.Unlock()
+
+	actx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	t0 := time.Now()
+	err := r.commit(actx, st, pages)
+	if err != nil {
+		// Not recorded: put the news back for the next record.
+		r.mu.Lock()
+		r.fresh += fresh
+		for _, p := range pages {
+			r.dirty[p] = true
+		}
+		r.mu.Unlock()
+		return err
+	}
+	r.log.Debug("progress recorded", zap.Int("districtsRecorded", len(st.entries)), zap.Int("new", fresh),
+		zap.Int("pages", len(pages)), zap.Int64("durationMs", time.Since(t0).Milliseconds()))
+	return nil
+}
+
+// recordTxn adds to tx the record of state st: the root's metadata and
+// manifest, and manifest pages (by number) whose entries changed. It reads
+// the fence document (the write must still be this writer's) and the
+// root: a record commit delayed past the finish would otherwise overwrite
+// the finished root with a stale one, whereas with the root read, the
+// finish's write of the root makes such a commit fail.
+func (w *Writer) recordTxn(tx *firestore.Transaction, in rootInput, st rootState, pages []int) error {
+	if err := w.requireFence(tx, in); err != nil {
+		return err
+	}
+	ref := w.root(in.id)
+	if _, err := tx.Get(ref); err != nil {
+		return err
+	}
+	md, err := in.metadata(st)
+	if err != nil {
+		return err
+	}
+	mf, all := in.split(in.manifest(st))
+	if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
+		return err
+	}
+	for _, p := range pages {
+		if err := tx.Set(w.pagesRef(in.id).Doc(pageID(p)), all[p]); err != nil {
+			return err
+		}
+	}
+	in.rootCommits.Add(1)
+	return nil
+}
