@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -43,10 +42,6 @@ type loadtestFlags struct {
 	rounds      int
 	date        string
 	asJSON      bool
-	// recordEvery is --record-interval, when loadtest registers it itself
-	// (recordFlag: the write flags do not have it).
-	recordEvery time.Duration
-	recordFlag  bool
 }
 
 // loadtestSkips are the write flags loadtest leaves out: it takes a list of
@@ -104,12 +99,6 @@ loadtest holds the collection, 130/143 interrupted.`,
 			fl.AddFlag(w)
 		}
 	})
-	// The write flags may come to have it; until then, loadtest's own.
-	if fl.Lookup("record-interval") == nil {
-		l.recordFlag = true
-		fl.DurationVar(&l.recordEvery, "record-interval", snapshot.DefaultRecordInterval,
-			"how often, at most, a write records its chunks' progress in the root document")
-	}
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	return cmd
 }
@@ -134,8 +123,6 @@ func (a *app) checkLoadtestFlags(cmd *cobra.Command, f writeFlags, l loadtestFla
 		return usagef("--concurrency: want at least one")
 	case !model.ValidDate(l.date):
 		return usagef("--date %q: want a real YYYY-MM-DD date", l.date)
-	case l.recordFlag && l.recordEvery <= 0:
-		return usagef("--record-interval %s: want a positive duration", l.recordEvery)
 	}
 	seen := map[int]bool{}
 	for _, c := range l.concurrency {
@@ -203,10 +190,6 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 	deletes := retry.DefaultPolicy()
 	deletes.MaxRetries = f.maxRetries
 	deletes.ContentionWait = f.contention
-	var extra []snapshot.Option
-	if l.recordFlag {
-		extra = append(extra, snapshot.WithRecordInterval(l.recordEvery))
-	}
 	rep, err := loadtest.Run(ctx, loadtest.Config{
 		Client:     client,
 		Collection: a.global.collection,
@@ -216,7 +199,7 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 		NewWriter: func(c int) (*snapshot.Writer, error) {
 			fc := f
 			fc.concurrency = c
-			w, closeW, err := a.newWriter(ctx, client, fc, extra...)
+			w, closeW, err := a.newWriter(ctx, client, fc)
 			if err == nil {
 				closers = append(closers, closeW)
 			}
