@@ -128,11 +128,14 @@ func (a *app) markRuns(c *cobra.Command) {
 func exitCode(err error) int {
 	var u usageError
 	var bf errBackfill
+	var ce codedError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &bf):
 		return bf.code
+	case errors.As(err, &ce):
+		return ce.code
 	case errors.As(err, &u), errors.Is(err, model.ErrInvalid), errors.Is(err, snapshot.ErrMismatch):
 		return exitUsage
 	case errors.Is(err, snapshot.ErrFencedOut):
@@ -210,7 +213,8 @@ contradicts its manifest, its content hashes or the input.`,
 	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
-		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand())
+		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand(),
+		a.loadtestCommand())
 	return root
 }
 

@@ -1,0 +1,274 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/snapwriter/snapwriter/emulator"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+var emu *emulator.Emulator
+
+func TestMain(m *testing.M) { os.Exit(emulator.Main(m, &emu)) }
+
+const scratch = "loadtest-scratch"
+
+// env is one test's project: a client, a Firestore lock backend and a
+// Config that writes small snapshots into the scratch collection.
+type env struct {
+	t      *testing.T
+	client *firestore.Client
+	locks  *firestorelock.Backend
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	client := emu.TestClient(t)
+	locks, err := firestorelock.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = locks.Close() })
+	return &env{t: t, client: client, locks: locks}
+}
+
+// config writes districts per round at the concurrencies given, one round
+// each, into collection; opts are added to every writer's.
+func (e *env) config(collection string, districts int, concurrency []int, opts ...snapshot.Option) Config {
+	api := emu.TestAPIClient(e.t)
+	return Config{
+		Client: e.client, Collection: collection, Locker: e.locks, LockTTL: 15 * time.Second, LockWait: 20 * time.Second,
+		Districts: districts, Concurrency: concurrency, Rounds: 1,
+		NewWriter: func(c int) (*snapshot.Writer, error) {
+			return snapshot.NewWriter(e.client, e.locks, append([]snapshot.Option{snapshot.WithCollection(collection),
+				snapshot.WithConcurrency(c), snapshot.WithAPIClient(api), snapshot.WithLockTTL(15 * time.Second)}, opts...)...)
+		},
+	}
+}
+
+// docs lists every document path in collection and below its documents,
+// missing documents (subcollections without a root) included.
+func (e *env) docs(collection string) []string {
+	e.t.Helper()
+	ctx := context.Background()
+	refs, err := e.client.Collection(collection).DocumentRefs(ctx).GetAll()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.Path)
+		colls, err := r.Collections(ctx).GetAll()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, c := range colls {
+			below, err := c.DocumentRefs(ctx).GetAll()
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			for _, b := range below {
+				out = append(out, b.Path)
+			}
+		}
+	}
+	return out
+}
+
+// count is how many documents collection itself holds.
+func (e *env) count(collection string) int {
+	e.t.Helper()
+	docs, err := e.client.Collection(collection).Documents(context.Background()).GetAll()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(docs)
+}
+
+// write stores snap as id in collection with a plain writer, as
+// `snapwriter write` would.
+func (e *env) write(collection, id string, snap *model.Snapshot) {
+	e.t.Helper()
+	w, err := snapshot.NewWriter(e.client, e.locks, snapshot.WithCollection(collection), snapshot.WithAPIClient(emu.TestAPIClient(e.t)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := w.Write(context.Background(), id, snap); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestLoadtestRunMeasuresAndLeavesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config(scratch, 230, []int{1, 4})
+	cfg.Rounds = 2
+	var seen []Round
+	cfg.RoundDone = func(r Round) { seen = append(seen, r) }
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rounds) != 4 || len(seen) != 4 || len(rep.Levels) != 2 || rep.Interrupted {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Rounds {
+		// 230 districts in chunks of 50: 5 chunks.
+		if !r.Complete || r.DistrictsWritten != 230 || r.ChunkLatencyMs.Chunks != 5 || r.ChunkLatencyMs.P50 <= 0 ||
+			r.FailedChunks != 0 || r.DistrictsPerSecond <= 0 || r.SnapshotID != DefaultDate ||
+			r.RootCommits < 2 { // the root transaction and the finish at least
+			t.Errorf("round %+v", r)
+		}
+	}
+	for i, l := range rep.Levels {
+		if l.Concurrency != cfg.Concurrency[i] || l.Rounds != 2 || l.ChunkLatencyMs.Chunks != 10 || l.PartialRounds != 0 ||
+			l.ChunkLatencyMs.P50 > l.ChunkLatencyMs.P95 || l.ChunkLatencyMs.P95 > l.ChunkLatencyMs.P99 || l.ChunkLatencyMs.P99 > l.ChunkLatencyMs.Max {
+			t.Errorf("level %+v", l)
+		}
+	}
+	// Root, districts and the fence document, each round.
+	if rep.DocumentsDeleted < 4*(1+230+1) {
+		t.Errorf("deleted %d documents, want at least %d", rep.DocumentsDeleted, 4*232)
+	}
+	if left := e.docs(scratch); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	if n := e.count("locks"); n != 0 {
+		t.Errorf("%d locks left held", n)
+	}
+}
+
+func TestLoadtestRefusesForeignCollections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A real snapshot, as `snapwriter write` leaves it.
+	e.write("real", "2026-11-20", model.Generate("2026-11-20", 3, 1))
+	// A document that is no snapshot at all.
+	if _, err := e.client.Collection("other").Doc("x").Set(context.Background(), map[string]any{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Subcollections without a root document.
+	if _, err := e.client.Collection("orphans").Doc("2026-11-20").Collection("districts").Doc("district_1").
+		Set(context.Background(), map[string]any{"a": 1}); err != nil {
+		t.Fatal(err)
+	}
+	fences := e.count("fence_counters")
+	for _, coll := range []string{"real", "other", "orphans", snapshot.DefaultCollection} {
+		before := e.docs(coll)
+		rep, err := Run(context.Background(), e.config(coll, 10, []int{1}))
+		if !errors.Is(err, ErrRefused) || rep != nil {
+			t.Errorf("%s: report %+v, error %v; want ErrRefused", coll, rep, err)
+		}
+		if after := e.docs(coll); strings.Join(after, ",") != strings.Join(before, ",") {
+			t.Errorf("%s changed: %v, was %v", coll, after, before)
+		}
+	}
+	// Not even the run lock was taken.
+	if n := e.count("fence_counters"); n != fences {
+		t.Errorf("fence counters: %d, were %d", n, fences)
+	}
+}
+
+// What a killed run leaves — a root in the middle of its write, its
+// districts and fence document — the next run deletes before it writes.
+func TestLoadtestRemovesLeftovers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	leftover := model.Generate(DefaultDate, 120, 1)
+	leftover.Payload.Metadata.Source = Source
+	e.write(scratch, DefaultDate, leftover)
+	older := model.Generate("1999-12-31", 60, 1) // another date: a run with another --date
+	older.Payload.Metadata.Source = Source
+	e.write(scratch, "1999-12-31", older)
+	if n := len(e.docs(scratch)); n != 2+120+60+2 {
+		t.Fatalf("%d leftovers, want %d", n, 2+120+60+2)
+	}
+	rep, err := Run(context.Background(), e.config(scratch, 60, []int{2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.LeftoversDeleted != 2+120+60+2 {
+		t.Errorf("deleted %d leftovers, want %d", rep.LeftoversDeleted, 2+120+60+2)
+	}
+	if left := e.docs(scratch); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// Ending ctx mid-write stops the round as a signal stops a write, and
+// still deletes everything.
+func TestLoadtestInterruptedCleansUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var once sync.Once
+	// Cancel once the first district chunk has committed: an event, not
+	// a sleep.
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(discard{}), zap.InfoLevel),
+		zap.Hooks(func(en zapcore.Entry) error {
+			if en.Message == "batch committed" {
+				once.Do(func() { cancel(errors.New("test: stop")) })
+			}
+			return nil
+		}))
+	cfg := e.config(scratch, 600, []int{1, 2}, snapshot.WithLogger(log), snapshot.WithGracePeriod(time.Second))
+	cfg.Rounds = 2
+	rep, err := Run(ctx, cfg)
+	if !errors.Is(err, ErrInterrupted) || rep == nil || !rep.Interrupted {
+		t.Fatalf("report %+v, error %v; want ErrInterrupted", rep, err)
+	}
+	if !strings.Contains(err.Error(), "test: stop") {
+		t.Errorf("error %q does not carry the cause", err)
+	}
+	if len(rep.Rounds) != 1 || rep.Rounds[0].Complete || rep.Rounds[0].DistrictsWritten >= 600 {
+		t.Errorf("rounds %+v: want one, cut short", rep.Rounds)
+	}
+	if rep.DocumentsDeleted < 2 {
+		t.Errorf("deleted %d documents", rep.DocumentsDeleted)
+	}
+	if left := e.docs(scratch); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// A second run on the collection waits for the first's run lock.
+func TestLoadtestBusy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key, err := RunLockKey(e.client, scratch, "firestore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(key, scratch) || !strings.HasPrefix(key, "snapwriter-loadtest:") {
+		t.Errorf("run lock key %q", key)
+	}
+	res, err := e.locks.Acquire(context.Background(), key, time.Minute)
+	if err != nil || !res.OK {
+		t.Fatalf("acquire: %+v, %v", res, err)
+	}
+	cfg := e.config(scratch, 10, []int{1})
+	cfg.LockWait = 200 * time.Millisecond
+	if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrBusy) {
+		t.Fatalf("error %v, want ErrBusy", err)
+	}
+	if left := e.docs(scratch); len(left) != 0 {
+		t.Errorf("wrote while another run held the collection: %v", left)
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
