@@ -45,8 +45,8 @@ type recorder struct {
 	fresh   int               // districts written since the last record
 	changed chan struct{}     // signalled (without blocking) by add
 
-	stop chan struct{} // closed by close
-	done chan struct{} // closed when run returns
+	cancel context.CancelFunc // ends run, and a record in flight
+	done   chan struct{}      // closed when run returns
 }
 
 // startRecorder starts the recorder of a write whose root is committed. It
@@ -66,9 +66,10 @@ func (w *Writer) startRecorder(ctx context.Context, in rootInput, log *zap.Logge
 // every every.
 func startRecorder(ctx context.Context, commit func(context.Context, rootState, []int) error,
 	paged func(string) (int, bool), every, timeout time.Duration, log *zap.Logger) *recorder {
+	ctx, cancel := context.WithCancel(ctx)
 	r := &recorder{commit: commit, paged: paged, log: log, every: every, timeout: timeout,
 		written: make(map[string]string), dirty: make(map[int]bool),
-		changed: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go r.run(ctx)
 	return r
 }
@@ -94,10 +95,13 @@ func (r *recorder) add(ids []string, at time.Time) {
 	}
 }
 
-// close stops the recorder and waits for a record in flight to end, so
-// that the finish, which comes next, is the last commit to the root.
+// close stops the recorder, abandoning a record in flight, and waits for
+// it to return, so that the finish, which comes next, is the last commit
+// to the root. An abandoned record that lands anyway cannot land after the
+// finish: it read the root, which the finish writes, so one of the two
+// would be aborted.
 func (r *recorder) close() {
-	close(r.stop)
+	r.cancel()
 	<-r.done
 }
 
@@ -110,8 +114,6 @@ func (r *recorder) run(ctx context.Context) {
 	for {
 		select {
 		case <-r.changed:
-		case <-r.stop:
-			return
 		case <-ctx.Done():
 			return
 		}
@@ -119,9 +121,6 @@ func (r *recorder) run(ctx context.Context) {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-r.stop:
-				t.Stop()
-				return
 			case <-ctx.Done():
 				t.Stop()
 				return
@@ -129,6 +128,9 @@ func (r *recorder) run(ctx context.Context) {
 		}
 		last = time.Now()
 		if err := r.record(ctx); err != nil {
+			if ctx.Err() != nil {
+				return // closed: the finish records all
+			}
 			if errors.Is(err, ErrFencedOut) {
 				r.log.Warn("recording progress: fenced out by a newer writer; recording stops", zap.Error(err))
 				return
