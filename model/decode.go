@@ -167,6 +167,34 @@ type decoder struct {
 	dec     *jsontext.Decoder
 	steps   []pathElem
 	capture captureFunc // nil: keep every object
+	// keys interns object keys: a snapshot's thousands of districts
+	// repeat the same few hundred, and one string each saves most of the
+	// decoder's allocations.
+	keys map[string]string
+}
+
+// maxInterned bounds the keys a decoder interns, so that an input of
+// ever-new keys costs no more than without interning.
+const maxInterned = 1 << 14
+
+// key is the object key whose raw JSON string is raw.
+func (d *decoder) key(raw []byte) (string, error) {
+	b := raw[1 : len(raw)-1]
+	if bytes.IndexByte(b, '\\') >= 0 {
+		u, err := jsontext.AppendUnquote(nil, raw)
+		return string(u), err
+	}
+	if k, ok := d.keys[string(b)]; ok {
+		return k, nil
+	}
+	k := string(b)
+	if d.keys == nil {
+		d.keys = map[string]string{}
+	}
+	if len(d.keys) < maxInterned {
+		d.keys[k] = k
+	}
+	return k, nil
 }
 
 func (d *decoder) path() string { return formatPath("$", d.steps) }
@@ -212,23 +240,35 @@ func (d *decoder) object(start int64) (any, error) {
 	m := map[string]any{}
 	for {
 		before := d.dec.InputOffset()
-		tok, err := d.dec.ReadToken()
-		if err != nil {
-			return nil, d.syntaxError(err, true)
-		}
-		if tok.Kind() == '}' {
+		if d.dec.PeekKind() != '"' {
+			// The object's end, or an error.
+			tok, err := d.dec.ReadToken()
+			if err != nil {
+				return nil, d.syntaxError(err, true)
+			}
+			if tok.Kind() != '}' {
+				return nil, invalid(d.path(), "invalid JSON: unexpected %s", tok.Kind())
+			}
 			if d.capture != nil {
 				return d.capture(d, m, start, d.dec.InputOffset())
 			}
 			return m, nil
 		}
-		k := tok.String()
+		raw, err := d.dec.ReadValue()
+		if err != nil {
+			return nil, d.syntaxError(err, true)
+		}
+		k, err := d.key(raw)
+		if err != nil {
+			return nil, d.syntaxError(err, true)
+		}
 		d.steps = append(d.steps, pathElem{key: k, isKey: true})
 		if _, dup := m[k]; dup {
 			line, col := position(d.src, keyStart(d.src, before))
 			return nil, invalid(d.path(), "duplicate key %q at line %d, column %d: this object already has it, and only one of the values could be stored", k, line, col)
 		}
-		if tok, err = d.dec.ReadToken(); err != nil {
+		tok, err := d.dec.ReadToken()
+		if err != nil {
 			return nil, d.syntaxError(err, false)
 		}
 		v, err := d.value(tok)

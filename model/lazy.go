@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // A snapshot read from a file keeps its districts' data in the file:
@@ -135,29 +138,97 @@ func (l *lazyData) load() (Object, error) {
 	return o, nil
 }
 
-// summarize checks, hashes and sizes district data o, the bytes start to
-// end of src, and returns where to find it again.
-func summarize(in *lazyInput, path string, src io.ReaderAt, o Object, start, end int64) (*lazyData, error) {
-	raw := make([]byte, end-start)
-	if _, err := src.ReadAt(raw, start); err != nil {
-		return nil, fmt.Errorf("reading input: %w", err)
-	}
-	l := &lazyData{in: in, path: path, off: start, n: end - start, rawSum: sha256.Sum256(raw), head: Object{}}
-	l.summary.FirestoreSize = checkValue(o, "", 1, false, func(path, format string, args ...any) {
-		l.problems = append(l.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	})
-	l.summary.EncodedSize = EncodedSize(o)
-	b, err := Marshal(o)
-	if err != nil {
-		return nil, fmt.Errorf("hashing district data: %w", err)
-	}
-	l.summary.Digest = sha256.Sum256(b)
+// newLazyData is where district data o, the bytes start to end of the
+// input (path, else in.f), lies; summarize completes it.
+func newLazyData(in *lazyInput, path string, o Object, start, end int64) *lazyData {
+	l := &lazyData{in: in, path: path, off: start, n: end - start, head: Object{}}
 	for _, k := range []string{"districtId", "asOfDate"} {
 		if v, ok := o[k]; ok {
 			l.head[k] = v
 		}
 	}
-	return l, nil
+	return l
+}
+
+// summaryScratch is the space one summarizing goroutine reuses from
+// district to district.
+type summaryScratch struct {
+	raw, json []byte
+	enc       canonicalEncoder
+}
+
+// summarize checks, hashes and sizes l's data o, read from src.
+func (l *lazyData) summarize(src io.ReaderAt, o Object, sc *summaryScratch) error {
+	if int64(cap(sc.raw)) < l.n {
+		sc.raw = make([]byte, l.n)
+	}
+	raw := sc.raw[:l.n]
+	if _, err := src.ReadAt(raw, l.off); err != nil {
+		return fmt.Errorf("reading input: %w", err)
+	}
+	l.rawSum = sha256.Sum256(raw)
+	l.summary.FirestoreSize = checkValue(o, "", 1, false, func(path, format string, args ...any) {
+		l.problems = append(l.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	})
+	l.summary.EncodedSize = EncodedSize(o)
+	b, err := appendMarshal(sc.json[:0], &sc.enc, o)
+	if err != nil {
+		return fmt.Errorf("hashing district data: %w", err)
+	}
+	sc.json = b
+	l.summary.Digest = sha256.Sum256(b)
+	return nil
+}
+
+// summarizer summarizes districts' data on up to GOMAXPROCS goroutines
+// while the input is still being decoded: decoding is one sequential pass
+// over the tokens, and checking, sizing and hashing each district's data
+// is as much work again, which the other cores do meanwhile. Each
+// district's results go to its own lazyData, so they are what a
+// sequential pass finds, in input order.
+type summarizer struct {
+	g       errgroup.Group
+	scratch chan *summaryScratch
+	// errs holds each district's error, in input order: the slice is
+	// appended to by the decoding goroutine only, each error written by
+	// its district's goroutine only.
+	errs []*error
+}
+
+func newSummarizer() *summarizer {
+	n := runtime.GOMAXPROCS(0)
+	s := &summarizer{scratch: make(chan *summaryScratch, n)}
+	for range n {
+		s.scratch <- new(summaryScratch)
+	}
+	// The limit also bounds the decoded districts held at once.
+	s.g.SetLimit(n)
+	return s
+}
+
+// add summarizes l's data o, read from src, on a goroutine of its own; it
+// waits while GOMAXPROCS districts are being summarized.
+func (s *summarizer) add(l *lazyData, src io.ReaderAt, o Object) {
+	errp := new(error)
+	s.errs = append(s.errs, errp)
+	s.g.Go(func() error {
+		sc := <-s.scratch
+		defer func() { s.scratch <- sc }()
+		*errp = l.summarize(src, o, sc)
+		return nil
+	})
+}
+
+// wait waits for every district added and returns the error of the first
+// one, in input order, that failed.
+func (s *summarizer) wait() error {
+	_ = s.g.Wait() // the goroutines report through errs
+	for _, e := range s.errs {
+		if *e != nil {
+			return *e
+		}
+	}
+	return nil
 }
 
 // Open reads the Snapshot JSON file at path, leaving its districts' data
@@ -221,12 +292,21 @@ func decodeLazy(f *os.File, name string) (*Snapshot, error) {
 	in := &lazyInput{f: f, name: name}
 	src := io.NewSectionReader(f, 0, fi.Size())
 	rd := bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 64<<10)
+	sum := newSummarizer()
 	v, err := decodeSource(src, rd, func(d *decoder, o Object, start, end int64) (any, error) {
 		if !districtPath(d.steps) {
 			return o, nil
 		}
-		return summarize(in, "", src, o, start, end)
+		l := newLazyData(in, "", o, start, end)
+		sum.add(l, src, o)
+		return l, nil
 	})
+	// The districts' goroutines read f: wait for them before anything
+	// closes it. A district that could not be summarized comes before
+	// anything the decoder found after it.
+	if serr := sum.wait(); serr != nil {
+		err = serr
+	}
 	if err == nil {
 		if _, ok := v.(map[string]any); !ok {
 			err = invalid("$", "want a JSON object, got %s", kindOf(v))
@@ -254,7 +334,7 @@ func districtPath(steps []pathElem) bool {
 // readDistrictFile reads a district file of a snapshot directory: the
 // stored envelope {districtId, …, data} or bare DistrictStatistics. Its
 // problems' paths name the file, as readObject's do.
-func readDistrictFile(in *lazyInput, path string) (*lazyData, error) {
+func readDistrictFile(in *lazyInput, path string, sc *summaryScratch) (*lazyData, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -290,8 +370,15 @@ func readDistrictFile(in *lazyInput, path string) (*lazyData, error) {
 	o := v.(map[string]any)
 	// The application's file store wraps statistics in the same envelope
 	// as its Firestore documents.
+	var l *lazyData
 	if d, ok := o["data"].(map[string]any); ok && o["membership"] == nil {
-		return summarize(in, path, src, d, data[0], data[1])
+		l = newLazyData(in, path, d, data[0], data[1])
+		o = d
+	} else {
+		l = newLazyData(in, path, o, whole[0], whole[1])
 	}
-	return summarize(in, path, src, o, whole[0], whole[1])
+	if err := l.summarize(src, o, sc); err != nil {
+		return nil, err
+	}
+	return l, nil
 }

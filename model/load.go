@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // inputErr says that the input file at path cannot be opened.
@@ -37,12 +40,31 @@ func LoadDir(dir string) (*Snapshot, error) {
 		return nil, err
 	}
 	// Each district's data stays in its file until it is needed (see
-	// Open); the files are opened one at a time.
+	// Open). The files are read GOMAXPROCS at a time, each into its own
+	// slot, and their problems merged in manifest order, as one pass
+	// would find them.
 	in := &lazyInput{name: dir}
+	read := make([]*lazyData, len(files))
+	errs := make([]error, len(files))
+	n := runtime.GOMAXPROCS(0)
+	scratch := make(chan *summaryScratch, n)
+	for range n {
+		scratch <- new(summaryScratch)
+	}
+	var g errgroup.Group
+	g.SetLimit(n)
+	for i, f := range files {
+		g.Go(func() error {
+			sc := <-scratch
+			defer func() { scratch <- sc }()
+			read[i], errs[i] = readDistrictFile(in, filepath.Join(dir, f), sc)
+			return nil
+		})
+	}
+	_ = g.Wait() // the files report through errs
 	districts := make([]any, 0, len(files))
-	for _, f := range files {
-		d, err := readDistrictFile(in, filepath.Join(dir, f))
-		if err != nil {
+	for i, d := range read {
+		if err := errs[i]; err != nil {
 			if !p.merge(err) {
 				return nil, err
 			}

@@ -191,7 +191,14 @@ func TestMarshalGoldenGenerated(t *testing.T) {
 		seed           int64
 		size           int
 		whole, payload string
-	}{}
+	}{
+		// Computed by Marshal through encoding/json, before
+		// canonicalEncoder (commit f737ccb).
+		{1, 1, 8287, "96d022f62bcd30e1d0c302d540675769cafaebffd488dbb09daeffdeb41e863a", "465057ea2cc0bc0e5180e6540abc2355f4ac1452d441b394eb1d7cab3cdc8011"},
+		{3, 7, 22146, "dc8595110feb36a6eba85df4125b4bf75554aa5a54df98d22d1c8338fe939252", "4250416c1eac3562e85f6186c5f8c115c9c409aab237c880e5fcd59a14f090d8"},
+		{40, 42, 475834, "8551ef2907269cb6dbefe4862a7064a8fba783345663ef74619bcc97b1f40650", "40aade94df6b7d202cad74deba71e82e7fb6ffd8390002f983a6fa21ba996357"},
+		{132, 1, 1539700, "c39b64aa2efefdd079c4e5d931309f36601060d3dbf0e6087f2479de62929215", "367414f980345b80fd6b4b6488675c168d845ff5f32c89d7ee448138f6b68db2"},
+	}
 	for _, c := range cases {
 		s := Generate("2026-11-20", c.districts, c.seed)
 		b, err := Marshal(s)

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -21,6 +22,44 @@ type Object = map[string]any
 // encoded by json.Marshal, as they come. The bytes are hashed into stored
 // snapshots, so they never change.
 func Marshal(v any) ([]byte, error) {
+	return appendMarshal(nil, new(canonicalEncoder), v)
+}
+
+// appendMarshal appends Marshal(v) to dst, writing with e: a caller that
+// marshals many values reuses dst's space and e's.
+func appendMarshal(dst []byte, e *canonicalEncoder, v any) ([]byte, error) {
+	t := v
+	switch x := v.(type) {
+	case *Snapshot:
+		o, err := x.tree()
+		if err != nil {
+			return dst, err
+		}
+		t = o
+	case Snapshot:
+		o, err := x.tree()
+		if err != nil {
+			return dst, err
+		}
+		t = o
+	case *PayloadMetadata:
+		t = x.tree()
+	case PayloadMetadata:
+		t = x.tree()
+	}
+	out, err := e.appendValue(dst, t)
+	if errors.Is(err, errNotCanonical) {
+		// A type of a library caller's: encoding/json writes it.
+		b, err := marshalReflect(t)
+		return append(dst, b...), err
+	}
+	return out, err
+}
+
+// marshalReflect is Marshal by encoding/json, on the tree jsonTree builds:
+// the reference canonicalEncoder must match, and the path for values of
+// other types.
+func marshalReflect(v any) ([]byte, error) {
 	t, err := jsonTree(v)
 	if err != nil {
 		return nil, err
@@ -122,7 +161,7 @@ func EncodedSize(v any) int {
 // number so that it reads back as a float, not an integer.
 func floatNumber(f float64) (json.Number, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", fmt.Errorf("model: %v cannot be encoded as JSON", f)
+		return "", errNonFinite(f)
 	}
 	b, err := json.Marshal(f)
 	if err != nil {
@@ -133,6 +172,10 @@ func floatNumber(f float64) (json.Number, error) {
 	}
 	return json.Number(b), nil
 }
+
+// errNonFinite is the error of marshalling a NaN or an infinity, which JSON
+// has no form for.
+func errNonFinite(f float64) error { return fmt.Errorf("model: %v cannot be encoded as JSON", f) }
 
 // FirestoreSize is the storage size Firestore charges for a canonical value
 // (https://cloud.google.com/firestore/docs/storage-size): strings are their

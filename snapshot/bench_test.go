@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"text/tabwriter"
@@ -23,7 +24,10 @@ import (
 
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/internal/benchutil"
@@ -70,6 +74,12 @@ type groupResult struct {
 	cpu       map[string]float64   // client CPU-seconds per 1,000 districts
 	samples   map[string][]float64 // every successful round's docs/s
 	failed    map[string]int       // rounds whose write failed
+	// rootCommits and rootKB: commits that wrote the snapshot's root
+	// document, and the kilobytes of those writes, per snapshot (medians):
+	// what production charges for and the emulator does not (Firestore
+	// serialises commits to one document and rewrites it whole).
+	rootCommits map[string]float64
+	rootKB      map[string]float64
 }
 
 // rssResult is one run of the built binary's `write`.
@@ -153,6 +163,7 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 	budget := benchutil.EnvInt("BENCH_EMU_DOCS", 40000)
 	ctx := context.Background()
 	rates, cpus := map[string][]float64{}, map[string][]float64{}
+	roots, rootKB := map[string][]float64{}, map[string][]float64{}
 	failed := map[string]int{}
 	var reads []float64
 	var srv *server
@@ -204,19 +215,26 @@ func runGroup(b *testing.B, proxyBin string, in, warm input, rtt time.Duration) 
 					failed[c.name]++
 					continue
 				}
+				commits, bytes := srv.tap.take(id)
+				roots[c.name] = append(roots[c.name], float64(commits))
+				rootKB[c.name] = append(rootKB[c.name], float64(bytes)/1e3)
 				rate := float64(n) / elapsed.Seconds()
 				perK := cpu.Seconds() / float64(n) * 1000
-				b.Logf("round %d %s: %.0f docs/s, %.3f CPU-s per 1,000 districts", r, c.name, rate, perK)
+				b.Logf("round %d %s: %.0f docs/s, %.3f CPU-s per 1,000 districts, %d root commits (%.0f kB) in %s",
+					r, c.name, rate, perK, commits, float64(bytes)/1e3, elapsed.Round(time.Millisecond))
 				rates[c.name] = append(rates[c.name], rate)
 				cpus[c.name] = append(cpus[c.name], perK)
 			}
 		}
 	}
 	g := groupResult{districts: n, rtt: rtt, readMs: benchutil.Median(reads), rounds: rounds,
-		rate: map[string]float64{}, cpu: map[string]float64{}, samples: rates, failed: failed}
+		rate: map[string]float64{}, cpu: map[string]float64{}, samples: rates, failed: failed,
+		rootCommits: map[string]float64{}, rootKB: map[string]float64{}}
 	for _, name := range contenderNames {
 		g.rate[name] = benchutil.Median(rates[name])
 		g.cpu[name] = benchutil.Median(cpus[name])
+		g.rootCommits[name] = benchutil.Median(roots[name])
+		g.rootKB[name] = benchutil.Median(rootKB[name])
 		b.ReportMetric(g.rate[name], name+"-docs/s")
 		b.ReportMetric(g.cpu[name], name+"-cpu-s/1k")
 	}
@@ -240,6 +258,7 @@ type server struct {
 	client    *firestore.Client
 	api       *vkit.Client
 	all       []contender
+	tap       *rootTap
 }
 
 func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Duration) (*server, error) {
@@ -257,12 +276,13 @@ func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Du
 		}
 		via = &emulator.Emulator{Host: addr}
 	}
-	if s.client, err = via.Client(ctx, s.project); err != nil {
+	s.tap = &rootTap{byID: map[string][2]int{}}
+	if s.client, err = via.Client(ctx, s.project, s.tap.interceptor); err != nil {
 		s.close()
 		return nil, err
 	}
-	// The chunks' API client goes through the proxy too.
-	if s.api, err = via.APIClient(ctx); err != nil {
+	// The chunks' API client goes through the proxy (and the tap) too.
+	if s.api, err = via.APIClient(ctx, s.tap.interceptor); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -705,6 +725,16 @@ func printTables(w io.Writer, groups []groupResult, rss []rssResult, took time.D
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w, "\nroot commits per snapshot, and kB of root written (medians; commits whose writes name the root document)")
+	head("districts", "rtt", "read p50", "rounds")
+	for _, g := range groups {
+		row := []string{label(g)}
+		for _, name := range contenderNames {
+			row = append(row, fmt.Sprintf("%.0f (%.0f kB)", g.rootCommits[name], g.rootKB[name]))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+	}
+	_ = tw.Flush()
 	// The spread says how far to trust a median on a loaded machine.
 	fmt.Fprintln(w, "\ndocs/s of every round, in round order (failed writes are left out of the medians)")
 	head("districts", "rtt")
@@ -737,4 +767,49 @@ func printTables(w io.Writer, groups []groupResult, rss []rssResult, took time.D
 
 func fmtMs(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64) + "ms"
+}
+
+// rootTap counts, per snapshot id, the Commit requests that write the
+// snapshot's root document and the encoded bytes of those writes, as a
+// tap between client and server would: it reads the requests, changes
+// nothing.
+type rootTap struct {
+	mu   sync.Mutex
+	byID map[string][2]int // snapshot id → commits, bytes
+}
+
+func (t *rootTap) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if cr, ok := req.(*firestorepb.CommitRequest); ok {
+		seen := map[string]bool{}
+		for _, w := range cr.GetWrites() {
+			name := w.GetDelete()
+			if u := w.GetUpdate(); u != nil {
+				name = u.GetName()
+			}
+			_, path, _ := strings.Cut(name, "/documents/")
+			segs := strings.Split(path, "/")
+			if len(segs) != 2 || segs[0] != DefaultCollection {
+				continue
+			}
+			t.mu.Lock()
+			c := t.byID[segs[1]]
+			if !seen[segs[1]] {
+				c[0]++
+				seen[segs[1]] = true
+			}
+			c[1] += proto.Size(w)
+			t.byID[segs[1]] = c
+			t.mu.Unlock()
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// take returns and forgets what the tap counted for snapshot id.
+func (t *rootTap) take(id string) (commits, bytes int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := t.byID[id]
+	delete(t.byID, id)
+	return c[0], c[1]
 }

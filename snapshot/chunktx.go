@@ -86,13 +86,14 @@ func databaseOf(docName string) string {
 // chunkTxn runs one attempt of a chunk's transaction: it reads the fence
 // document (named fence) in a new transaction (retrying prev, the attempt
 // before, when that one was aborted: the server then gives this one
-// priority), hands it to decide (nil when it is missing), and commits the
-// writes decide returns. It returns the transaction's id, for the next
-// attempt's prev.
+// priority), runs prepare while the read is on its way (so that encoding
+// the chunk's documents costs no round trip), hands the fence document to
+// decide (nil when it is missing), and commits the writes decide returns.
+// It returns the transaction's id, for the next attempt's prev.
 //
 // A commit error whose outcome is unknown comes back as an *unknownOutcome
 // marked retry.Transient, as txn's do.
-func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte,
+func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte, prepare func() error,
 	decide func(fence *pb.Document) ([]*pb.Write, error)) (tid []byte, err error) {
 	db := databaseOf(fence)
 	// The header the Firestore client sends on every call: the service
@@ -113,6 +114,21 @@ func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte,
 	}
 	stream, err := w.api.BatchGetDocuments(ctx, req, noRetry)
 	if err != nil {
+		w.rollback(ctx, db, tid)
+		return tid, err
+	}
+	if err := prepare(); err != nil {
+		// Drain the read, so that the transaction it began is known
+		// and rolled back.
+		for {
+			resp, rerr := stream.Recv()
+			if rerr != nil {
+				break
+			}
+			if len(resp.GetTransaction()) > 0 {
+				tid = resp.GetTransaction()
+			}
+		}
 		w.rollback(ctx, db, tid)
 		return tid, err
 	}

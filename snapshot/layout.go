@@ -550,6 +550,17 @@ func unmarshalCanonical(b []byte, o *model.Object) error {
 // district documents. Roots written by the TypeScript application have no
 // payloadMetadata; their payload metadata is rebuilt the way its reader does.
 func fromRoot(root map[string]any, districts map[string]map[string]any) (*model.Snapshot, error) {
+	list := make([]any, 0, len(districts))
+	for _, id := range manifestOrder(root, districts) {
+		list = append(list, districts[id]["data"])
+	}
+	return fromRootList(root, len(districts), list)
+}
+
+// fromRootList is fromRoot of a root whose districts' data, in order, are
+// list, and which n district documents are read with (the count a root of
+// the application's rebuilds its payload metadata with).
+func fromRootList(root map[string]any, n int, list []any) (*model.Snapshot, error) {
 	md, _ := root["metadata"].(map[string]any)
 	if md == nil {
 		return nil, fmt.Errorf("root document has no metadata")
@@ -570,7 +581,7 @@ func fromRoot(root map[string]any, districts map[string]map[string]any) (*model.
 	}
 	pm, _ := md["payloadMetadata"].(map[string]any)
 	if pm == nil {
-		pm = legacyPayloadMetadata(md, len(districts))
+		pm = legacyPayloadMetadata(md, n)
 	}
 	payload := map[string]any{"metadata": pm}
 	if extra, ok := root["inputExtra"].(map[string]any); ok {
@@ -580,10 +591,6 @@ func fromRoot(root map[string]any, districts map[string]map[string]any) (*model.
 		for k, v := range asMap(extra["payload"]) {
 			payload[k] = v
 		}
-	}
-	list := make([]any, 0, len(districts))
-	for _, id := range manifestOrder(root, districts) {
-		list = append(list, districts[id]["data"])
 	}
 	payload["districts"] = list
 	s["payload"] = payload

@@ -148,7 +148,11 @@ func TestTwentyThousandDistricts(t *testing.T) {
 	e.paged = true // by the writer's default threshold, not withPages
 	t0 := time.Now()
 	res := mustPartial(t)(w.Write(ctx, day, in))
-	t.Logf("write: %s, %d chunks, %d failed, %d districts not written", time.Since(t0), res.TotalBatches, res.FailedBatches, len(res.FailedDistricts))
+	wall := time.Since(t0)
+	t.Logf("write: %s, %d chunks, %d failed, %d districts not written, %d root commits", wall, res.TotalBatches, res.FailedBatches, len(res.FailedDistricts), res.RootCommits)
+	if limit := int(wall.Seconds()) + 5; res.RootCommits > limit || res.RootCommits < 2 {
+		t.Errorf("%d root commits in a %s write: want the root, the finish and at most one record a second (≤ %d)", res.RootCommits, wall, limit)
+	}
 	if res.FailedBatches != len(denied) || len(res.FailedDistricts) != 500*len(denied) {
 		t.Errorf("%d chunks failed, %d districts not written; want %d chunks of 500", res.FailedBatches, len(res.FailedDistricts), len(denied))
 	}

@@ -16,7 +16,9 @@ import (
 // documents read back the same whichever path wrote them.
 
 // protoValue encodes a canonical model value (nil, bool, string, int,
-// int64, float64, []any, []string, map[string]any, recursively).
+// int64, float64, []any, []string, map[string]any, recursively). District
+// documents are sent in the wire form (wireSetWrite), which must encode
+// exactly what protoValue does.
 func protoValue(v any) (*pb.Value, error) {
 	switch x := v.(type) {
 	case nil:

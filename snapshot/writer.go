@@ -457,15 +457,15 @@ func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease,
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
 		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
 		contended: new(atomic.Bool), rootCommits: new(atomic.Int32)}
-	for _, d := range snap.Payload.Districts {
-		s, err := summarizeDistrict(snap, d, in.fence)
-		if err != nil {
-			return in, fmt.Errorf("snapshot %s: district %s: %w", id, d.DistrictID, err)
-		}
+	sums, err := summarizeDistricts(snap, in.fence)
+	if err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	for i, d := range snap.Payload.Districts {
+		s := sums[i]
 		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
 		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
 	}
-	var err error
 	if in.payloadHash, err = payloadHash(snap); err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)
 	}
@@ -986,17 +986,23 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 		}
 	}
 	fenceName := w.fenceRef(in.id).Path
-	writes, err := w.chunkWrites(in, chunk)
-	if err != nil {
-		r.Err = err
-		return r
+	var writes []*pb.Write // encoded once, during the first attempt's fence read
+	encode := func() error {
+		if writes != nil {
+			return nil
+		}
+		var err error
+		if writes, err = w.chunkWrites(in, chunk); err != nil {
+			return retry.Permanent(err)
+		}
+		return nil
 	}
 	var prev []byte // the last attempt's transaction, when it was aborted
 	st, unsure, err := w.attempt(ctx, in, log, func(ctx context.Context) error {
 		if prev != nil {
 			r.AbortedRetries++ // this attempt retries an aborted one
 		}
-		tid, err := w.chunkTxn(ctx, fenceName, prev, func(fence *pb.Document) ([]*pb.Write, error) {
+		tid, err := w.chunkTxn(ctx, fenceName, prev, encode, func(fence *pb.Document) ([]*pb.Write, error) {
 			if err := fenceProblem(fence, in); err != nil {
 				return nil, retry.Permanent(err)
 			}
@@ -1037,11 +1043,11 @@ func (w *Writer) chunkWrites(in rootInput, chunk []op) ([]*pb.Write, error) {
 		if err != nil {
 			return nil, err
 		}
-		fields, err := protoFields(doc)
+		set, err := wireSetWrite(name, doc)
 		if err != nil {
 			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 		}
-		writes = append(writes, setWrite(name, fields))
+		writes = append(writes, set)
 	}
 	return writes, nil
 }

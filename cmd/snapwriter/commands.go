@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -287,39 +288,37 @@ warns on stderr and exits 3.`,
 					return a.firestoreWait(err)
 				}
 			}
-			var v any
-			if district != "" {
-				v, err = r.District(ctx, date, district)
-			} else {
-				v, err = r.Get(ctx, date)
+			if district == "" {
+				// Written as it is read, a batch of districts at a time:
+				// a snapshot of 20,000 districts never sits in memory.
+				out := bufio.NewWriterSize(a.stdout, 256<<10)
+				n, err := r.WriteJSON(ctx, out, date, !compact)
+				if ferr := out.Flush(); err == nil {
+					err = ferr
+				}
+				if err != nil {
+					return a.firestoreWait(err)
+				}
+				return a.warnIncomplete(ctx, r, date, n)
 			}
+			v, err := r.District(ctx, date, district)
 			if err != nil {
 				return a.firestoreWait(err)
 			}
-			if district != "" {
-				// model.Marshal keeps 1.0 a float, as the input had it.
-				b, err := model.Marshal(v)
-				if err != nil {
-					return err
-				}
-				var out bytes.Buffer
-				if compact {
-					out.Write(b)
-				} else if err := json.Indent(&out, b, "", "  "); err != nil {
-					return err
-				}
-				out.WriteByte('\n')
-				_, err = a.stdout.Write(out.Bytes())
+			// model.Marshal keeps 1.0 a float, as the input had it.
+			b, err := model.Marshal(v)
+			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(a.stdout)
-			if !compact {
-				enc.SetIndent("", "  ")
-			}
-			if err := enc.Encode(v); err != nil {
+			var out bytes.Buffer
+			if compact {
+				out.Write(b)
+			} else if err := json.Indent(&out, b, "", "  "); err != nil {
 				return err
 			}
-			return a.warnIncomplete(ctx, r, date, len(v.(*model.Snapshot).Payload.Districts))
+			out.WriteByte('\n')
+			_, err = a.stdout.Write(out.Bytes())
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)

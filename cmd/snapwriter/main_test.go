@@ -273,6 +273,8 @@ func TestBadInputExit2WritesNothing(t *testing.T) {
 		{"batch size 0", good, []string{"--batch-size", "0"}, nil, "--batch-size"},
 		{"batch size 501", good, []string{"--batch-size", "501"}, nil, "--batch-size"},
 		{"concurrency 0", good, []string{"--concurrency", "0"}, nil, "--concurrency"},
+		{"record interval 0", good, []string{"--record-interval", "0s"}, nil, "--record-interval"},
+		{"record interval 2h", good, []string{"--record-interval", "2h"}, nil, "--record-interval"},
 		{"negative retries", good, []string{"--max-retries", "-1"}, nil, "--max-retries"},
 		{"bad log format", good, []string{"--log-format", "xml"}, nil, "--log-format"},
 		{"unknown flag", good, []string{"--frobnicate"}, nil, "frobnicate"},

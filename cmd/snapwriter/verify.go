@@ -117,6 +117,10 @@ func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %d districts, %d written, %d documents; %s\n",
 		rep.SnapshotID, verdict, rep.State, rep.Districts, rep.Written, rep.Documents, hashes)
+	if rep.NotYetRecorded > 0 {
+		fmt.Fprintf(a.stdout, "  %d districts written but not yet recorded in the root (its writer is at work, or was stopped before recording them: `snapwriter repair` records them without writing them again)\n",
+			rep.NotYetRecorded)
+	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	for _, p := range rep.Problems {
 		where := "snapshot"

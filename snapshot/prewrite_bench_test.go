@@ -1,0 +1,86 @@
+package snapshot
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// BenchmarkPrewrite measures what a write does before its first commit on
+// BENCH_PREWRITE_DISTRICTS (default 5,000) generated districts read from a
+// file, as `snapwriter write --input FILE` does: model.Open (decode, check,
+// size and hash every district), Validate, every district's summary and
+// the payload's hash (Writer.newInput). Besides ns/op (wall) it reports
+// cpu-ns/op, the process's user+system CPU, and cores, their ratio: how
+// much of the machine the phase keeps busy. "memory" runs the same on the
+// snapshot held in memory (model.Generate; the summaries do the hashing).
+func BenchmarkPrewrite(b *testing.B) {
+	ns, err := envInts("BENCH_PREWRITE_DISTRICTS", "5000")
+	if err != nil || len(ns) != 1 {
+		b.Fatalf("BENCH_PREWRITE_DISTRICTS: want one number of districts (%v)", err)
+	}
+	n := ns[0]
+	snap := model.Generate(day, n, 1)
+	data, err := model.Marshal(snap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "in.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	const fence = "000000000000001"
+	prepare := func(b *testing.B, s *model.Snapshot) {
+		if err := model.Validate(s, day); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := summarizeDistricts(s, fence); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := payloadHash(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("file", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		measureCPU(b, func() {
+			s, err := model.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			prepare(b, s)
+			s.Close()
+		})
+	})
+	b.Run("memory", func(b *testing.B) {
+		measureCPU(b, func() { prepare(b, snap) })
+	})
+}
+
+// measureCPU runs op b.N times and reports, beside ns/op, the process's
+// CPU time per op (cpu-ns/op) and its ratio to the wall time (cores).
+func measureCPU(b *testing.B, op func()) {
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	t0 := time.Now()
+	for b.Loop() {
+		op()
+	}
+	wall := time.Since(t0)
+	cpu := processCPU(b) - cpu0
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
+}
+
+// processCPU is the user+system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
