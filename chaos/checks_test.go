@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +28,12 @@ func TestChecksDetectDamage(t *testing.T) {
 		t.Fatalf("write: %s", w.describe())
 	}
 	st := s.read()
+	good := st // s.read returns new maps: this one stays as read
 	if bad := manifestProblems(st, manifestOpts{}); len(bad) > 0 {
 		t.Fatalf("a correct snapshot: %v", bad)
+	}
+	if n := len(notYetRecorded(st)); n != 0 || len(overClaims(st)) != 0 {
+		t.Fatalf("a correct snapshot: %d not yet recorded, over-claims %v", n, overClaims(st))
 	}
 	if bad := fenceProblems(st, w.fence(), "the writer"); len(bad) > 0 {
 		t.Fatalf("a correct snapshot: %v", bad)
@@ -95,6 +100,49 @@ func TestChecksDetectDamage(t *testing.T) {
 		t.Errorf("with fence 99 allowed: %q, want the other 6", bad)
 	}
 	expect("fence", fenceProblems(st, w.fence(), "the writer"), "do not carry the writer's writerFence")
+	expect("over-claim", overClaims(st), "1")
+	if len(overClaims(st)) != 1 {
+		t.Errorf("over-claims %v, want district 1", overClaims(st))
+	}
+	// keptProblems: district 2 was written again (another fence), 1 removed.
+	kept := keptProblems(good, st)
+	expect("removed", kept, "district 1: removed")
+	expect("written again", kept, "district 2: written again")
+	if len(kept) != 2 {
+		t.Errorf("keptProblems %q, want 2", kept)
+	}
+
+	// While the root says writing, a district stored under its fence and
+	// not recorded yet is allowed and counted; what it records must still
+	// be stored; once finished, it is exact again.
+	writing := clone(good)
+	writing.writeState, writing.rootStatus = "writing", "partial"
+	writing.entries["5"] = "failed"
+	delete(writing.successful, "5")
+	writing.failedList["5"] = true
+	if bad := manifestProblems(writing, manifestOpts{}); len(bad) > 0 {
+		t.Errorf("writing, district 5 not yet recorded: %q", bad)
+	}
+	if got := notYetRecorded(writing); len(got) != 1 || got[0] != "5" {
+		t.Errorf("notYetRecorded = %v, want [5]", got)
+	}
+	over := clone(writing)
+	delete(over.docs, "6")
+	expect("over-claim while writing", manifestProblems(over, manifestOpts{}), "district 6: manifest says success, no document (over-claim)")
+	if got := overClaims(over); len(got) != 1 || got[0] != "6" {
+		t.Errorf("overClaims = %v, want [6]", got)
+	}
+	earlier := clone(writing)
+	earlier.docs["5"] = docInfo{fence: "000000000000098"}
+	if bad := manifestProblems(earlier, manifestOpts{}); len(bad) > 0 || len(notYetRecorded(earlier)) != 0 {
+		t.Errorf("writing, district 5's document an earlier writer's: %q, not yet recorded %v", bad, notYetRecorded(earlier))
+	}
+	finished := clone(writing)
+	finished.writeState = "finished"
+	expect("finished", manifestProblems(finished, manifestOpts{}), "district 5: manifest says failed, document carries the root's writerFence")
+	if n := len(notYetRecorded(finished)); n != 0 {
+		t.Errorf("finished: %d not yet recorded, want none", n)
+	}
 	expect("root fence", fenceProblems(st, "000000000000099", "writer 2"), "the root carries writerFence")
 
 	// A lock left behind.
@@ -117,4 +165,12 @@ func TestChecksDetectDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("no root", manifestProblems(s.read(), manifestOpts{}), "no root document")
+}
+
+// clone copies st, its maps too.
+func clone(st stored) stored {
+	c := st
+	c.successful, c.failedList = maps.Clone(st.successful), maps.Clone(st.failedList)
+	c.entries, c.docs = maps.Clone(st.entries), maps.Clone(st.docs)
+	return c
 }

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"fmt"
+	"sort"
 	"syscall"
 	"testing"
 	"time"
@@ -58,9 +59,16 @@ func waitSignalled(p *proc, sig syscall.Signal, timeout time.Duration) (time.Tim
 	return time.Time{}, false
 }
 
-// Scenario 1: a writer SIGKILLed at four moments. After its lock's TTL,
-// (a) the same write again and (b), on a project of its own killed the
-// same way, `repair` exit 0, and both end with get == input, an exact
+// Scenario 1: a writer SIGKILLed at four moments. Right after the kill
+// the root never over-claims: every district it records as written has
+// its document; while it says writing it may under-claim (districts
+// written but not yet recorded, counted in the row's note). After its
+// lock's TTL, (a) the same write again (--json) and (b), on a project of
+// its own killed the same way, `repair --json` exit 0, and both record
+// without rewriting: every district document present after the kill,
+// recorded or not, still carries the killed writer's fence — unless the
+// kill came after a finish that recorded the write complete, which a
+// rerun writes again whole. Both end with get == input, an exact
 // manifest and no lock left.
 func TestSIGKILL(t *testing.T) {
 	t.Parallel()
@@ -81,6 +89,11 @@ func TestSIGKILL(t *testing.T) {
 		{"recording the manifest", func() func(logEntry) bool {
 			return func(e logEntry) bool { return e.Message == "recording the manifest" }
 		}},
+		// After the finish recorded the write complete, before the lock
+		// is released: a rerun writes it all again, a repair nothing.
+		{"snapshot write finished", func() func(logEntry) bool {
+			return func(e logEntry) bool { return e.Message == "snapshot write finished" }
+		}},
 	}
 	for i, m := range moments {
 		for _, next := range []string{"rerun", "repair"} {
@@ -97,14 +110,18 @@ func TestSIGKILL(t *testing.T) {
 					}})
 				s.killed(w, fmt.Sprintf("%q was logged", m.name))
 				killedAt := w.signalledAt(syscall.SIGKILL)
+				// The dead writer's connections end here: what it sent
+				// and the emulator took is what it wrote.
+				s.proxy.ResetAll()
 				after := s.read()
 				t.Logf("after the kill: %s", after)
-				if after.rootExists {
-					// A killed writer's root says exactly what is stored.
-					s.checkManifest(after, manifestOpts{})
-				}
-				if m.name == "recording the manifest" && after.rootExists && after.writeState == "finished" {
+				s.afterKill(after, w.fence())
+				finished := after.finishedComplete()
+				switch {
+				case m.name == "recording the manifest" && finished:
 					s.note("the finish landed before the kill")
+				case m.name == "snapshot write finished" && !finished:
+					t.Errorf("killed after %q, yet the root does not record a finished complete write: %s", m.name, after)
 				}
 
 				// The lock expires at most a TTL after the kill (its last
@@ -113,22 +130,100 @@ func TestSIGKILL(t *testing.T) {
 				var r *proc
 				if next == "rerun" {
 					r = s.start(procSpec{name: "rerun", host: s.viaProxy(), limit: writeLimit,
-						args: []string{"write", "--input", in.path, "--lock-ttl", shortTTL.String()}})
+						args: []string{"write", "--input", in.path, "--lock-ttl", shortTTL.String(), "--json"}})
 				} else {
 					r = s.start(procSpec{name: "repair", host: s.viaProxy(), limit: writeLimit,
-						args: []string{"repair", "--date", day, "--input", in.path}})
+						args: []string{"repair", "--date", day, "--input", in.path, "--json"}})
 				}
 				if s.exited(r, 0) {
 					s.recovered(r.endedAt().Sub(killedAt))
 				}
-				o := manifestOpts{}
-				if next == "repair" {
-					o.repairedFrom = []string{w.fence()}
+				res := s.result(r)
+				rewrites := next == "rerun" && finished
+				s.logWarnings(r)
+				if res != nil {
+					s.note("%s: kept %d, wrote %d, %d root commits, lock wait %.1f s, took %.1f s", next, res.DistrictsKept, res.DistrictsWritten,
+						res.RootCommits, float64(res.LockWaitMs)/1000, float64(res.TotalDurationMs)/1000)
+					// An unfinished root: every intact document is kept
+					// (recorded or not), and only the rest is written.
+					if after.rootExists && !finished && res.DistrictsKept < len(after.docs) {
+						t.Errorf("%s kept %d districts, but %d were stored after the kill (all of this input, intact)", next, res.DistrictsKept, len(after.docs))
+					}
+					if rewrites && res.DistrictsWritten != bigSnapshot {
+						t.Errorf("rerun over a finished complete root wrote %d districts, want all %d", res.DistrictsWritten, bigSnapshot)
+					}
 				}
-				s.checkFinal(in, o)
+				o := manifestOpts{repairedFrom: []string{w.fence()}}
+				if rewrites {
+					o = manifestOpts{}
+				}
+				final := s.checkFinal(in, o)
+				if rewrites {
+					s.checkAllFence(final, r.fence(), "the rerun")
+				} else {
+					s.checkKept(after, final, w.fence(), next)
+				}
 			})
 		}
 	}
+}
+
+// afterKill checks what a killed writer (whose fence is fence) left: the
+// root never over-claims, says no more than manifestProblems allows, and
+// every district document it left carries its fence. It notes how many
+// districts are written but not yet recorded.
+func (s *scenario) afterKill(after stored, fence string) {
+	s.t.Helper()
+	if !after.rootExists {
+		if len(after.docs) > 0 {
+			s.t.Errorf("no root, yet %d district documents after the kill", len(after.docs))
+		}
+		s.note("no root after the kill")
+		return
+	}
+	if over := overClaims(after); len(over) > 0 {
+		s.t.Errorf("over-claimed after the kill: %d districts recorded as written have no document: %s", len(over), firstLines(over, 10))
+	}
+	s.checkManifest(after, manifestOpts{})
+	var foreign []string
+	for id, d := range after.docs {
+		if d.fence != fence {
+			foreign = append(foreign, fmt.Sprintf("%s (%q)", id, d.fence))
+		}
+	}
+	if len(foreign) > 0 {
+		sort.Strings(foreign)
+		s.t.Errorf("%d district documents after the kill do not carry the killed writer's fence %s: %s", len(foreign), fence, firstLines(foreign, 10))
+	}
+	s.note("after the kill: %s, %d documents, %d recorded, %d not yet recorded",
+		after.writeState, len(after.docs), after.count("success"), len(notYetRecorded(after)))
+}
+
+// checkKept checks that a repair or rerun recorded without rewriting:
+// every district document present after the kill is still there and
+// still carries the writer's fence it had then.
+func (s *scenario) checkKept(after, final stored, fence, who string) {
+	s.t.Helper()
+	if bad := keptProblems(after, final); len(bad) > 0 {
+		s.t.Errorf("%s rewrote or removed %d of the %d district documents the killed writer (fence %s) left:\n%s",
+			who, len(bad), len(after.docs), fence, firstLines(bad, 10))
+	}
+}
+
+// keptProblems lists the district documents of before that after lacks or
+// holds under another fence (written again).
+func keptProblems(before, after stored) []string {
+	var bad []string
+	for id, d := range before.docs {
+		switch n, ok := after.docs[id]; {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("district %s: removed", id))
+		case n.fence != d.fence:
+			bad = append(bad, fmt.Sprintf("district %s: written again (fence %s, was %s)", id, n.fence, d.fence))
+		}
+	}
+	sort.Strings(bad)
+	return bad
 }
 
 // Scenario 2: a writer SIGSTOPped mid-chunk past its TTL; a second writer

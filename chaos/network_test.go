@@ -173,7 +173,9 @@ func TestLatency100ms(t *testing.T) {
 
 // Scenario 6: every connection reset with 90 % probability each second
 // from the root's commit on: exit 0, or exit 3 with an exact manifest;
-// then `repair` straight at the emulator exits 0 and get == input.
+// then `repair` straight at the emulator exits 0, keeps every district
+// document the write stored (it writes only what is missing), and get ==
+// input.
 func TestConnectionResets(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "6. connection resets (p = 0.9 per connection per second)")
@@ -208,5 +210,6 @@ func TestConnectionResets(t *testing.T) {
 	if s.exited(r, 0) {
 		s.recovered(r.endedAt().Sub(faultAt))
 	}
-	s.checkFinal(in, manifestOpts{repairedFrom: []string{w.fence()}})
+	final := s.checkFinal(in, manifestOpts{repairedFrom: []string{w.fence()}})
+	s.checkKept(st, final, w.fence(), "repair")
 }

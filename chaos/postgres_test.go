@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ var lostLock = regexp.MustCompile(`lost the lock`)
 // immediate) mid-write. The writer loses its lease and says so ("lost the
 // lock"), exits 3, writes nothing after that, and leaves an exact manifest. PostgreSQL
 // comes back on the same port and data directory; the same write again
-// exits 0 with get == input, an exact manifest and no lock left.
+// (over the partial root of the same input) exits 0, keeps every district
+// the first stored without writing it again, and leaves get == input, an
+// exact manifest and no lock left.
 //
 // The cluster is this scenario's own (durable, as production is), since it
 // is killed. The write runs at --concurrency 1 with 40 ms each way between
@@ -100,11 +103,18 @@ func TestPostgresCrash(t *testing.T) {
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	r := s.start(procSpec{name: "rerun", host: s.viaProxy(), limit: writeLimit, args: args})
+	r := s.start(procSpec{name: "rerun", host: s.viaProxy(), limit: writeLimit, args: append(slices.Clone(args), "--json")})
 	if s.exited(r, 0) {
 		s.recovered(r.endedAt().Sub(faultAt))
 	}
-	s.checkFinal(in, manifestOpts{})
+	if res := s.result(r); res != nil {
+		s.note("rerun: kept %d, wrote %d, %d root commits", res.DistrictsKept, res.DistrictsWritten, res.RootCommits)
+		if res.DistrictsKept < len(st.docs) {
+			t.Errorf("the rerun kept %d districts, but %d were stored (all of this input, intact)", res.DistrictsKept, len(st.docs))
+		}
+	}
+	final := s.checkFinal(in, manifestOpts{repairedFrom: []string{w.fence()}})
+	s.checkKept(st, final, w.fence(), "the rerun")
 	if n := pgLocks(t, srv.DSN); n != 0 {
 		t.Errorf("%d lock row(s) left in PostgreSQL", n)
 	}

@@ -5,6 +5,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/internal/faultproxy"
+	"github.com/snapwriter/snapwriter/internal/harness"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -237,6 +239,59 @@ func (s *scenario) report() {
 	s.t.Log("chaos: " + formatRow(r))
 }
 
+// writeResult is what the checks read of the result `write --json` and
+// `repair --json` print.
+type writeResult struct {
+	Complete         bool   `json:"complete"`
+	Skipped          bool   `json:"skipped"`
+	DistrictsWritten int    `json:"districtsWritten"`
+	DistrictsKept    int    `json:"districtsKept"`
+	RootCommits      int    `json:"rootCommits"`
+	LockWaitMs       int64  `json:"lockWaitMs"`
+	TotalDurationMs  int64  `json:"totalDurationMs"`
+	Fence            string `json:"fence"`
+}
+
+// recordInterval is the writers' --record-interval (the default).
+const recordInterval = time.Second
+
+// result decodes the JSON result p printed (nil, and the scenario failed,
+// if it printed none). It checks the write's root commits: its root (or
+// take-over) transaction, its finish, and at most one progress record per
+// record interval.
+func (s *scenario) result(p *proc) *writeResult {
+	s.t.Helper()
+	out := strings.TrimSpace(p.stdoutString())
+	var r writeResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		s.t.Errorf("%s: no JSON result on stdout (%v): %q", p.spec.name, err, harness.Tail(out, 500))
+		return nil
+	}
+	if limit := 3 + int(time.Duration(r.TotalDurationMs)*time.Millisecond/recordInterval); r.RootCommits > limit {
+		s.t.Errorf("%s: %d root commits in %d ms: more than one progress record per %s (at most %d)",
+			p.spec.name, r.RootCommits, r.TotalDurationMs, recordInterval, limit)
+	}
+	return &r
+}
+
+// logWarnings logs p's WARNING and ERROR lines (at most five of each
+// message), to explain a slow recovery.
+func (s *scenario) logWarnings(p *proc) {
+	s.t.Helper()
+	p.mu.Lock()
+	entries := append([]logEntry(nil), p.entries...)
+	p.mu.Unlock()
+	seen := map[string]int{}
+	for _, e := range entries {
+		if e.Severity != "WARNING" && e.Severity != "ERROR" {
+			continue
+		}
+		if seen[e.Message]++; seen[e.Message] <= 5 {
+			s.t.Logf("%s %s: %s", p.spec.name, e.Severity, harness.Tail(e.Raw, 600))
+		}
+	}
+}
+
 // ---- What an operator checks ----
 
 // checkGet runs `snapwriter get --date D --json` against the emulator
@@ -285,14 +340,26 @@ func lostDistricts(want, got *model.Snapshot) int {
 
 // stored is what Firestore holds for the snapshot.
 type stored struct {
-	rootExists bool
-	rootFence  string
-	rootStatus string
-	writeState string            // metadata.writeState: writing or finished
-	successful map[string]bool   // metadata.successfulDistricts
-	failedList map[string]bool   // metadata.failedDistricts
-	entries    map[string]string // district id → manifest status
-	docs       map[string]docInfo
+	rootExists    bool
+	rootFence     string
+	rootStatus    string
+	writeState    string            // metadata.writeState: writing or finished
+	writeComplete bool              // metadata.writeComplete
+	successful    map[string]bool   // metadata.successfulDistricts
+	failedList    map[string]bool   // metadata.failedDistricts
+	entries       map[string]string // district id → manifest status (from the root, or its manifest pages)
+	paged         bool              // the entries came from manifest pages
+	docs          map[string]docInfo
+}
+
+// writing reports whether the root says a write is at work (or its
+// writer died before its finish): then the root may lag the documents.
+func (st stored) writing() bool { return st.writeState == "writing" }
+
+// finishedComplete reports whether the root records a finished write of
+// every district: a rerun of the same input then writes it all again.
+func (st stored) finishedComplete() bool {
+	return st.rootExists && st.writeState == "finished" && st.writeComplete
 }
 
 type docInfo struct {
@@ -315,50 +382,57 @@ func (st stored) String() string {
 	if !st.rootExists {
 		return fmt.Sprintf("no root document; %d district documents", len(st.docs))
 	}
-	return fmt.Sprintf("root fence %s status %q writeState %q; manifest %d success, %d failed of %d; successfulDistricts %d; %d district documents",
-		st.rootFence, st.rootStatus, st.writeState, st.count("success"), st.count("failed"), len(st.entries), len(st.successful), len(st.docs))
+	return fmt.Sprintf("root fence %s status %q writeState %q; manifest %d success, %d failed of %d; successfulDistricts %d; %d district documents (%d not yet recorded)",
+		st.rootFence, st.rootStatus, st.writeState, st.count("success"), st.count("failed"), len(st.entries), len(st.successful), len(st.docs),
+		len(notYetRecorded(st)))
 }
 
-// read reads the root and every district document (their writerFence
-// only) with a client of the emulator's own.
+// read reads the root, its manifest pages and every district document
+// (their writerFence only) with a client of the emulator's own.
 func (s *scenario) read() stored {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	root := s.client.Collection("snapshots").Doc(day)
-	// A killed writer's last commit may land while the root and the
-	// documents are read (the emulator's read-only transactions do not
-	// hold it off): every chunk commit updates the root, so a read during
-	// which the root's update time moved is done again.
-	for range 20 {
-		st, updated := s.readOnce(ctx, root)
-		now, err := root.Get(ctx)
-		if status.Code(err) == codes.NotFound && !st.rootExists || err == nil && now.UpdateTime.Equal(updated) {
+	// A killed writer's last commits may land while the snapshot is read
+	// (the emulator's read-only transactions do not hold them off): a
+	// chunk's district documents, or a progress record in the root. What
+	// is read is taken once two reads in a row found the same root and
+	// the same documents.
+	var last string
+	for range 30 {
+		st, sig := s.readOnce(ctx, root)
+		if sig == last {
 			return st
 		}
+		last = sig
 		time.Sleep(200 * time.Millisecond)
 	}
-	s.t.Fatal("the root kept changing while it was read")
+	s.t.Fatal("the snapshot kept changing while it was read")
 	return stored{}
 }
 
-// readOnce reads the root and the district documents in one read-only
-// transaction, and returns what it read and the root's update time.
-func (s *scenario) readOnce(ctx context.Context, root *firestore.DocumentRef) (stored, time.Time) {
+// readOnce reads the root, its manifest pages and the district documents
+// in one read-only transaction (the root first: a district it records was
+// committed before it, so it is among the documents read after), and
+// returns what it read and a signature of it (update times and counts).
+func (s *scenario) readOnce(ctx context.Context, root *firestore.DocumentRef) (stored, string) {
 	s.t.Helper()
 	var st stored
-	var updated time.Time
+	var sig string
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 		st = stored{entries: map[string]string{}, docs: map[string]docInfo{}, successful: map[string]bool{}, failedList: map[string]bool{}}
+		var rootUpdated, lastDoc time.Time
 		snap, err := tx.Get(root)
 		switch {
 		case err == nil:
 			st.rootExists = true
-			updated = snap.UpdateTime
+			rootUpdated = snap.UpdateTime
 			md, _ := snap.Data()["metadata"].(map[string]any)
 			st.rootFence, _ = md["writerFence"].(string)
 			st.rootStatus, _ = md["status"].(string)
 			st.writeState, _ = md["writeState"].(string)
+			st.writeComplete, _ = md["writeComplete"].(bool)
 			for field, set := range map[string]map[string]bool{"successfulDistricts": st.successful, "failedDistricts": st.failedList} {
 				list, _ := md[field].([]any)
 				for _, x := range list {
@@ -374,6 +448,25 @@ func (s *scenario) readOnce(ctx context.Context, root *firestore.DocumentRef) (s
 				entry, _ := e["status"].(string)
 				st.entries[id] = entry
 			}
+			if mf["entriesIn"] == "pages" {
+				// The paged form: the entries live in manifest pages,
+				// {id, st} each.
+				st.paged = true
+				pages, err := tx.Documents(root.Collection("manifest")).GetAll()
+				if err != nil {
+					return fmt.Errorf("reading the manifest pages: %w", err)
+				}
+				for _, p := range pages {
+					lastDoc = maxTime(lastDoc, p.UpdateTime)
+					list, _ := p.Data()["districts"].([]any)
+					for _, x := range list {
+						e, _ := x.(map[string]any)
+						id, _ := e["id"].(string)
+						entry, _ := e["st"].(string)
+						st.entries[id] = entry
+					}
+				}
+			}
 		case status.Code(err) == codes.NotFound:
 		default:
 			return fmt.Errorf("reading the root: %w", err)
@@ -385,20 +478,22 @@ func (s *scenario) readOnce(ctx context.Context, root *firestore.DocumentRef) (s
 		for _, d := range docs {
 			f, _ := d.Data()["writerFence"].(string)
 			st.docs[strings.TrimPrefix(d.Ref.ID, "district_")] = docInfo{fence: f, updated: d.UpdateTime}
+			lastDoc = maxTime(lastDoc, d.UpdateTime)
 		}
+		sig = fmt.Sprintf("%v %s %d %d %s", st.rootExists, rootUpdated.Format(time.RFC3339Nano), len(st.entries), len(st.docs), lastDoc.Format(time.RFC3339Nano))
 		return nil
 	}, firestore.ReadOnly)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return st, updated
+	return st, sig
 }
 
 // manifestOpts loosens checkManifest where the scenario requires it.
 type manifestOpts struct {
-	// repairedFrom: fences of writers whose successful districts a repair
-	// kept (repair re-writes only what the manifest does not record as
-	// written, so those documents keep their writer's fence).
+	// repairedFrom: fences of writers whose districts a repair, or a
+	// rerun over their unfinished write, kept (they write only what is
+	// not stored, so those documents keep their writer's fence).
 	repairedFrom []string
 }
 
@@ -414,15 +509,62 @@ func (s *scenario) checkManifest(st stored, o manifestOpts) bool {
 	return true
 }
 
-// manifestProblems lists where the root is not exact — at any moment, a
-// killed writer's included, since every chunk records itself in the root
-// as it commits: every "success" entry must have its document, carrying
-// the root's writerFence (or, after a repair, the fence of the writer the
-// repair completed); no "failed" entry may have a document carrying the
-// root's writerFence; entries are only "success" or "failed" (the
-// application's vocabulary), status only success, partial or failed; and
-// metadata.successfulDistricts names exactly the "success" entries,
-// failedDistricts none of them.
+// notYetRecorded lists the districts written but not yet recorded: while
+// the root says writing, a "failed" ("not written yet") entry whose
+// document carries the root's writerFence. The root's writer stored it
+// and had not committed its record (it records progress at most once per
+// --record-interval) when it died or was read; repair or a rerun records
+// it without writing it again. Once the root says finished there are
+// none: such a district is then a problem (manifestProblems).
+func notYetRecorded(st stored) []string {
+	if !st.rootExists || !st.writing() || st.rootFence == "" {
+		return nil
+	}
+	var ids []string
+	for id, entry := range st.entries {
+		if d, ok := st.docs[id]; ok && entry == "failed" && d.fence == st.rootFence {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// overClaims lists the districts the root (its manifest entries, or its
+// metadata.successfulDistricts) records as written whose document is not
+// stored: what the application's getSnapshot would fail on. The root must
+// never say more than what is stored, at any moment.
+func overClaims(st stored) []string {
+	var bad []string
+	claimed := map[string]bool{}
+	for id, entry := range st.entries {
+		if entry == "success" {
+			claimed[id] = true
+		}
+	}
+	for id := range st.successful {
+		claimed[id] = true
+	}
+	for id := range claimed {
+		if _, ok := st.docs[id]; !ok {
+			bad = append(bad, id)
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// manifestProblems lists where the root is not exact. The root never
+// over-claims: every "success" entry must have its document, carrying the
+// root's writerFence (or the fence of a writer whose districts a repair
+// or rerun kept). Once the root says finished it is exact: no "failed"
+// entry may have a document carrying the root's writerFence. While it
+// says writing (its writer at work, or killed before its finish) it may
+// under-claim: such a document is written but not yet recorded
+// (notYetRecorded), which is allowed — never the reverse. Entries are only
+// "success" or "failed" (the application's vocabulary), status only
+// success, partial or failed; metadata.successfulDistricts names exactly
+// the "success" entries, failedDistricts none of them.
 func manifestProblems(st stored, o manifestOpts) []string {
 	if !st.rootExists {
 		return []string{fmt.Sprintf("no root document snapshots/%s", day)}
@@ -434,7 +576,10 @@ func manifestProblems(st stored, o manifestOpts) []string {
 	if st.rootStatus != "success" && st.rootStatus != "partial" && st.rootStatus != "failed" {
 		bad = append(bad, fmt.Sprintf("metadata.status %q: not the application's vocabulary", st.rootStatus))
 	}
-	if st.writeState == "writing" && st.rootStatus != "partial" {
+	if st.writeState != "writing" && st.writeState != "finished" {
+		bad = append(bad, fmt.Sprintf("metadata.writeState %q: neither writing nor finished", st.writeState))
+	}
+	if st.writing() && st.rootStatus != "partial" {
 		bad = append(bad, fmt.Sprintf("metadata.status %q while writeState is writing", st.rootStatus))
 	}
 	okFence := map[string]bool{st.rootFence: true}
@@ -454,13 +599,13 @@ func manifestProblems(st stored, o manifestOpts) []string {
 		case "success":
 			switch {
 			case !exists:
-				bad = append(bad, fmt.Sprintf("district %s: manifest says success, no document", id))
+				bad = append(bad, fmt.Sprintf("district %s: manifest says success, no document (over-claim)", id))
 			case !okFence[d.fence]:
 				bad = append(bad, fmt.Sprintf("district %s: manifest says success, document carries writerFence %q, root %q", id, d.fence, st.rootFence))
 			}
 		case "failed":
-			if exists && d.fence == st.rootFence {
-				bad = append(bad, fmt.Sprintf("district %s: manifest says failed, document carries the root's writerFence %s", id, d.fence))
+			if exists && d.fence == st.rootFence && !st.writing() {
+				bad = append(bad, fmt.Sprintf("district %s: manifest says failed, document carries the root's writerFence %s (writeState %q)", id, d.fence, st.writeState))
 			}
 		default:
 			bad = append(bad, fmt.Sprintf("district %s: manifest status %q: not the application's vocabulary", id, entry))
@@ -471,6 +616,11 @@ func manifestProblems(st stored, o manifestOpts) []string {
 	}
 	if len(st.successful) != st.count("success") {
 		bad = append(bad, fmt.Sprintf("successfulDistricts lists %d districts, the manifest %d", len(st.successful), st.count("success")))
+	}
+	for id := range st.successful {
+		if _, listed := st.entries[id]; !listed {
+			bad = append(bad, fmt.Sprintf("district %s: in successfulDistricts, not in the manifest", id))
+		}
 	}
 	return bad
 }

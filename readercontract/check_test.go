@@ -41,8 +41,11 @@ type want struct {
 
 // view is what inspect found, for a case's own further assertions.
 type view struct {
-	present  map[string]bool // district ids with a document
-	metadata map[string]any
+	present map[string]bool // district ids with a document
+	// unrecorded: districts with a document carrying the root's
+	// writerFence that the root, which says writing, does not record yet.
+	unrecorded map[string]bool
+	metadata   map[string]any
 }
 
 // checkView reads snapshot date as the application's readers do and
@@ -50,8 +53,9 @@ type view struct {
 // error.
 //
 // A commit a killed writer sent just before it died may still be applied
-// while the readers run; each chunk commit changes the root too, so an
-// inspection during which the root changed is done again, on the new
+// while the readers run: a chunk's district documents (not recorded, so
+// allowed while the root says writing) or a progress record in the root;
+// an inspection during which the root changed is done again, on the new
 // state (for at most stableWithin).
 func checkView(t *testing.T, c *firestore.Client, date string, w want) view {
 	t.Helper()
@@ -79,24 +83,37 @@ const stableWithin = 30 * time.Second
 // inspect is checkView's work: it returns the problems instead of failing
 // a test, so that TestChecksDetectDamage can show that each is found.
 //
-// Invariants, for every snapshot whatever its state:
+// The documents the root accounts for ("counted" below) are, once the
+// root says finished (or has no writeState, as the application's roots),
+// every district document: the root is exact. While metadata.writeState
+// is "writing" (a write at work, or its writer killed before its finish)
+// the root may lag its writer: documents it does not record yet (their
+// manifest entry "failed" / "not written yet", listed in neither
+// successfulDistricts) are allowed, and left out of the count, only if
+// they carry the root's metadata.writerFence — its writer stored them and
+// had not committed their record. Any other document the root does not
+// record is a stray, reported; a district the root records must have its
+// document, at every moment (the application's getSnapshot fails
+// otherwise: an over-claim). With that, for every snapshot whatever its
+// state:
 //  1. metadata.snapshotId and manifest.snapshotId are the date (the
 //     document id);
 //  2. metadata.status and every manifest entry's status are in the
 //     application's vocabulary;
 //  3. len(metadata.successfulDistricts) (the application's district count)
-//     is the number of district documents;
-//  4. the manifest's success entries, the district documents and
+//     is the number of counted district documents;
+//  4. the manifest's success entries, the counted district documents and
 //     metadata.successfulDistricts name the same districts;
 //     metadata.failedDistricts names every district of the manifest
-//     without a document and none with one; metadata.writeFailedDistricts
-//     names exactly the manifest's districts without a document; the
-//     manifest's counts are its entries' counts;
-//  5. a manifest entry whose district has no document is "failed" with
-//     a non-empty errorMessage;
+//     not counted and none counted; metadata.writeFailedDistricts names
+//     exactly the manifest's districts not counted; the manifest's counts
+//     are its entries' counts;
+//  5. a manifest entry of a district not counted is "failed" with a
+//     non-empty errorMessage;
 //
-// and the application's list, getSnapshot and newest-successful query
-// report the snapshot as w says (6). moved reports that the root changed
+// and the application's list (district count), getSnapshot (the districts
+// it returns) and newest-successful query report the snapshot as w says,
+// and as the root records it (6). moved reports that the root changed
 // while it was inspected: the problems may then mix two states.
 func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ view, _ []string, moved bool) {
 	var probs []string
@@ -117,7 +134,7 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		root, updated = d.Data(), d.UpdateTime
 		// The data is read (and checked) by the application's getSnapshot
 		// below; here only which documents exist, and their envelope.
-		docs, err = tx.Documents(ref.Collection("districts").Select("districtId", "status")).GetAll()
+		docs, err = tx.Documents(ref.Collection("districts").Select("districtId", "status", "writerFence")).GetAll()
 		return err
 	}, firestore.ReadOnly)
 	if err != nil {
@@ -128,7 +145,8 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		moved = err == nil && !d.UpdateTime.Equal(updated)
 	}()
 
-	v := view{present: map[string]bool{}}
+	v := view{present: map[string]bool{}, unrecorded: map[string]bool{}}
+	fences := map[string]string{} // district → the writerFence its document carries
 	for _, d := range docs {
 		id, ok := strings.CutPrefix(d.Ref.ID, "district_")
 		if !ok {
@@ -137,6 +155,7 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		}
 		v.present[id] = true
 		m := d.Data()
+		fences[id], _ = m["writerFence"].(string)
 		if m["districtId"] != id {
 			bad("district document %s: districtId %v", d.Ref.ID, m["districtId"])
 		}
@@ -169,6 +188,42 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 	if err != nil {
 		return v, append(probs, err.Error()), false
 	}
+	successful, err := stringList(md["successfulDistricts"])
+	if err != nil {
+		bad("metadata.successfulDistricts: %v", err)
+	}
+	listed := setOf(successful)
+
+	// What the root accounts for: every document, less those written but
+	// not yet recorded while it says writing.
+	writing := md["writeState"] == "writing"
+	rootFence, _ := md["writerFence"].(string)
+	recordedOK := map[string]bool{}
+	for _, e := range entries {
+		if e.Status == "success" {
+			recordedOK[e.DistrictID] = true
+		}
+	}
+	counted := map[string]bool{}
+	var strays []string
+	for id := range v.present {
+		if recordedOK[id] || listed[id] {
+			counted[id] = true
+			continue
+		}
+		switch {
+		case writing && rootFence != "" && fences[id] == rootFence:
+			v.unrecorded[id] = true
+		case writing:
+			strays = append(strays, fmt.Sprintf("%s (writerFence %q)", id, fences[id]))
+			counted[id] = true
+		default:
+			counted[id] = true
+		}
+	}
+	if len(strays) > 0 {
+		bad("while writeState is writing, district documents the root does not record that do not carry its writerFence %q: %s", rootFence, firstFew(strays))
+	}
 	var badStatus []string
 	manifestIDs := map[string]bool{}
 	success := map[string]bool{}
@@ -194,23 +249,33 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 	}
 
 	// 3. The application's district count.
-	successful, err := stringList(md["successfulDistricts"])
-	if err != nil {
-		bad("metadata.successfulDistricts: %v", err)
+	if len(successful) != len(counted) {
+		bad("district count len(metadata.successfulDistricts) = %d, but %d district documents are stored (%d of them written but not yet recorded)",
+			len(successful), len(counted), len(v.unrecorded))
 	}
-	if len(successful) != len(v.present) {
-		bad("district count len(metadata.successfulDistricts) = %d, but %d district documents are stored", len(successful), len(v.present))
+	var missing []string
+	for id := range listed {
+		if !v.present[id] {
+			missing = append(missing, id)
+		}
+	}
+	for id := range success {
+		if !v.present[id] && !listed[id] {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		bad("over-claim: districts the root records as written without a document: %s", firstFew(missing))
 	}
 
 	// 4. Lists, documents and manifest agree.
-	listed := setOf(successful)
 	if len(listed) != len(successful) {
 		bad("metadata.successfulDistricts names a district twice")
 	}
-	if d := setDiff("manifest success entries", success, "district documents", v.present); d != "" {
+	if d := setDiff("manifest success entries", success, "district documents", counted); d != "" {
 		bad("%s", d)
 	}
-	if d := setDiff("metadata.successfulDistricts", listed, "district documents", v.present); d != "" {
+	if d := setDiff("metadata.successfulDistricts", listed, "district documents", counted); d != "" {
 		bad("%s", d)
 	}
 	failedList, err := stringList(md["failedDistricts"])
@@ -221,7 +286,7 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 	notStored := map[string]bool{}
 	var unnamed, storedButFailed []string
 	for id := range manifestIDs {
-		if !v.present[id] {
+		if !counted[id] {
 			notStored[id] = true
 			if !failed[id] {
 				unnamed = append(unnamed, id)
@@ -229,7 +294,7 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		}
 	}
 	for id := range failed {
-		if v.present[id] {
+		if counted[id] {
 			storedButFailed = append(storedButFailed, id)
 		}
 	}
@@ -254,11 +319,12 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		}
 	}
 
-	// 5. Districts not written: failed, with a reason.
+	// 5. Districts not written (or not recorded yet): failed, with a
+	// reason.
 	var notFailed, noReason, otherReason []string
 	otherMsg := ""
 	for _, e := range entries {
-		if v.present[e.DistrictID] {
+		if counted[e.DistrictID] {
 			continue
 		}
 		switch {
@@ -321,9 +387,9 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 			continue
 		}
 		found = true
-		if e.SnapshotID != date || e.Status != st || e.DistrictCount != len(v.present) || e.WriteComplete != w.writeComplete {
+		if e.SnapshotID != date || e.Status != st || e.DistrictCount != len(counted) || e.WriteComplete != w.writeComplete {
 			bad("application list shows {snapshotId %q, status %q, districts %d, writeComplete %v}, want {%q, %q, %d, %v}",
-				e.SnapshotID, e.Status, e.DistrictCount, e.WriteComplete, date, w.status, len(v.present), w.writeComplete)
+				e.SnapshotID, e.Status, e.DistrictCount, e.WriteComplete, date, w.status, len(counted), w.writeComplete)
 		}
 	}
 	if !found && err == nil {
@@ -342,7 +408,7 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		for _, d := range snap.Districts {
 			got[d.ID] = true
 		}
-		if d := setDiff("application getSnapshot districts", got, "district documents", v.present); d != "" {
+		if d := setDiff("application getSnapshot districts", got, "district documents", counted); d != "" {
 			bad("%s", d)
 		}
 		if w.input != nil {

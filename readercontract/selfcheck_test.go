@@ -8,8 +8,12 @@ import (
 )
 
 // TestChecksDetectDamage shows that checkView can fail: a consistent
-// partial snapshot (4 of 6 districts stored) passes, and each kind of
-// damage to it, or a wrong expectation, is reported.
+// partial snapshot (4 of 6 districts stored) passes, and so does one whose
+// root says writing with a district its writer stored but did not record
+// yet; each kind of damage to it, or a wrong expectation, is reported —
+// also the two a root that says writing must never show: a district it
+// records without its document (an over-claim), and a document it does
+// not record that does not carry its writerFence (a stray).
 func TestChecksDetectDamage(t *testing.T) {
 	t.Parallel()
 	const date = "2026-11-20"
@@ -21,13 +25,59 @@ func TestChecksDetectDamage(t *testing.T) {
 	written, unwritten := ids[:4], ids[4:]
 	base := want{status: "partial", writeComplete: false, newestSuccessful: false, districts: 4, input: in}
 	_, allDocs := appFixture(date, in, ids, "partial", false)
+	// writtenBy makes the root ours in the given writeState, written under
+	// fence rootFence, and stamps every district document with it.
+	const rootFence, otherFence = "000000000000007", "000000000000003"
+	writtenBy := func(state string, md map[string]any, docs map[string]map[string]any) {
+		md["writeState"], md["writerFence"] = state, rootFence
+		for _, d := range docs {
+			d["writerFence"] = rootFence
+		}
+	}
+	// stored adds the document of district id, written under fence.
+	stored := func(docs map[string]map[string]any, id, fence string) {
+		d := make(map[string]any, len(allDocs[id])+1)
+		for k, v := range allDocs[id] {
+			d[k] = v
+		}
+		d["writerFence"] = fence
+		docs[id] = d
+	}
+	fiveDocs := func(w *want) { w.districts = 5 }
 
 	cases := []struct {
 		name   string
 		damage func(md, mf map[string]any, docs map[string]map[string]any)
 		want   func(w *want)
+		// clean: the change leaves a snapshot the checks must accept.
+		clean bool
 	}{
-		{name: "consistent"},
+		{name: "consistent", clean: true},
+		{name: "writing: a district stored under the root's fence, not yet recorded", clean: true, want: fiveDocs,
+			damage: func(md, _ map[string]any, docs map[string]map[string]any) {
+				writtenBy("writing", md, docs)
+				stored(docs, unwritten[0], rootFence)
+			}},
+		{name: "writing: over-claim, a recorded district's document deleted",
+			damage: func(md, _ map[string]any, docs map[string]map[string]any) {
+				writtenBy("writing", md, docs)
+				delete(docs, written[0])
+			}},
+		{name: "writing: a stray document the root does not record, of another fence", want: fiveDocs,
+			damage: func(md, _ map[string]any, docs map[string]map[string]any) {
+				writtenBy("writing", md, docs)
+				stored(docs, unwritten[0], otherFence)
+			}},
+		{name: "writing: a stray document the root does not record, without a fence", want: fiveDocs,
+			damage: func(md, _ map[string]any, docs map[string]map[string]any) {
+				writtenBy("writing", md, docs)
+				docs[unwritten[0]] = allDocs[unwritten[0]]
+			}},
+		{name: "finished: a district stored under the root's fence, not recorded", want: fiveDocs,
+			damage: func(md, _ map[string]any, docs map[string]map[string]any) {
+				writtenBy("finished", md, docs)
+				stored(docs, unwritten[0], rootFence)
+			}},
 		{name: "metadata.snapshotId is the input's snapshot_id", damage: func(md, _ map[string]any, _ map[string]map[string]any) {
 			md["snapshotId"] = in.SnapshotID
 		}},
@@ -101,9 +151,9 @@ func TestChecksDetectDamage(t *testing.T) {
 			putFixture(t, c.client, date, root, docs)
 			_, problems, _ := inspect(context.Background(), c.client, date, w)
 			switch {
-			case tc.damage == nil && tc.want == nil && len(problems) > 0:
+			case tc.clean && len(problems) > 0:
 				t.Errorf("a consistent snapshot is reported: %q", problems)
-			case (tc.damage != nil || tc.want != nil) && len(problems) == 0:
+			case !tc.clean && len(problems) == 0:
 				t.Errorf("the damage is not reported")
 			default:
 				t.Logf("reported: %q", problems)
