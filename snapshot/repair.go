@@ -70,13 +70,13 @@ func (w *Writer) complete(ctx, wctx context.Context, lease *locking.Lease, in ro
 	switch {
 	case errors.Is(err, ErrNotFound):
 		log.Info("nothing is stored under this date; writing the whole snapshot")
-		return w.writeAll(ctx, wctx, lease, in, log)
+		return w.writeAll(ctx, wctx, lease, in, false, log)
 	case errors.Is(err, errReplace):
 		log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
-		return w.writeAll(ctx, wctx, lease, in, log)
+		return w.writeAll(ctx, wctx, lease, in, false, log)
 	case resume && errors.Is(err, ErrMismatch):
 		log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
-		return w.writeAll(ctx, wctx, lease, in, log)
+		return w.writeAll(ctx, wctx, lease, in, false, log)
 	case errors.Is(err, errSkip):
 		return w.skipped(in, log, "snapshot is complete; nothing to repair"), nil
 	}

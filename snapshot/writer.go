@@ -392,10 +392,11 @@ type Result struct {
 	// unfinished write of the same input, found stored intact and recorded
 	// without writing them again.
 	DistrictsKept int `json:"districtsKept,omitempty"`
-	// RootCommits counts the commits this write sent that wrote the root
-	// document: the root transaction, the progress records and the finish.
-	// Firestore serialises commits to one document, so this is what a
-	// write costs its hottest document.
+	// RootCommits counts the commits this write sent that write the root
+	// document — the root transaction, the progress records and the
+	// finish, each attempt counted, applied or not: Firestore serialises
+	// commits to one document, so this is what a write costs its hottest
+	// document. It stays within the write's seconds + 5.
 	RootCommits int `json:"rootCommits"`
 	// LockWaitMs is how long acquiring the snapshot's lock took.
 	LockWaitMs int64 `json:"lockWaitMs"`
@@ -500,37 +501,37 @@ func (in rootInput) document(o op) (map[string]any, error) {
 // killed, or a partial write), its completion: the districts it stored
 // are recorded as they are, and only what is missing is written.
 func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
-	if w.resumable(wctx, in) {
-		log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
-		return w.complete(ctx, wctx, lease, in, true, log)
-	}
-	return w.writeAll(ctx, wctx, lease, in, log)
+	return w.writeAll(ctx, wctx, lease, in, !in.repairing, log)
 }
 
-// resumable reports whether the stored root of in's snapshot is an
+// resumable reports whether stored root data of in's snapshot is an
 // unfinished write (in progress when its writer died, or partial) of the
 // same input, by the same lock backend and key: then Write need not write
-// again what it stored. The root is read outside a transaction: under the
-// lock, only a writer fenced out can change it, and takeOver reads it
-// again in its transaction.
-func (w *Writer) resumable(ctx context.Context, in rootInput) bool {
-	doc, err := w.root(in.id).Get(ctx)
-	if err != nil {
-		return false // missing, or unreadable: the whole write will say
-	}
-	md := asMap(doc.Data()["metadata"])
+// again what it stored.
+func resumable(root map[string]any, in rootInput) bool {
+	md := asMap(root["metadata"])
 	str := func(k string) string { v, _ := md[k].(string); return v }
 	return currentForm(md) && !writtenWhole(md) && str("payloadHash") == in.payloadHash &&
 		str("writerLockBackend") == in.backend && str("writerLockKeyHash") == in.keyHash
 }
 
-// writeAll writes the whole snapshot: root, chunks, finish.
-func (w *Writer) writeAll(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
-	log = log.With(zap.String("fence", in.fence))
-	rootRes, err := w.writeRoot(wctx, in, log)
-	if errors.Is(err, errSkip) {
+// errResume ends a root transaction that found an unfinished write of the
+// same input stored (resumable): the write completes it instead.
+var errResume = errors.New("the stored snapshot is an unfinished write of this input")
+
+// writeAll writes the whole snapshot: root, chunks, finish — unless resume
+// and the root transaction finds an unfinished write of the same input
+// stored, which it then completes (complete).
+func (w *Writer) writeAll(ctx, wctx context.Context, lease *locking.Lease, in rootInput, resume bool, log *zap.Logger) (*Result, error) {
+	rootRes, err := w.writeRoot(wctx, in, resume, log)
+	switch {
+	case errors.Is(err, errResume):
+		log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
+		return w.complete(ctx, wctx, lease, in, true, log)
+	case errors.Is(err, errSkip):
 		return w.skipped(in, log, "stored snapshot is complete; skipped"), nil
 	}
+	log = log.With(zap.String("fence", in.fence))
 	res, err := w.rooted(in, lease, &rootRes, err, log)
 	if err != nil {
 		return res, err
@@ -787,7 +788,7 @@ func (w *Writer) attemptWith(ctx context.Context, p retry.Policy, in rootInput, 
 
 // writeRoot commits the root document in a transaction that refuses to
 // replace a root written under a newer fence.
-func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (BatchResult, error) {
+func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *zap.Logger) (BatchResult, error) {
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	doc, pages, err := in.rootDoc()
 	if err != nil {
@@ -807,6 +808,9 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 			if err := w.checkPrior(ctx, snap.Data(), in); err != nil {
 				return retry.Permanent(err)
 			}
+			if resume && resumable(snap.Data(), in) {
+				return retry.Permanent(errResume)
+			}
 		}
 		stored, err := w.storedPageIDs(tx, in.id)
 		if err != nil {
@@ -824,7 +828,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, log *zap.Logger) (
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
 		r.Err = err
-		if errors.Is(err, errSkip) {
+		if errors.Is(err, errSkip) || errors.Is(err, errResume) {
 			return r, err
 		}
 		if refusedByPrior(err) {
