@@ -28,7 +28,8 @@ demo: build
 # Benchmarks (figures in README.md): snapshot writes at 0, 2 and 10 ms round
 # trip (a delay proxy between client and emulator) against BulkWriter,
 # unfenced commits and the seed design, with the client's CPU per 1,000
-# districts and the built binary's peak RSS, printed as one table at the end;
+# districts, root commits and root bytes written per snapshot, and the built
+# binary's peak RSS, printed as one table at the end;
 # lock acquire+release against the spec's literal transactions (PostgreSQL on
 # a durable cluster: fsync and synchronous_commit on). Knobs: BENCH_ROUNDS,
 # BENCH_RTTS (ms, "0,2,10"), BENCH_DISTRICTS ("132,5000"),

@@ -54,9 +54,13 @@ type recorder struct {
 // the grace period ends, recording stops, and the finish records all.
 func (w *Writer) startRecorder(ctx context.Context, in rootInput, log *zap.Logger) *recorder {
 	commit := func(ctx context.Context, st rootState, pages []int) error {
-		return w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		err := w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			return w.recordTxn(tx, in, st, pages)
 		})
+		if err == nil {
+			in.rootCommits.Add(1)
+		}
+		return err
 	}
 	paged := func(id string) (int, bool) { p, ok := in.pageOf[id]; return p, ok }
 	return startRecorder(ctx, commit, paged, w.cfg.recordEvery, w.cfg.retry.AttemptTimeout, log)
@@ -178,6 +182,7 @@ func (r *recorder) record(ctx context.Context) error {
 			r.dirty[p] = true
 		}
 		r.mu.Unlock()
+		r.log.Debug("progress not recorded", zap.Int64("durationMs", time.Since(t0).Milliseconds()), zap.Error(err))
 		return err
 	}
 	r.log.Debug("progress recorded", zap.Int("districtsRecorded", len(st.entries)), zap.Int("new", fresh),
@@ -212,6 +217,5 @@ func (w *Writer) recordTxn(tx *firestore.Transaction, in rootInput, st rootState
 			return err
 		}
 	}
-	in.rootCommits.Add(1)
 	return nil
 }

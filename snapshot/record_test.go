@@ -262,8 +262,8 @@ func TestChunksLeaveTheRootToTheRecorder(t *testing.T) {
 				if limit := int(math.Ceil(run.wall.Seconds())) + 5; roots > limit {
 					t.Errorf("%d root commits in a %s write, over seconds + 5 = %d", roots, run.wall.Round(time.Millisecond), limit)
 				}
-				if roots < 3 {
-					t.Errorf("%d root commits: want the root, at least one record and the finish", roots)
+				if roots < 2 {
+					t.Errorf("%d root commits: want the root and the finish at least", roots)
 				}
 				// The lag of each district: from its chunk's commit to the
 				// first root commit that records it, against the interval
@@ -271,8 +271,19 @@ func TestChunksLeaveTheRootToTheRecorder(t *testing.T) {
 				// commit: on a loaded emulator, seconds).
 				var worst time.Duration
 				longest := time.Duration(0)
-				for _, l := range logs.FilterMessage("progress recorded").All() {
-					longest = max(longest, time.Duration(l.ContextMap()["durationMs"].(int64))*time.Millisecond)
+				attempts := 0
+				for _, msg := range []string{"progress recorded", "progress not recorded"} {
+					for _, l := range logs.FilterMessage(msg).All() {
+						attempts++
+						longest = max(longest, time.Duration(l.ContextMap()["durationMs"].(int64))*time.Millisecond)
+					}
+				}
+				if attempts == 0 {
+					t.Error("the recorder never tried to record")
+				}
+				// The finish records what the last record did not.
+				if f, d := logs.FilterMessage("recording the manifest").All(), logs.FilterMessage("snapshot write finished").All(); len(f) == 1 && len(d) == 1 {
+					longest = max(longest, d[0].Time.Sub(f[0].Time))
 				}
 				for d, end := range chunkEnd {
 					for _, r := range records {
@@ -284,10 +295,10 @@ func TestChunksLeaveTheRootToTheRecorder(t *testing.T) {
 				}
 				bound := DefaultRecordInterval + 2*longest + time.Second // + scheduling on a loaded machine
 				if worst > bound {
-					t.Errorf("a district was recorded %s after its chunk committed, over the interval + two commits (%s)", worst, bound)
+					t.Errorf("a district was recorded %s after its chunk committed, over the interval + two root transactions (%s)", worst, bound)
 				}
-				t.Logf("c%d: %d districts, %s, %d root commits, %d polls (%d lagging), worst lag %s",
-					conc, len(in.Payload.Districts), run.wall.Round(time.Millisecond), roots, run.polls, run.lagging, worst.Round(time.Millisecond))
+				t.Logf("c%d: %d districts, %s, %d root commits (%d record attempts, longest root transaction %s), %d polls (%d lagging), worst lag %s",
+					conc, len(in.Payload.Districts), run.wall.Round(time.Millisecond), roots, attempts, longest.Round(time.Millisecond), run.polls, run.lagging, worst.Round(time.Millisecond))
 				if got := e.get(day); !model.Equal(got, in) {
 					t.Errorf("read back differs: %s", model.Diff(got, in))
 				}

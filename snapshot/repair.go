@@ -154,7 +154,6 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		if err := w.setPages(tx, in.id, newPages, storedPages); err != nil {
 			return err
 		}
-		in.rootCommits.Add(1)
 		return w.setFence(tx, in, in.startedAt)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
@@ -175,6 +174,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		return nil, nil, &r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
 	}
 	r.Success = true
+	in.rootCommits.Add(1)
 	return todo, kept, &r, nil
 }
 

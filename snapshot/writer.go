@@ -392,11 +392,11 @@ type Result struct {
 	// unfinished write of the same input, found stored intact and recorded
 	// without writing them again.
 	DistrictsKept int `json:"districtsKept,omitempty"`
-	// RootCommits counts the commits this write sent that write the root
+	// RootCommits counts the commits of this write that wrote the root
 	// document — the root transaction, the progress records and the
-	// finish, each attempt counted, applied or not: Firestore serialises
-	// commits to one document, so this is what a write costs its hottest
-	// document. It stays within the write's seconds + 5.
+	// finish: Firestore serialises commits to one document and rewrites
+	// it whole, so this is what a write costs its hottest document. It
+	// stays within the write's seconds + 5.
 	RootCommits int `json:"rootCommits"`
 	// LockWaitMs is how long acquiring the snapshot's lock took.
 	LockWaitMs int64 `json:"lockWaitMs"`
@@ -822,7 +822,6 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 		if err := w.setPages(tx, in.id, pages, stored); err != nil {
 			return err
 		}
-		in.rootCommits.Add(1)
 		return w.setFence(tx, in, in.startedAt)
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
@@ -837,6 +836,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 		return r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
 	}
 	r.Success = true
+	in.rootCommits.Add(1)
 	return r, nil
 }
 
@@ -1122,7 +1122,6 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 			if err := w.setPages(tx, in.id, pages, nil); err != nil {
 				return err
 			}
-			in.rootCommits.Add(1)
 			if !anyUnsure(res) {
 				return nil
 			}
@@ -1139,6 +1138,7 @@ func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out dist
 	if err != nil {
 		return err
 	}
+	in.rootCommits.Add(1)
 	*res = done
 	res.ManifestRecorded = true
 	return nil
