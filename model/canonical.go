@@ -26,6 +26,25 @@ var errNotCanonical = errors.New("model: not a canonical value")
 // that a whole tree is written with a handful of allocations.
 type canonicalEncoder struct {
 	keys []string
+	// sorted is, by nesting level, the sorted keys of the last map
+	// written there: a snapshot's maps at one level mostly have the same
+	// keys, and a map with as many keys, all of them among these, has
+	// exactly these, with no need to collect and sort them again.
+	sorted [][]string
+	depth  int
+}
+
+// sameKeys reports whether m's keys are exactly keys.
+func sameKeys(m map[string]any, keys []string) bool {
+	if len(m) != len(keys) {
+		return false
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // appendValue appends v's canonical JSON to dst.
@@ -67,24 +86,33 @@ func (e *canonicalEncoder) appendValue(dst []byte, v any) ([]byte, error) {
 	case map[string]any:
 		// encoding/json sorts a map's keys by strings.Compare.
 		base := len(e.keys)
-		for k := range x {
-			e.keys = append(e.keys, k)
+		if len(e.sorted) <= e.depth {
+			e.sorted = append(e.sorted, nil)
 		}
-		keys := e.keys[base:]
-		slices.Sort(keys) // byte order, as strings.Compare
+		keys := e.sorted[e.depth]
+		if !sameKeys(x, keys) {
+			for k := range x {
+				e.keys = append(e.keys, k)
+			}
+			keys = e.keys[base:]
+			slices.Sort(keys) // byte order, as strings.Compare
+			e.sorted[e.depth] = append(e.sorted[e.depth][:0], keys...)
+		}
+		e.depth++
 		dst = append(dst, '{')
-		for i := base; i < len(e.keys); i++ {
-			k := e.keys[i]
-			if i > base {
+		for i, k := range keys {
+			if i > 0 {
 				dst = append(dst, ',')
 			}
 			dst = appendJSONString(dst, k)
 			dst = append(dst, ':')
 			var err error
 			if dst, err = e.appendValue(dst, x[k]); err != nil {
+				e.depth--
 				return dst, err
 			}
 		}
+		e.depth--
 		clear(e.keys[base:])
 		e.keys = e.keys[:base]
 		return append(dst, '}'), nil

@@ -108,3 +108,42 @@ func TestCanonicalEncoderErrors(t *testing.T) {
 		t.Errorf("Marshal of a foreign type = %s, %v", b, err)
 	}
 }
+
+// One encoder reused from value to value, as the summarizing goroutines
+// reuse theirs, writes what encoding/json does although it keeps each
+// level's last sorted keys: maps of as many keys but others, of fewer and
+// of more, and random trees in turn.
+func TestCanonicalEncoderReusedMatchesReflect(t *testing.T) {
+	vals := []any{
+		map[string]any{"a": 1, "b": map[string]any{"x": 1, "y": 2}},
+		map[string]any{"a": 1, "b": map[string]any{"x": 1, "y": 2}},
+		map[string]any{"a": 1, "c": map[string]any{"y": 1, "z": 2}},
+		map[string]any{"b": []any{map[string]any{"x": 1, "y": 2}, map[string]any{"y": 1, "z": 2}, map[string]any{"y": 1}}, "a": 1},
+		map[string]any{"a": 1},
+		map[string]any{"a": 1, "b": 2, "c": 3},
+		map[string]any{"c": 1, "b": 2, "a": 3},
+		map[string]any{},
+		map[string]any{"a": []any{map[string]any{"k": map[string]any{"k": 1, "j": 2}}, map[string]any{"k": map[string]any{"j": 1, "i": 2}}}},
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		vals = append(vals, randomValue(r, 4))
+	}
+	var enc canonicalEncoder
+	for i, v := range vals {
+		got, err := appendMarshal(nil, &enc, v)
+		if err != nil {
+			t.Fatalf("value %d: %v", i, err)
+		}
+		want, err := marshalReflect(v)
+		if err != nil {
+			t.Fatalf("value %d: marshalReflect: %v", i, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("value %d: the reused encoder wrote\n%s\nencoding/json writes\n%s", i, got, want)
+		}
+		if enc.depth != 0 {
+			t.Fatalf("value %d: depth %d after it", i, enc.depth)
+		}
+	}
+}

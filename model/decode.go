@@ -171,6 +171,12 @@ type decoder struct {
 	// repeat the same few hundred, and one string each saves most of the
 	// decoder's allocations.
 	keys map[string]string
+	// sizes is, by depth, how many members the last object read there
+	// had: a snapshot's districts are alike, and a map made that size
+	// need not grow. An object too small for its hint is at most as
+	// costly as the one before it at its depth, so a wrong hint at most
+	// doubles the maps' memory.
+	sizes [maxInputDepth + 1]int
 }
 
 // maxInterned bounds the keys a decoder interns, so that an input of
@@ -237,7 +243,8 @@ func (d *decoder) object(start int64) (any, error) {
 	if len(d.steps) >= maxInputDepth {
 		return nil, d.tooDeep()
 	}
-	m := map[string]any{}
+	depth := len(d.steps)
+	m := make(map[string]any, d.sizes[depth])
 	for {
 		before := d.dec.InputOffset()
 		if d.dec.PeekKind() != '"' {
@@ -249,6 +256,7 @@ func (d *decoder) object(start int64) (any, error) {
 			if tok.Kind() != '}' {
 				return nil, invalid(d.path(), "invalid JSON: unexpected %s", tok.Kind())
 			}
+			d.sizes[depth] = len(m)
 			if d.capture != nil {
 				return d.capture(d, m, start, d.dec.InputOffset())
 			}
