@@ -623,7 +623,7 @@ func legacyPayloadMetadata(md map[string]any, n int) map[string]any {
 
 // manifestOrder lists the stored district ids in manifest order, then any
 // district document the manifest does not name, sorted.
-func manifestOrder(root map[string]any, districts map[string]map[string]any) []string {
+func manifestOrder[V any](root map[string]any, districts map[string]V) []string {
 	seen := map[string]bool{}
 	var ids []string
 	mf := asMap(root["manifest"])

@@ -143,20 +143,7 @@ func streamOrder(ctx context.Context, root map[string]any, written map[string]bo
 			stored[dID] = true
 		}
 	}
-	for _, e := range entries {
-		if dID, _ := asMap(e)["districtId"].(string); stored[dID] && !seen[dID] {
-			seen[dID] = true
-			ids = append(ids, dID)
-		}
-	}
-	var rest []string
-	for dID := range stored {
-		if !seen[dID] {
-			rest = append(rest, dID)
-		}
-	}
-	slices.Sort(rest)
-	return append(ids, rest...), nil
+	return manifestOrder(root, stored), nil
 }
 
 // skeleton writes a snapshot's JSON around its districts: the snapshot is
