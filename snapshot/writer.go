@@ -1,10 +1,16 @@
 // Package snapshot writes and reads district-statistics snapshots in
 // Firestore: a fenced root document first, then the district documents in
-// chunked transactions, then the manifest that says what was written.
+// chunked transactions — their progress recorded in the root about once a
+// second, never by the chunks themselves — then the manifest that says
+// what was written.
 //
 // A Writer holds the snapshot's lock (a locking.Backend) for the whole
 // write, and every chunk checks the lock's fence in its transaction, so a
 // writer that lost the lock can never overwrite a newer one's districts.
+// The root never lists a district whose document is absent; a writer
+// killed between two records leaves districts stored but not yet
+// recorded, which Repair (or the same Write again) records without
+// writing them again.
 // An incomplete write is never silent: the manifest lists the districts
 // not written, and Write returns ErrPartial beside its Result:
 //
