@@ -74,12 +74,12 @@ func writtenWhole(md map[string]any) bool {
 }
 
 // fenceDocPath is where, below the root, the fence document lives: the
-// copy of the writer's fence that chunk transactions read. They update the
-// root (its lists and manifest entries) with server-side transforms, so
-// they must not read it: concurrent transactions that read and write one
-// document abort each other. Every transaction that moves the root to
-// another fence, or records the outcome, writes this document too, so a
-// chunk commit in flight conflicts with it.
+// copy of the writer's fence that chunk transactions and progress records
+// read (a small document: reading the root in every chunk would hold the
+// root's lock and fetch up to 1 MiB). Every transaction that moves the root
+// to another fence writes this document too, so a chunk commit in flight
+// conflicts with it, and so does a finish that must settle a chunk of
+// unknown outcome.
 const (
 	fenceCollection = "snapwriter"
 	fenceDocID      = "fence"

@@ -914,11 +914,11 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 	return nil
 }
 
-// requireFence is the check every chunk and the finish make inside their
-// transaction: the snapshot must still carry this writer's fence. It reads
-// the fence document, not the root, which the chunks update: a newer
-// writer's root commit writes the fence document too, and so conflicts
-// with the read like a read of the root would.
+// requireFence is the check the progress records and the finish make
+// inside their transaction (chunks make it on the Firestore API, see
+// fenceProblem): the snapshot must still carry this writer's fence. It
+// reads the fence document, which every chunk reads too: a newer writer's
+// root commit writes it, and so conflicts with the read.
 func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
 	doc, err := tx.Get(w.fenceRef(in.id))
 	if status.Code(err) == codes.NotFound {
