@@ -5,6 +5,7 @@ package chaos
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -185,15 +186,9 @@ func (s *scenario) afterKill(after stored, fence string) {
 		s.t.Errorf("over-claimed after the kill: %d districts recorded as written have no document: %s", len(over), firstLines(over, 10))
 	}
 	s.checkManifest(after, manifestOpts{})
-	var foreign []string
-	for id, d := range after.docs {
-		if d.fence != fence {
-			foreign = append(foreign, fmt.Sprintf("%s (%q)", id, d.fence))
-		}
-	}
-	if len(foreign) > 0 {
-		sort.Strings(foreign)
-		s.t.Errorf("%d district documents after the kill do not carry the killed writer's fence %s: %s", len(foreign), fence, firstLines(foreign, 10))
+	// The killed writer wrote the root and every document left.
+	if bad := fenceProblems(after, fence, "the killed writer"); len(bad) > 0 {
+		s.t.Errorf("after the kill:\n%s", strings.Join(bad, "\n"))
 	}
 	s.note("after the kill: %s, %d documents, %d recorded, %d not yet recorded",
 		after.writeState, len(after.docs), after.count("success"), len(notYetRecorded(after)))
