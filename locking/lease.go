@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // DefaultTTL is a lock's time to live unless WithTTL says otherwise: long
@@ -18,121 +16,6 @@ const DefaultTTL = 30 * time.Second
 // releaseTimeout bounds Do's release, which runs detached from the caller's
 // context so that a cancelled caller still hands the lock back.
 const releaseTimeout = 10 * time.Second
-
-// AcquireOption configures Acquire and Do.
-type AcquireOption func(*acquireConfig)
-
-type acquireConfig struct {
-	ttl            time.Duration
-	retry          RetryPolicy
-	onReleaseError func(err error, keyHash string)
-}
-
-// WithTTL sets the lock's time to live (default DefaultTTL). The lease
-// extends it every ttl/3, so a holder that dies frees the lock within ttl.
-func WithTTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.ttl = d } }
-
-// WithRetry sets how Acquire waits for a held lock, or a backend failing
-// transiently (default DefaultRetryPolicy). RetryPolicy{} makes a single
-// attempt.
-func WithRetry(p RetryPolicy) AcquireOption { return func(c *acquireConfig) { c.retry = p } }
-
-// OnReleaseError sets the function Do calls when releasing the lock fails,
-// with the backend's error and the HashKey of the key, never the raw key
-// or lockId. Without it such errors are
-// ignored: the lock then expires with its TTL. Either way they never
-// replace Do's result. fn runs synchronously before Do returns. Acquire
-// ignores this option.
-func OnReleaseError(fn func(err error, keyHash string)) AcquireOption {
-	return func(c *acquireConfig) { c.onReleaseError = fn }
-}
-
-// Acquire takes the lock on key and returns a Lease that keeps it alive
-// until Release. While someone else holds the lock, or the backend fails
-// transiently (ServiceUnavailable, RateLimited, NetworkTimeout), it tries
-// again as the retry policy says.
-//
-// The key, TTL and policy are validated before any I/O (ErrInvalidArgument).
-// Any other backend error is returned at once. When the policy ends (its
-// Timeout, or MaxRetries), the last attempt decides the error: if the lock
-// was held, one matching ErrAcquisitionTimeout; if the backend failed, that
-// failure, its code kept (errors.Is(err, ErrServiceUnavailable), …), with
-// the attempts made noted. If ctx ends first, the error matches ErrAborted
-// and wraps context.Cause(ctx).
-//
-// The lease outlives ctx: ctx bounds only the acquisition.
-func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) (*Lease, error) {
-	const op = "acquire"
-	cfg := acquireConfig{ttl: DefaultTTL, retry: DefaultRetryPolicy()}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	nkey, err := normalizeKey(op, key)
-	if err != nil {
-		return nil, err
-	}
-	if err := validateTTL(op, cfg.ttl); err != nil {
-		return nil, err
-	}
-	if err := cfg.retry.Validate(); err != nil {
-		return nil, err
-	}
-	keyHash := HashKey(nkey)
-	aborted := func() error { return &Error{Code: Aborted, Op: op, KeyHash: keyHash, Err: context.Cause(ctx)} }
-	var (
-		lease    *Lease
-		attempts int
-		start    = time.Now()
-	)
-	attempt := func() error {
-		if ctx.Err() != nil {
-			return backoff.Permanent(aborted())
-		}
-		attempts++
-		sent := time.Now()
-		r, err := b.Acquire(ctx, nkey, cfg.ttl)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			// However the backend saw the cancellation (a transport error,
-			// a timeout), it is the caller's doing.
-			return backoff.Permanent(aborted())
-		case err != nil && !retryable(err):
-			return backoff.Permanent(err)
-		case err != nil:
-			return err
-		case !r.OK:
-			return errHeld
-		}
-		lease = newLease(b, nkey, r, cfg.ttl, sent)
-		return nil
-	}
-	err = backoff.RetryNotify(attempt, backoff.WithContext(cfg.retry.backOff(), ctx), nil)
-	switch {
-	case lease != nil:
-		return lease, nil
-	case ctx.Err() != nil:
-		// The wait was cut short, or the policy ended as ctx did.
-		return nil, aborted()
-	case errors.Is(err, errHeld):
-		return nil, &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,
-			Err: fmt.Errorf("lock still held after %s in %s", attemptsText(attempts), time.Since(start).Round(time.Millisecond))}
-	case retryable(err):
-		return nil, fmt.Errorf("%w (gave up after %s in %s)", err, attemptsText(attempts), time.Since(start).Round(time.Millisecond))
-	}
-	return nil, err
-}
-
-// errHeld is an attempt's outcome when another holder has the lock.
-var errHeld = errors.New("lock held")
-
-func attemptsText(n int) string {
-	if n == 1 {
-		return "1 attempt"
-	}
-	return fmt.Sprintf("%d attempts", n)
-}
 
 // Lease is a held lock kept alive by a heartbeat goroutine that extends it
 // to ttl every ttl/3.
