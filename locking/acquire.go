@@ -47,7 +47,9 @@ func OnReleaseError(fn func(err error, keyHash string)) AcquireOption {
 // Timeout, or MaxRetries), the last attempt decides the error: if the lock
 // was held, one matching ErrAcquisitionTimeout; if the backend failed, that
 // failure, its code kept (errors.Is(err, ErrServiceUnavailable), …), with
-// the attempts made noted. If ctx ends first, the error matches ErrAborted
+// the attempts made noted. A failure matching ErrContended keeps the wait
+// going past Timeout for the policy's ContentionWait (see there). If ctx
+// ends first, the error matches ErrAborted
 // and wraps context.Cause(ctx).
 //
 // The lease outlives ctx: ctx bounds only the acquisition.
@@ -75,14 +77,36 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		lease    *Lease
 		attempts int
 		start    = time.Now()
+		// contendedSince is when the first of the attempts that failed
+		// for contention in a row ended (zero: the last did not).
+		contendedSince time.Time
 	)
+	extra := func() time.Duration {
+		if contendedSince.IsZero() {
+			return 0
+		}
+		return cfg.retry.ContentionWait - time.Since(contendedSince)
+	}
 	attempt := func() error {
 		if ctx.Err() != nil {
 			return backoff.Permanent(aborted())
 		}
 		attempts++
 		sent := time.Now()
-		r, err := b.Acquire(ctx, nkey, cfg.ttl)
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if cfg.retry.AttemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, cfg.retry.AttemptTimeout)
+		}
+		r, err := b.Acquire(actx, nkey, cfg.ttl)
+		cancel()
+		switch {
+		case err != nil && errors.Is(err, ErrContended):
+			if contendedSince.IsZero() {
+				contendedSince = time.Now()
+			}
+		default:
+			contendedSince = time.Time{}
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			// However the backend saw the cancellation (a transport error,
@@ -98,7 +122,7 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		lease = newLease(b, nkey, r, cfg.ttl, sent)
 		return nil
 	}
-	err = backoff.RetryNotify(attempt, backoff.WithContext(cfg.retry.backOff(), ctx), nil)
+	err = backoff.RetryNotify(attempt, backoff.WithContext(cfg.retry.backOff(extra), ctx), nil)
 	switch {
 	case lease != nil:
 		return lease, nil

@@ -126,7 +126,7 @@ func TestDefaultRetryPolicy(t *testing.T) {
 		lo[i], hi[i] = 1, 0
 	}
 	for range 2000 {
-		b := p.backOff()
+		b := p.backOff(nil)
 		b.Reset()
 		for n := 1; n <= 10; n++ {
 			base := 100 * time.Millisecond << (n - 1)
@@ -436,4 +436,118 @@ func TestRetryPolicyValidate(t *testing.T) {
 			t.Errorf("%s: Validate(%+v) = %v; want InvalidArgument", name, p, err)
 		}
 	}
+}
+
+// contended is what a backend returns when another transaction holds the
+// lock's record.
+func contended() error {
+	return &Error{Code: ServiceUnavailable, Op: "acquire", Err: fmt.Errorf("%w: ABORTED", ErrContended)}
+}
+
+// A record locked by a dead transaction is waited out for ContentionWait,
+// past Timeout; without ContentionWait the acquire gives up at Timeout
+// (how a writer rerun after a kill inside an extension failed before).
+func TestAcquireOutlastsContention(t *testing.T) {
+	p := fixedPolicy(time.Second, 5*time.Second)
+	for _, c := range []struct {
+		name    string
+		wait    time.Duration
+		wantErr bool
+	}{{"no contention wait: gives up at the timeout", 0, true}, {"contention wait: outlasts the dead transaction", 90 * time.Second, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFake()
+				start := time.Now()
+				// The record stays locked for 60 s, as Firestore keeps a
+				// dead transaction's locks.
+				attempts(f, func(context.Context, int) error {
+					if time.Since(start) < time.Minute {
+						return contended()
+					}
+					return nil
+				})
+				p := p
+				p.ContentionWait = c.wait
+				l, err := Acquire(context.Background(), f, "k", WithRetry(p))
+				el := time.Since(start)
+				if c.wantErr {
+					if !errors.Is(err, ErrServiceUnavailable) || !errors.Is(err, ErrContended) || el != 5*time.Second {
+						t.Fatalf("Acquire = %v after %s; want ServiceUnavailable (contended) at the 5 s timeout", err, el)
+					}
+					return
+				}
+				if err != nil || el < time.Minute || el > time.Minute+time.Second {
+					t.Fatalf("Acquire = %v after %s; want the lock within a wait of the record's release at 60 s", err, el)
+				}
+				_ = l.Release(context.Background())
+			})
+		})
+	}
+}
+
+// Contention that outlasts ContentionWait, counted from the first
+// contended attempt, ends the wait with the backend's error.
+func TestAcquireContentionWaitEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		mustAcquire(t, f, "k", WithTTL(time.Hour))
+		start := time.Now()
+		// Held (live) for 3 s, then contended for ever.
+		attempts(f, func(context.Context, int) error {
+			if time.Since(start) < 3*time.Second {
+				return nil // the fake then finds the live lock
+			}
+			return contended()
+		})
+		p := fixedPolicy(time.Second, 5*time.Second)
+		p.ContentionWait = 20 * time.Second
+		_, err := Acquire(context.Background(), f, "k", WithRetry(p))
+		if el := time.Since(start); !errors.Is(err, ErrContended) || el != 23*time.Second {
+			t.Fatalf("Acquire = %v after %s; want contended at 3 s + the 20 s contention wait", err, el)
+		}
+	})
+}
+
+// A lock merely held by a live holder still ends at Timeout with
+// AcquisitionTimeout, even with a contention wait and after a contended
+// attempt: only contention extends the wait.
+func TestAcquireHeldIgnoresContentionWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		mustAcquire(t, f, "k", WithTTL(time.Hour))
+		start := time.Now()
+		attempts(f, func(_ context.Context, n int) error {
+			if n == 1 {
+				return contended()
+			}
+			return nil // the fake then finds the live lock
+		})
+		p := fixedPolicy(time.Second, 5*time.Second)
+		p.ContentionWait = 90 * time.Second
+		_, err := Acquire(context.Background(), f, "k", WithRetry(p))
+		if el := time.Since(start); !errors.Is(err, ErrAcquisitionTimeout) || el != 5*time.Second {
+			t.Fatalf("Acquire = %v after %s; want AcquisitionTimeout at the 5 s timeout", err, el)
+		}
+	})
+}
+
+// AttemptTimeout bounds each attempt, so a store that never answers ends
+// the wait at Timeout plus at most one attempt, not when ctx ends.
+func TestAcquireAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		start := time.Now()
+		at := attempts(f, func(ctx context.Context, _ int) error {
+			<-ctx.Done()
+			return &Error{Code: NetworkTimeout, Op: "acquire", Err: ctx.Err()}
+		})
+		p := fixedPolicy(time.Second, 10*time.Second)
+		p.AttemptTimeout = 3 * time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		_, err := Acquire(ctx, f, "k", WithRetry(p))
+		if el := time.Since(start); !errors.Is(err, ErrNetworkTimeout) || el != 11*time.Second || len(*at) != 3 {
+			t.Fatalf("Acquire = %v after %s and %d attempts; want NetworkTimeout at 11 s after 3 attempts (at 0, 4 and 8 s, 3 s each)", err, el, len(*at))
+		}
+	})
 }

@@ -98,6 +98,13 @@ var (
 	ErrInternal           = &Error{Code: Internal}
 )
 
+// ErrContended marks a backend failure caused by another transaction
+// holding the lock's record: on Firestore, a transaction that died after
+// reading it (a holder killed inside an extension) keeps it locked until
+// Firestore expires it, 60 s later. It comes inside a ServiceUnavailable
+// *Error; Acquire waits it out for RetryPolicy.ContentionWait.
+var ErrContended = errors.New("locking: the lock's record is locked by another transaction")
+
 // ErrLeaseLost means a held lock was lost: it expired or passed to someone
 // else before the lease could extend it. Work done under it may not have
 // been exclusive; only fences can tell.

@@ -19,8 +19,8 @@ import (
 // the last one is cut to the time left, so the last attempt starts at the
 // Timeout; an attempt in flight then is not cut short.
 //
-// Timeout 0 makes a single attempt, whatever the other fields say, so the
-// zero RetryPolicy means "try once, do not wait".
+// Timeout 0 makes a single attempt, whatever the other fields say (but
+// ContentionWait), so the zero RetryPolicy means "try once, do not wait".
 type RetryPolicy struct {
 	// Initial and Max bound the wait before jitter: Initial for the first
 	// retry, growing by Multiplier each retry up to Max.
@@ -35,6 +35,19 @@ type RetryPolicy struct {
 	MaxRetries int
 	// Timeout bounds the whole wait, from the first attempt.
 	Timeout time.Duration
+	// ContentionWait keeps retrying past Timeout while the backend reports
+	// contention (ErrContended), for up to this long after the first
+	// such report: a transaction that died holding the lock's record (a
+	// holder killed inside an extension) blocks every acquire until the
+	// store expires it, 60 s on Firestore, which is no sign of the lock
+	// being held. An attempt that finds the lock held ends the extension.
+	// MaxRetries still caps the attempts. 0: contention is a failure like
+	// any other.
+	ContentionWait time.Duration
+	// AttemptTimeout bounds each attempt; 0 leaves it to ctx. Without it
+	// a store that does not answer holds the first attempt until ctx ends,
+	// and the policy never gets to decide.
+	AttemptTimeout time.Duration
 }
 
 // DefaultRetryPolicy is the default of SyncGuard's lock() helper, so Go
@@ -55,11 +68,12 @@ func (p RetryPolicy) Validate() error {
 		return &Error{Code: InvalidArgument, Op: "acquire", Err: fmt.Errorf("retry policy: "+format, args...)}
 	}
 	switch {
-	case p.Initial < 0, p.Max < 0, p.Timeout < 0:
-		return bad("durations must not be negative (initial %s, max %s, timeout %s)", p.Initial, p.Max, p.Timeout)
+	case p.Initial < 0, p.Max < 0, p.Timeout < 0, p.ContentionWait < 0, p.AttemptTimeout < 0:
+		return bad("durations must not be negative (initial %s, max %s, timeout %s, contention wait %s, attempt timeout %s)",
+			p.Initial, p.Max, p.Timeout, p.ContentionWait, p.AttemptTimeout)
 	case p.MaxRetries < 0:
 		return bad("max retries %d is negative", p.MaxRetries)
-	case p.Timeout == 0:
+	case p.Timeout == 0 && p.ContentionWait == 0:
 		return nil
 	case p.Initial == 0:
 		// A zero wait would hammer a backend that is already failing or
@@ -76,19 +90,20 @@ func (p RetryPolicy) Validate() error {
 }
 
 // backOff is p as a backoff.BackOff, ready for backoff.RetryNotify: an
-// ExponentialBackOff with MaxElapsedTime Timeout, capped by WithMaxRetries
-// and bounded by the timeout clamp (timeoutBackOff).
-func (p RetryPolicy) backOff() backoff.BackOff {
+// ExponentialBackOff that never stops by itself, bounded by the timeout
+// clamp (timeoutBackOff, which extra may extend: see ContentionWait) and
+// capped by WithMaxRetries.
+func (p RetryPolicy) backOff(extra func() time.Duration) backoff.BackOff {
 	exp := &backoff.ExponentialBackOff{
 		InitialInterval:     p.Initial,
 		RandomizationFactor: p.Jitter,
 		Multiplier:          p.Multiplier,
 		MaxInterval:         p.Max,
-		MaxElapsedTime:      p.Timeout,
 		Stop:                backoff.Stop,
 		Clock:               backoff.SystemClock,
 	}
-	var b backoff.BackOff = &timeoutBackOff{exp: exp, timeout: p.Timeout}
+	exp.Reset()
+	var b backoff.BackOff = &timeoutBackOff{exp: exp, timeout: p.Timeout, extra: extra}
 	if p.MaxRetries > 0 {
 		b = backoff.WithMaxRetries(b, uint64(p.MaxRetries))
 	}
@@ -99,24 +114,27 @@ func (p RetryPolicy) backOff() backoff.BackOff {
 // ExponentialBackOff stops as soon as its next wait would pass
 // MaxElapsedTime, giving up as much as a whole wait early; the contract
 // instead waits out the time left and makes one last attempt at the
-// timeout. So a Stop with time left becomes a wait of that time, and only
-// a timeout already reached stops.
+// timeout. So no wait passes the time left, and only a timeout already
+// reached stops. extra, if set, is how much longer than that the wait may
+// go on (ContentionWait's time left, 0 when the last attempt was not
+// contended).
 type timeoutBackOff struct {
-	exp     *backoff.ExponentialBackOff
+	exp     *backoff.ExponentialBackOff // MaxElapsedTime 0: never stops
 	timeout time.Duration
+	extra   func() time.Duration
 }
 
 func (t *timeoutBackOff) Reset() { t.exp.Reset() }
 
 func (t *timeoutBackOff) NextBackOff() time.Duration {
 	left := t.timeout - t.exp.GetElapsedTime()
+	if t.extra != nil {
+		left = max(left, t.extra())
+	}
 	if left <= 0 {
 		return backoff.Stop
 	}
-	if next := t.exp.NextBackOff(); next != backoff.Stop {
-		return min(next, left)
-	}
-	return left
+	return min(t.exp.NextBackOff(), left)
 }
 
 // retryable reports whether an Acquire that failed with err may succeed if

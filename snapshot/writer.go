@@ -601,7 +601,10 @@ func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(con
 // the lease is lost. end cancels it and releases the lock.
 func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*locking.Lease, context.Context, func(), error) {
 	t0 := time.Now()
-	bound := w.cfg.lockWait + w.cfg.reqTimeout
+	// The lock retry policy ends the wait; this bound is a backstop: the
+	// lock wait, or the contention wait if a stalled transaction began
+	// just before its end, plus one attempt.
+	bound := w.cfg.lockWait + w.cfg.contention + w.cfg.reqTimeout
 	actx, acancel := context.WithTimeoutCause(ctx, bound,
 		fmt.Errorf("%w within %s: %w", ErrTimeout, bound, context.DeadlineExceeded))
 	defer acancel()
@@ -615,6 +618,9 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*lockin
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
 			return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+		case errors.Is(err, locking.ErrContended):
+			return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: the lock document stayed locked by another transaction "+
+				"(a writer killed mid-transaction? Firestore frees it within 60 s) for the contention wait, %s: %w", id, w.cfg.contention, err)
 		case ctx.Err() == nil && actx.Err() != nil:
 			return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, context.Cause(actx))
 		}
@@ -734,11 +740,16 @@ func outcomeOf(results []BatchResult) districtOutcome {
 
 // lockRetry waits up to the lock wait for a held lock (or a lock backend
 // failing transiently), with the lock library's default backoff; a lock
-// wait of 0 makes a single attempt.
+// wait of 0 makes a single attempt. A lock document locked by a dead
+// transaction (a writer killed inside a lease extension) is waited out for
+// the contention wait, as the root's is, and each attempt is bounded by the
+// request timeout, so that a store that does not answer ends the wait.
 func (w *Writer) lockRetry() locking.RetryPolicy {
 	p := locking.DefaultRetryPolicy()
 	p.MaxRetries = 0 // bounded by the wait, not a count
 	p.Timeout = w.cfg.lockWait
+	p.ContentionWait = w.cfg.contention
+	p.AttemptTimeout = w.cfg.reqTimeout
 	return p
 }
 

@@ -70,7 +70,7 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.recordEvery, "record-interval", snapshot.DefaultRecordInterval,
 		"how often, at most, the write records its progress in the snapshot's root document (chunks never write it)")
 	fl.DurationVar(&f.contention, "contention-wait", snapshot.DefaultContentionWait,
-		"how long a transaction that finds the snapshot locked by another transaction keeps retrying (a writer that died mid-chunk holds it until Firestore expires it, within 60 s)")
+		"how long a transaction that finds the snapshot or its lock document locked by another transaction keeps retrying (a writer that died mid-transaction holds it until Firestore expires it, within 60 s)")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
 	f.lock.register(fl)
 }

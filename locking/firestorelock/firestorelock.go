@@ -62,6 +62,14 @@ const maxDocIDBytes = 1500
 // beyond them the error is reported, not hidden.
 const txAttempts = 10
 
+// acquireTxAttempts bounds the client's retries of an acquire transaction.
+// Fewer than txAttempts: past a few, ABORTED means a transaction that
+// died holding the lock document (Firestore keeps its locks 60 s), and the
+// client's own backoff (1 s doubling to 30 s) would hold one Acquire call
+// for minutes; reported as locking.ErrContended, locking.Acquire waits it
+// out under its policy's ContentionWait instead.
+const acquireTxAttempts = 3
+
 // Cleanup in IsLocked (WithCleanupInIsLocked): an expired lock document is
 // deleted only once its expiry is this far in the past, beyond the
 // liveness predicate's own tolerance: the ±2 s of client clock skew
@@ -308,9 +316,9 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		}
 		res = locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(expiresMs), Fence: fence}
 		return nil
-	}, firestore.MaxAttempts(txAttempts))
+	}, firestore.MaxAttempts(acquireTxAttempts))
 	if err != nil {
-		return locking.AcquireResult{}, e.Map(ctx, err)
+		return locking.AcquireResult{}, e.Map(ctx, contention(err))
 	}
 	if backendkit.FenceNeedsWarning(res.Fence) {
 		// Years of headroom remain, but a key acquired this often needs an
@@ -711,6 +719,16 @@ func (b *Backend) info(d lockDoc, keyHash string) *locking.LockInfo {
 		AcquiredAt: time.UnixMilli(d.acquiredAtMs),
 		Fence:      d.fence,
 	}
+}
+
+// contention marks err as locking.ErrContended when Firestore aborted the
+// transaction: after the client's retries that means another transaction
+// holds the lock document (see acquireTxAttempts).
+func contention(err error) error {
+	if status.Code(err) == codes.Aborted {
+		return fmt.Errorf("%w: %w", locking.ErrContended, err)
+	}
+	return err
 }
 
 // classify maps gRPC codes as SyncGuard does: UNAVAILABLE, INTERNAL and

@@ -765,3 +765,48 @@ func TestDoOnFirestore(t *testing.T) {
 		t.Errorf("%d distinct fences for 6 runs", len(fences))
 	}
 }
+
+// A transaction that read the lock document and died (a holder killed
+// inside an extension: Firestore keeps its locks for 60 s) makes Acquire
+// fail with ServiceUnavailable matching locking.ErrContended within a few
+// seconds, so that locking.Acquire can wait it out under ContentionWait
+// instead of taking it for an unreachable store.
+func TestAcquireReportsAStalledTransaction(t *testing.T) {
+	b, c := newBackend(t)
+	const key = "stalled-by-a-dead-extension"
+	first := mustAcquire(t, b, key, time.Second)
+	// Expired now (beyond the liveness tolerance).
+	ref := c.Collection(DefaultLockCollection).Doc(key)
+	if _, err := ref.Update(context.Background(), []firestore.Update{{Path: fieldExpiresAt, Value: time.Now().Add(-time.Minute).UnixMilli()}}); err != nil {
+		t.Fatal(err)
+	}
+	// The dead extension: it read the document and never commits. Rolled
+	// back at cleanup, which frees the document for other tests.
+	held, dead := make(chan struct{}), make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_ = c.RunTransaction(context.Background(), func(_ context.Context, tx *firestore.Transaction) error {
+			if _, err := tx.Get(ref); err != nil {
+				return err
+			}
+			close(held)
+			<-dead
+			return errors.New("abandoned")
+		}, firestore.MaxAttempts(1))
+	}()
+	t.Cleanup(func() { close(dead); <-ended })
+	<-held
+	start := time.Now()
+	_, err := b.Acquire(context.Background(), key, time.Minute)
+	if !errors.Is(err, locking.ErrServiceUnavailable) || !errors.Is(err, locking.ErrContended) {
+		t.Fatalf("Acquire with the lock document locked by a dead transaction = %v; want ServiceUnavailable matching ErrContended", err)
+	}
+	if el := time.Since(start); el > 15*time.Second {
+		t.Errorf("Acquire took %s to report the contention; want a few seconds (the client's 3 attempts)", el)
+	}
+	if strings.Contains(err.Error(), first.LockID) || strings.Contains(err.Error(), key) {
+		t.Errorf("the error quotes the key or lockId: %v", err)
+	}
+	t.Logf("reported after %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
