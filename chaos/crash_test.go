@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -261,4 +262,62 @@ func TestSIGSTOP(t *testing.T) {
 	t.Log("after writer 1 ended:")
 	st = s.checkFinal(second, manifestOpts{})
 	s.checkAllFence(st, w2.fence(), "writer 2")
+}
+
+// extendCommit matches the client-to-server bytes of a lease extension's
+// commit on the Firestore lock backend: a write of the lock document's
+// expiresAtMs alone (an acquire also writes acquiredAtMs; a release is a
+// delete; reads name no fields).
+func extendCommit(data []byte) bool {
+	return bytes.Contains(data, []byte("/documents/locks/")) && bytes.Contains(data, []byte("expiresAtMs")) &&
+		!bytes.Contains(data, []byte("acquiredAtMs"))
+}
+
+// Scenario 1f: a writer SIGKILLed inside a lease extension: the proxy
+// holds the extension's commit, whose read has reached the emulator, so
+// the lock document stays locked by a transaction that never ends until
+// Firestore expires it (60 s). A rerun started at once takes the lock
+// once the lock has expired and that transaction with it, and exits 0
+// with get == input; before, its acquire took the ABORTED answers for an
+// unreachable store and gave up at --lock-wait + --timeout with exit 1.
+func TestSIGKILLInsideExtend(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, "1f. SIGKILL inside a lease extension (its commit held), then rerun at once")
+	in := generated(t, day, bigSnapshot, 1)
+	// Slow enough that the lease extends (every TTL/3) while it writes.
+	s.proxy.SetLatency(20 * time.Millisecond)
+	held := s.proxy.HoldUp(extendCommit)
+	w := s.start(procSpec{name: "write", host: s.viaProxy(), limit: writeLimit,
+		args: []string{"write", "--input", in.path, "--lock-ttl", "3s"}})
+	select {
+	case <-held:
+		w.signal(syscall.SIGKILL)
+	case <-w.done:
+	}
+	s.killed(w, "an extension's commit was held")
+	killedAt := w.signalledAt(syscall.SIGKILL)
+	s.proxy.ResetAll()
+	after := s.read()
+	t.Logf("after the kill: %s", after)
+	s.afterKill(after, w.fence())
+
+	r := s.start(procSpec{name: "rerun", host: s.direct(), limit: writeLimit,
+		args: []string{"write", "--input", in.path, "--json"}})
+	if s.exited(r, 0) {
+		s.recovered(r.endedAt().Sub(killedAt))
+	}
+	s.logWarnings(r)
+	if res := s.result(r); res != nil {
+		s.note("rerun: lock wait %.1f s, kept %d, wrote %d, took %.1f s", float64(res.LockWaitMs)/1000,
+			res.DistrictsKept, res.DistrictsWritten, float64(res.TotalDurationMs)/1000)
+		// The lock itself expired 3 s after the last extension; a wait
+		// far beyond that is the dead transaction's, waited out. Less
+		// would mean the held frame was not an extension's commit, and
+		// the scenario tested nothing.
+		if wait := time.Duration(res.LockWaitMs) * time.Millisecond; wait < 20*time.Second {
+			t.Errorf("the rerun waited %s for the lock: the lock document was not held by a dead transaction", wait)
+		}
+	}
+	final := s.checkFinal(in, manifestOpts{repairedFrom: []string{w.fence()}})
+	s.checkKept(after, final, w.fence(), "the rerun")
 }

@@ -11,9 +11,12 @@
 //	p.Blackhole(true)                   // partition: nothing flows, nothing is closed
 //	p.Blackhole(false)                  // healed: held bytes are delivered, in order
 //	p.ResetAll()                        // every live connection gets an RST
+//	held := p.HoldUp(func(data []byte) bool { … }) // freeze the connection whose next
+//	<-held                                        // HTTP/2 DATA frame matches
 package faultproxy
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"math"
@@ -44,6 +47,8 @@ type Proxy struct {
 
 	latency   atomic.Int64  // one-way delay, ns
 	resetRate atomic.Uint64 // math.Float64bits of resets per connection per second
+
+	hold atomic.Pointer[holdUp] // armed by HoldUp, taken by the first match
 
 	mu      sync.Mutex
 	gate    chan struct{} // closed while bytes flow; open during a black hole
@@ -101,6 +106,28 @@ func (p *Proxy) Blackhole(on bool) {
 			close(p.gate)
 		}
 	}
+}
+
+// holdUp is an armed HoldUp.
+type holdUp struct {
+	match func(data []byte) bool
+	held  chan struct{}
+}
+
+// HoldUp arms a one-shot hold on client-to-server HTTP/2 traffic (gRPC):
+// the first DATA frame on any connection whose payload match accepts is
+// never delivered, nor is anything that client sends on that connection
+// after it, while everything before it is, whole frames at a time; the
+// server's side of the connection keeps flowing. The returned channel is
+// closed when that happens. It is how a test stops one request (say, the
+// commit of a transaction whose reads already reached the server) and
+// nothing else: a client killed then leaves that transaction open on the
+// server. Connections that do not start with the HTTP/2 preface pass
+// through untouched. A later HoldUp replaces one not yet taken.
+func (p *Proxy) HoldUp(match func(data []byte) bool) <-chan struct{} {
+	h := &holdUp{match: match, held: make(chan struct{})}
+	p.hold.Store(h)
+	return h.held
 }
 
 // SetResetRate resets each live connection, once a second, with
@@ -303,11 +330,18 @@ type chunk struct {
 func (l *link) pipe(src, dst net.Conn, count *atomic.Int64) {
 	defer l.p.wg.Done()
 	q := make(chan chunk, 256)
+	var scan *frameScanner
+	if src == l.in {
+		scan = &frameScanner{}
+	}
 	go func() {
 		for {
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			c := chunk{due: time.Now().Add(time.Duration(l.p.latency.Load())), data: buf[:n], err: err}
+			if scan != nil {
+				c.data = scan.feed(c.data, l.p.hold.Load, func(h *holdUp) bool { return l.p.hold.CompareAndSwap(h, nil) })
+			}
 			if n == 0 && err == nil {
 				continue
 			}
@@ -378,4 +412,64 @@ func rst(c net.Conn) {
 		_ = tc.SetLinger(0)
 	}
 	_ = c.Close()
+}
+
+// http2Preface opens every HTTP/2 connection from a client.
+var http2Preface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+
+// frameScanner cuts a client's HTTP/2 byte stream into frames, for
+// HoldUp: it passes on whole frames only, so that a matching DATA frame
+// can be withheld, and once one has been, nothing more.
+type frameScanner struct {
+	pending []byte
+	started bool // the preface was seen
+	plain   bool // not HTTP/2: pass everything through
+	held    bool // a frame was withheld: pass nothing on
+}
+
+// feed takes the bytes just read and returns those to deliver now. armed
+// returns the armed hold, if any; take claims it (false if another
+// connection took it first).
+func (f *frameScanner) feed(data []byte, armed func() *holdUp, take func(*holdUp) bool) []byte {
+	switch {
+	case f.held:
+		return nil
+	case f.plain:
+		return data
+	}
+	f.pending = append(f.pending, data...)
+	var out []byte
+	if !f.started {
+		n := min(len(f.pending), len(http2Preface))
+		if !bytes.Equal(f.pending[:n], http2Preface[:n]) {
+			f.plain = true
+			out, f.pending = f.pending, nil
+			return out
+		}
+		if n < len(http2Preface) {
+			return nil
+		}
+		f.started = true
+		out = append(out, f.pending[:n]...)
+		f.pending = f.pending[n:]
+	}
+	for len(f.pending) >= 9 {
+		size := 9 + (int(f.pending[0])<<16 | int(f.pending[1])<<8 | int(f.pending[2]))
+		if len(f.pending) < size {
+			break
+		}
+		frame := f.pending[:size]
+		const dataFrame = 0
+		if h := armed(); h != nil && frame[3] == dataFrame && h.match(frame[9:]) && take(h) {
+			f.held, f.pending = true, nil
+			close(h.held)
+			return out
+		}
+		out = append(out, frame...)
+		f.pending = f.pending[size:]
+	}
+	if len(f.pending) == 0 {
+		f.pending = nil // let the buffer go
+	}
+	return out
 }

@@ -424,3 +424,70 @@ func TestClose(t *testing.T) {
 		t.Error("still accepting after Close")
 	}
 }
+
+// frame is an HTTP/2 frame of type typ on stream 1 carrying payload.
+func frame(typ byte, payload string) []byte {
+	n := len(payload)
+	return append([]byte{byte(n >> 16), byte(n >> 8), byte(n), typ, 0, 0, 0, 0, 1}, payload...)
+}
+
+// HoldUp withholds the first matching DATA frame and everything after it
+// on that connection, delivers everything before it (also when frames
+// arrive a byte at a time), leaves other connections alone, and fires
+// once.
+func TestHoldUp(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		name := "whole writes"
+		if split {
+			name = "a byte at a time"
+		}
+		t.Run(name, func(t *testing.T) {
+			addr := echoServer(t)
+			p := newProxy(t, addr)
+			held := p.HoldUp(func(data []byte) bool { return bytes.Contains(data, []byte("commit")) })
+			const headers = 1
+			before := slices.Concat(http2Preface, frame(4, ""), frame(headers, "hdr"), frame(0, "read"))
+			stream := slices.Concat(before, frame(0, "the commit"), frame(0, "after"))
+			c := dial(t, p)
+			if split {
+				for _, b := range stream {
+					if _, err := c.Write([]byte{b}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else if _, err := c.Write(stream); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-held:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the matching frame was not held")
+			}
+			got := make([]byte, len(before))
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, before) {
+				t.Fatalf("echoed %q, %v; want everything before the held frame, %q", got, err, before)
+			}
+			// Nothing more arrives: the held frame and the one after it
+			// were never delivered.
+			_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+			if n, err := c.Read(make([]byte, 64)); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("read %d bytes (%v) after the held frame", n, err)
+			}
+			// One-shot: a second connection sending the same passes.
+			c2 := dial(t, p)
+			if _, err := c2.Write(stream); err != nil {
+				t.Fatal(err)
+			}
+			got = make([]byte, len(stream))
+			_ = c2.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(c2, got); err != nil || !bytes.Equal(got, stream) {
+				t.Fatalf("second connection echoed %q, %v; want all of it", got, err)
+			}
+		})
+	}
+	// A connection that is not HTTP/2 is never scanned.
+	p := newProxy(t, echoServer(t))
+	p.HoldUp(func([]byte) bool { return true })
+	echoed(t, p, "plain commit line")
+}
