@@ -27,9 +27,9 @@ const defaultReadOnlyBudget = TransactionIdleExpiry / 2
 // root, its manifest pages and its district documents are one state of the
 // database, never a root of one write with the districts of the next.
 //
-// A read at a past read time takes no lock and waits on none: not on a
-// writer at work, and not on a transaction a killed writer left open.
-// Firestore serves read times within the last hour (seven days with
+// None of these reads is in a read-write transaction, so none takes a
+// lock, and none waited, on the emulator, on a writer at work or on a
+// transaction a killed writer left open (docs/reads.md). Firestore serves read times within the last hour (seven days with
 // point-in-time recovery), so a reader that takes longer fails instead of
 // mixing moments.
 type view struct {
