@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
@@ -56,6 +57,9 @@ type Reader struct {
 	backends   map[string]locking.Backend
 	scope      LockScope // names the lock keys liveness is checked on
 	scopeErr   error     // why scope could not be read from the client
+	// readBudget is how long one read-only transaction of a view reads
+	// (defaultReadOnlyBudget; tests shorten it).
+	readBudget time.Duration
 }
 
 // ReaderOption configures a Reader.
@@ -85,7 +89,7 @@ func NewReader(client *firestore.Client, collection string, opts ...ReaderOption
 	if collection == "" {
 		collection = DefaultCollection
 	}
-	r := &Reader{client: client, collection: collection, backends: map[string]locking.Backend{}}
+	r := &Reader{client: client, collection: collection, backends: map[string]locking.Backend{}, readBudget: defaultReadOnlyBudget}
 	for _, o := range opts {
 		o(r)
 	}
@@ -132,23 +136,26 @@ type Summary struct {
 }
 
 // Get returns the snapshot stored under id, rebuilt in the input format.
-// Districts whose write failed are absent; Summary says which.
+// Districts whose write failed are absent; Summary says which. The root,
+// its manifest pages and its districts are read as they were at one moment
+// (see view): while a writer is at work, Get returns a state the snapshot
+// had, and it never waits on a transaction a killed writer left open.
 func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
-	root, err := ref.Get(ctx)
+	root, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	docs, err := ref.Collection("districts").Documents(ctx).GetAll()
+	docs, err := v.collection(ref, "districts").Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	rd := root.Data()
 	if pagedRoot(rd) {
-		pages, err := ref.Collection(pagesCollection).Documents(ctx).GetAll()
+		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 		if err != nil {
 			return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"cloud.google.com/go/firestore"
@@ -35,11 +34,14 @@ const streamBatch = 100
 // its own document (district_{id}), where Get takes every document of the
 // districts collection under the districtId it holds; the two differ only
 // on a document stored under another district's id, which WriteJSON
-// leaves out. When it fails after it has begun writing, w holds an
-// incomplete snapshot.
+// leaves out. Like Get, it reads the snapshot as it was at one moment, the
+// root's read (see view); the district documents in read-only transactions
+// at that read time, a new one every readOnlyBudget, so that a consumer
+// that reads w slowly never outlasts a transaction. When it fails after it
+// has begun writing, w holds an incomplete snapshot.
 func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent bool) (int, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
-	root, err := ref.Get(ctx)
+	root, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
 		return 0, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
@@ -48,13 +50,13 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	}
 	rd := root.Data()
 	if pagedRoot(rd) {
-		pages, err := ref.Collection(pagesCollection).Documents(ctx).GetAll()
+		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 		if err != nil {
 			return 0, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}
 		expandPages(rd, pages)
 	}
-	districts := ref.Collection("districts")
+	districts := v.collection(ref, "districts")
 	written := recordedWritten(rd)
 	order, err := streamOrder(ctx, rd, written, districts)
 	if err != nil {
@@ -64,18 +66,16 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	if err != nil {
 		return 0, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
+	refs := make([]*firestore.DocumentRef, len(order))
+	for i, dID := range order {
+		refs[i] = districts.Doc(districtDocID(dID))
+	}
 	n := 0
 	var piece []byte
-	for batch := range slices.Chunk(order, streamBatch) {
-		refs := make([]*firestore.DocumentRef, len(batch))
-		for i, dID := range batch {
-			refs[i] = districts.Doc(districtDocID(dID))
-		}
-		docs, err := r.client.GetAll(ctx, refs)
-		if err != nil {
-			return n, fmt.Errorf("reading districts of %s: %w", id, err)
-		}
-		for i, doc := range docs {
+	// consume writes the districts of one batch: its errors (decoding, or
+	// writing to w) are returned as they are, not as reading errors.
+	consume := func(docs []*firestore.DocumentSnapshot) error {
+		for _, doc := range docs {
 			if !doc.Exists() {
 				continue
 			}
@@ -83,26 +83,38 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 			// Get's filter: the districts recorded as written, stored
 			// under their own id.
 			dID, _ := data["districtId"].(string)
-			if s, _ := data["status"].(string); dID == "" || s == entryFailed || written != nil && !written[dID] || dID != batch[i] {
+			if s, _ := data["status"].(string); dID == "" || s == entryFailed || written != nil && !written[dID] || districtDocID(dID) != doc.Ref.ID {
 				continue
 			}
 			stats, ok := data["data"].(map[string]any)
 			if !ok {
-				return n, fmt.Errorf("decoding snapshot %s: district %s: want a district object, got no data", id, dID)
+				return fmt.Errorf("decoding snapshot %s: district %s: want a district object, got no data", id, dID)
 			}
 			if piece, err = st.district(piece[:0], stats, n > 0); err != nil {
-				return n, fmt.Errorf("decoding snapshot %s: district %s: %w", id, dID, err)
+				return fmt.Errorf("decoding snapshot %s: district %s: %w", id, dID, err)
 			}
 			if n == 0 {
 				if _, err := w.Write(st.prefix); err != nil {
-					return n, err
+					return err
 				}
 			}
 			if _, err := w.Write(piece); err != nil {
-				return n, err
+				return err
 			}
 			n++
 		}
+		return nil
+	}
+	var cerr error
+	err = v.getBatches(ctx, refs, streamBatch, func(docs []*firestore.DocumentSnapshot) error {
+		cerr = consume(docs)
+		return cerr
+	})
+	switch {
+	case cerr != nil:
+		return n, cerr
+	case err != nil:
+		return n, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	end, err := st.end(n)
 	if err != nil {

@@ -78,23 +78,26 @@ type Report struct {
 // manifest lacks or records as not written; the manifest's counts and the
 // metadata's lists agree with its entries; the root's payload matches its
 // recorded hash. With input, the stored districts and payload must also
-// equal the input's. A snapshot that does not exist is ErrNotFound.
+// equal the input's. A snapshot that does not exist is ErrNotFound. It
+// reads the snapshot as it was at one moment, as Get does.
 func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (*Report, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
-	doc, err := ref.Get(ctx)
+	doc, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	stored, err := readStoredDistricts(ref.Collection("districts").Documents(ctx))
+	// Everything after the root is read as it was when the root was (see
+	// view): a writer at work cannot make the documents disagree with it.
+	stored, err := readStoredDistricts(v.collection(ref, "districts").Documents(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	root := doc.Data()
 	// Pages are read whatever the form: an inline root must have none.
-	pages, err := ref.Collection(pagesCollection).Documents(ctx).GetAll()
+	pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 	}
