@@ -91,7 +91,7 @@ func TestReadsIgnoreAbandonedTransaction(t *testing.T) {
 			}},
 			{"WriteJSON", func(ctx context.Context) error {
 				var got bytes.Buffer
-				_, err := r.WriteJSON(ctx, &got, day, true)
+				_, _, err := r.WriteJSON(ctx, &got, day, true)
 				if err == nil && !bytes.Equal(got.Bytes(), want) {
 					err = fmt.Errorf("wrote %d bytes, not Get's %d", got.Len(), len(want))
 				}

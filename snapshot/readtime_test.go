@@ -118,7 +118,7 @@ func TestReadsSeeOneMoment(t *testing.T) {
 				func(t *testing.T, r *Reader, date string, first *model.Snapshot) {
 					want, _ := getOutput(t, NewReader(e.clean, ""), date, true)
 					var got bytes.Buffer
-					if _, err := r.WriteJSON(ctx, &got, date, true); err != nil {
+					if _, _, err := r.WriteJSON(ctx, &got, date, true); err != nil {
 						t.Fatal(err)
 					}
 					if !bytes.Equal(got.Bytes(), want) {

@@ -39,20 +39,28 @@ const streamBatch = 100
 // at that read time, a new one every readOnlyBudget, so that a consumer
 // that reads w slowly never outlasts a transaction. When it fails after it
 // has begun writing, w holds an incomplete snapshot.
-func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent bool) (int, error) {
+//
+// It returns how many districts it wrote and the summary of the root it
+// wrote them from: whether the output is the whole snapshot is that
+// summary's State (StateComplete or StateUnsuccessful), not a later read's,
+// which may find a write finished since. That State is not settled: a root
+// that says a write is in progress is StateUnknown, whether or not its
+// writer lives (Summary asks the lock backend).
+func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent bool) (int, Summary, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
 	root, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
-		return 0, fmt.Errorf("%s: %w", id, ErrNotFound)
+		return 0, Summary{}, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("reading snapshot %s: %w", id, err)
+		return 0, Summary{}, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
+	asRead := summarize(root)
 	rd := root.Data()
 	if pagedRoot(rd) {
 		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 		if err != nil {
-			return 0, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
+			return 0, Summary{}, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}
 		expandPages(rd, pages)
 	}
@@ -60,11 +68,11 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	written := recordedWritten(rd)
 	order, err := streamOrder(ctx, rd, written, districts)
 	if err != nil {
-		return 0, fmt.Errorf("reading districts of %s: %w", id, err)
+		return 0, Summary{}, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	st, err := newSkeleton(rd, indent)
 	if err != nil {
-		return 0, fmt.Errorf("decoding snapshot %s: %w", id, err)
+		return 0, Summary{}, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
 	refs := make([]*firestore.DocumentRef, len(order))
 	for i, dID := range order {
@@ -112,16 +120,16 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	})
 	switch {
 	case cerr != nil:
-		return n, cerr
+		return n, asRead, cerr
 	case err != nil:
-		return n, fmt.Errorf("reading districts of %s: %w", id, err)
+		return n, asRead, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
 	end, err := st.end(n)
 	if err != nil {
-		return n, fmt.Errorf("decoding snapshot %s: %w", id, err)
+		return n, asRead, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
 	_, err = w.Write(end)
-	return n, err
+	return n, asRead, err
 }
 
 // streamOrder is the ids of the district documents to read, in the order

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -64,7 +65,7 @@ func TestWriteJSONIsGet(t *testing.T) {
 			for _, indent := range []bool{true, false} {
 				want, wantN := getOutput(t, r, id, indent)
 				var got bytes.Buffer
-				n, err := r.WriteJSON(ctx, &got, id, indent)
+				n, _, err := r.WriteJSON(ctx, &got, id, indent)
 				if err != nil {
 					t.Fatalf("%s: WriteJSON: %v", id, err)
 				}
@@ -81,7 +82,13 @@ func TestWriteJSONIsGet(t *testing.T) {
 				}
 			}
 		}
-		if _, err := r.WriteJSON(ctx, &bytes.Buffer{}, "2026-01-01", true); !errors.Is(err, ErrNotFound) {
+		// The state returned is the root's as the output was read.
+		for id, want := range map[string]string{day: StateComplete, partialDay: StatePartial, emptyDay: StatePartial} {
+			if _, asRead, err := r.WriteJSON(ctx, io.Discard, id, false); err != nil || asRead.State != want || asRead.SnapshotID != id {
+				t.Errorf("%s: WriteJSON's summary %+v, %v; want state %s", id, asRead, err, want)
+			}
+		}
+		if _, _, err := r.WriteJSON(ctx, &bytes.Buffer{}, "2026-01-01", true); !errors.Is(err, ErrNotFound) {
 			t.Errorf("WriteJSON of a missing snapshot: %v, want ErrNotFound", err)
 		}
 	})

@@ -292,14 +292,14 @@ warns on stderr and exits 3.`,
 				// Written as it is read, a batch of districts at a time:
 				// a snapshot of 20,000 districts never sits in memory.
 				out := bufio.NewWriterSize(a.stdout, 256<<10)
-				n, err := r.WriteJSON(ctx, out, date, !compact)
+				n, asRead, err := r.WriteJSON(ctx, out, date, !compact)
 				if ferr := out.Flush(); err == nil {
 					err = ferr
 				}
 				if err != nil {
 					return a.firestoreWait(err)
 				}
-				return a.warnIncomplete(ctx, r, date, n)
+				return a.warnIncomplete(ctx, r, asRead, n)
 			}
 			v, err := r.District(ctx, date, district)
 			if err != nil {

@@ -14,14 +14,22 @@ import (
 )
 
 // warnIncomplete returns errIncomplete (exit 3), worded as the warning,
-// when snapshot id is not complete; printed holds its districts printed.
-func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, id string, printed int) error {
+// unless the snapshot get printed was whole: asRead is the root the output
+// was read from, so a write that finished after that read still leaves
+// the output partial. The state the message names is settled now (is the
+// writer alive?).
+func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, asRead snapshot.Summary, printed int) error {
+	if asRead.State == snapshot.StateComplete || asRead.State == snapshot.StateUnsuccessful {
+		return nil // every district was stored and printed
+	}
+	id := asRead.SnapshotID
 	sum, err := r.Summary(ctx, id)
 	if err != nil {
 		return a.firestoreWait(err)
 	}
 	if sum.State == snapshot.StateComplete || sum.State == snapshot.StateUnsuccessful {
-		return nil // every district is stored and printed
+		return fmt.Errorf("%w: snapshot %s was still being written when it was read: the output holds the %d of its %d districts that were stored then; the write has finished since — get it again",
+			errIncomplete, id, printed, asRead.Districts)
 	}
 	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; see `snapwriter list`, and `snapwriter repair` completes it",
 		errIncomplete, id, sum.State, printed, sum.Districts)
