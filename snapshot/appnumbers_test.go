@@ -376,3 +376,59 @@ func TestRecordedHashesStayExact(t *testing.T) {
 		t.Errorf("after repair: %s", model.Diff(got, in))
 	}
 }
+
+// jsExport is s as the application would export it: every whole double an
+// integer (jsNumbers), in its districts and its rankings. (A whole double
+// past 2^53 would stay a double, and still be read back to be compared.)
+func jsExport(s *model.Snapshot) *model.Snapshot {
+	for i := range s.Payload.Districts {
+		s.Payload.Districts[i].Data = jsNumbers(s.Payload.Districts[i].Data).(map[string]any)
+	}
+	s.Rankings = jsNumbers(s.Rankings).(map[string]any)
+	return s
+}
+
+// A lazily read input is read back from its file only where a number's
+// type could be all that differs: data holding no double equal to an
+// integer is compared by its hashes alone. A partial snapshot snapwriter
+// wrote with 39.0 is repaired from the application's export, which has
+// 39, reading back only the districts it writes; and an export whose
+// district really differs is refused unread.
+func TestRepairLazyInputReadsBackOnlyWhatItMust(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	// Whole doubles of JavaScript's safe range only: the export has none.
+	safe := func() *model.Snapshot {
+		s := withWholeNumbers(gen(120, 48))
+		for _, d := range s.Payload.Districts {
+			delete(d.Data, "history")
+		}
+		return s
+	}
+	a := safe()
+	e.deny(a.Payload.Districts[60].DistrictID)
+	first := mustPartial(t)(e.writer().Write(ctx, day, a))
+	e.f.setRule(nil)
+
+	other := jsExport(safe())
+	victim := other.Payload.Districts[2].DistrictID
+	asMap(other.Payload.Districts[2].Data["membership"])["changePercent"] = 39.5
+	lo := lazyCopy(t, other)
+	if _, err := e.writer().Repair(ctx, day, lo); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "stored in district "+victim+";") {
+		t.Errorf("Repair with district %s's changePercent 39.5: %v; want ErrMismatch naming it alone", victim, err)
+	}
+	if n := lo.DataLoads(); n != 0 {
+		t.Errorf("a refused repair read %d districts back", n)
+	}
+
+	lazy := lazyCopy(t, jsExport(safe()))
+	res, err := e.writer().Repair(ctx, day, lazy)
+	failed := len(first.FailedDistricts)
+	if err != nil || !res.Complete || res.DistrictsWritten != failed || res.DistrictsKept != 120-failed {
+		t.Fatalf("Repair from the application's export = %s, %v; want %d written, the rest kept", brief(res), err, failed)
+	}
+	if n := lazy.DataLoads(); n != int64(failed) {
+		t.Errorf("repair read %d districts back, want only the %d it wrote", n, failed)
+	}
+}

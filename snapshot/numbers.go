@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -26,27 +25,13 @@ import (
 // keep no stored document whole, so that 20,000 districts are never held
 // at once.
 
-// maxExactInt is 2^63, exactly a float64: a whole double d with
-// -maxExactInt <= d < maxExactInt converts to int64 without loss.
-const maxExactInt = 1 << 63
-
-// wholeInt returns the int64 equal to f when there is one: f is whole and
-// in int64's range, so the conversion is exact. A double beyond 2^53 is
-// whole, and equals exactly one integer (2^53 equals 9007199254740992,
-// never 9007199254740993), which is what Firestore compares too.
-func wholeInt(f float64) (int64, bool) {
-	if f != math.Trunc(f) || f < -maxExactInt || f >= maxExactInt {
-		return 0, false // fractional, NaN, infinite or beyond int64
-	}
-	return int64(f), true
-}
-
 // normalNumbers returns v with every number in a normal form that two
 // numbers share exactly when Firestore compares them equal: a double
-// equal to an int64 becomes that int64 (-0.0 becomes 0), and every other
-// number stays as it is. Maps and arrays are normalised to any depth; they
-// are copied only where something changes, and changed reports whether
-// anything did (when not, v's content hash is its normal form's too).
+// equal to an int64 (model.IntegerValue, exact) becomes that int64 (-0.0
+// becomes 0), and every other number stays as it is. Maps and arrays are
+// normalised to any depth; they are copied only where something changes,
+// and changed reports whether anything did (when not, v's content hash is
+// its normal form's too).
 //
 // The canonical JSON of normal forms then tells Firestore-equal values:
 // an integer is written without a fraction or exponent and a double
@@ -55,7 +40,7 @@ func wholeInt(f float64) (int64, bool) {
 func normalNumbers(v any) (out any, changed bool) {
 	switch x := v.(type) {
 	case float64:
-		if n, ok := wholeInt(x); ok {
+		if n, ok := model.IntegerValue(x); ok {
 			return n, true
 		}
 	case map[string]any:
@@ -147,9 +132,8 @@ func (d *inputData) same(id string, s storedDistrict) (bool, error) {
 	return h == s.numbersHash, err
 }
 
-// numbersHash is the hash of the normal form of district id's data. A
-// district read lazily is read back from its input for it, once: Repair
-// asks again when its transaction is retried.
+// numbersHash is the hash of the normal form of district id's data,
+// computed once: Repair asks again when its transaction is retried.
 func (d *inputData) numbersHash(id string) (string, error) {
 	if h, ok := d.normal[id]; ok {
 		return h, nil
@@ -165,16 +149,30 @@ func (d *inputData) numbersHash(id string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("district %s is not in the input", id)
 	}
-	data, err := d.snap.Payload.Districts[i].LoadData()
-	if err != nil {
-		return "", err
-	}
-	h, err := numbersHash(data, d.exact[id])
+	h, err := districtNumbersHash(d.snap.Payload.Districts[i], d.exact[id])
 	if err != nil {
 		return "", err
 	}
 	d.normal[id] = h
 	return h, nil
+}
+
+// districtNumbersHash is numbersHash of ds's data, whose hash is exact.
+// Data left in its file is read back only when it holds a double to
+// normalise: data that holds none is its own normal form, so a district
+// whose data differs otherwise is told from its hashes alone, unread.
+func districtNumbersHash(ds model.DistrictStatistics, exact string) (string, error) {
+	if ds.Lazy() {
+		// (A district in memory is at hand: Summary would hash it again.)
+		if sum, err := ds.Summary(); err == nil && sum.NoWholeDoubles {
+			return exact, nil
+		}
+	}
+	data, err := ds.LoadData()
+	if err != nil {
+		return "", err
+	}
+	return numbersHash(data, exact)
 }
 
 // samePayload reports whether a stored root holds snap's payload (all but

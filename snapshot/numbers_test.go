@@ -104,24 +104,6 @@ func TestNormalNumbersCopiesOnWrite(t *testing.T) {
 	}
 }
 
-// wholeInt converts exactly, or not at all.
-func TestWholeInt(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		f    float64
-		want int64
-		ok   bool
-	}{
-		{39, 39, true}, {math.Copysign(0, -1), 0, true}, {float64(two53), two53, true},
-		{float64(-two63), math.MinInt64, true}, {float64(two63), 0, false}, {39.5, 0, false},
-		{math.NaN(), 0, false}, {math.Inf(1), 0, false}, {math.Inf(-1), 0, false}, {1e300, 0, false},
-	} {
-		if got, ok := wholeInt(c.f); got != c.want || ok != c.ok {
-			t.Errorf("wholeInt(%v) = %d, %v; want %d, %v", c.f, got, ok, c.want, c.ok)
-		}
-	}
-}
-
 // Whatever normalisation does for comparing, the content hash of what
 // snapwriter writes stays the hash of the bytes: 39.0 and 39 hash apart.
 func TestContentHashStaysExact(t *testing.T) {
