@@ -53,6 +53,11 @@ type DataSummary struct {
 	FirestoreSize int
 	// EncodedSize is the data's EncodedSize.
 	EncodedSize int
+	// NoWholeDoubles: the data holds no double that equals an integer
+	// (IntegerValue: 39.0, -0.0), so that comparing it as Firestore
+	// compares numbers needs no more than Digest, and data left in its
+	// file need not be read back for it.
+	NoWholeDoubles bool
 }
 
 // Lazy reports whether the district's data is left in the input file,
@@ -80,7 +85,8 @@ func (d DistrictStatistics) Summary() (DataSummary, error) {
 	if err != nil {
 		return DataSummary{}, err
 	}
-	return DataSummary{Digest: sha256.Sum256(b), FirestoreSize: FirestoreSize(d.Data), EncodedSize: EncodedSize(d.Data)}, nil
+	return DataSummary{Digest: sha256.Sum256(b), FirestoreSize: FirestoreSize(d.Data), EncodedSize: EncodedSize(d.Data),
+		NoWholeDoubles: !holdsWholeDouble(d.Data)}, nil
 }
 
 // DataLoads reports how many times LoadData has read a district of s back
@@ -167,9 +173,11 @@ func (l *lazyData) summarize(src io.ReaderAt, o Object, sc *summaryScratch) erro
 		return fmt.Errorf("reading input: %w", err)
 	}
 	l.rawSum = sha256.Sum256(raw)
-	l.summary.FirestoreSize = checkValue(o, "", 1, false, func(path, format string, args ...any) {
+	w := walker{add: func(path, format string, args ...any) {
 		l.problems = append(l.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	})
+	}}
+	l.summary.FirestoreSize = w.check(o, 1, false)
+	l.summary.NoWholeDoubles = !w.wholeDouble
 	l.summary.EncodedSize = EncodedSize(o)
 	b, err := appendMarshal(sc.json[:0], &sc.enc, o)
 	if err != nil {

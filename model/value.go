@@ -248,6 +248,8 @@ type walker struct {
 	root  string
 	steps []pathElem
 	add   func(path, format string, args ...any)
+	// wholeDouble: a double equal to an integer (IntegerValue) was seen.
+	wholeDouble bool
 }
 
 func (w *walker) path() string { return formatPath(w.root, w.steps) }
@@ -261,6 +263,9 @@ func (w *walker) check(v any, depth int, inArray bool) (size int) {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			w.add(w.path(), "%v is not a finite number", x)
+		}
+		if !w.wholeDouble {
+			_, w.wholeDouble = IntegerValue(x)
 		}
 		return 8
 	case string:

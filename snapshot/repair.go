@@ -106,6 +106,12 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 	var kept map[string]keptDistrict
 	var refused error // repairSet's ErrMismatch or errReplace
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
+	// A repair keeps stored data that equals the input's as Firestore
+	// compares values (the application's client stores 39.0 as 39); a
+	// Write resuming its own unfinished write keeps only what it would
+	// write, to the byte. Made once, outside the transaction: what it
+	// learns of the input outlives the transaction's retries.
+	inData := newInputData(in.snap, in.dataHashes, in.repairing)
 	t0 := time.Now()
 	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
 		doc, err := tx.Get(ref)
@@ -119,7 +125,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		if err := w.checkPrior(ctx, data, in); err != nil {
 			return retry.Permanent(err)
 		}
-		stored, err := readStoredDistricts(tx.Documents(ref.Collection("districts")))
+		stored, err := readStoredDistricts(tx.Documents(ref.Collection("districts")), inData)
 		if err != nil {
 			return err
 		}
@@ -134,7 +140,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		for i, p := range pages {
 			storedPages[i] = p.Ref.ID
 		}
-		todo, kept, err = repairSet(data, in, stored, rewrite)
+		todo, kept, err = repairSet(data, in, inData, stored, rewrite)
 		if err != nil {
 			refused = err
 			return retry.Permanent(err)
@@ -200,15 +206,20 @@ func legacyRoot(root map[string]any) bool {
 // document: its districtHash, the hash of its data alone, and its size.
 type storedDistrict struct {
 	hash, dataHash string
-	size           int64
-	fence          string    // the writerFence it was written under
-	updated        time.Time // when it was last written
+	// numbersHash is the hash of the data's normal form (normalNumbers),
+	// set where an input's data is compared with it and its dataHash is
+	// not the input's.
+	numbersHash string
+	size        int64
+	fence       string    // the writerFence it was written under
+	updated     time.Time // when it was last written
 }
 
 // readStoredDistricts reads every district document it gives, one at a
 // time: only their hashes are kept, so that a snapshot of 20,000 districts
-// is never held whole.
-func readStoredDistricts(it *firestore.DocumentIterator) (map[string]storedDistrict, error) {
+// is never held whole. in (nil when there is none) is the input the data
+// is compared with.
+func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[string]storedDistrict, error) {
 	defer it.Stop()
 	out := map[string]storedDistrict{}
 	for {
@@ -224,8 +235,16 @@ func readStoredDistricts(it *firestore.DocumentIterator) (map[string]storedDistr
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 		}
-		out[strings.TrimPrefix(d.Ref.ID, "district_")] = storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(data)),
-			fence: fenceOf(data), updated: d.UpdateTime}
+		id := strings.TrimPrefix(d.Ref.ID, "district_")
+		s := storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(data)), fence: fenceOf(data), updated: d.UpdateTime}
+		if in.needsNumbers(id, dh) {
+			// Only here: data equal to the input's to the byte, the
+			// usual case, needs no second hash.
+			if s.numbersHash, err = numbersHash(data["data"], dh); err != nil {
+				return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
+			}
+		}
+		out[id] = s
 	}
 }
 
@@ -233,10 +252,10 @@ func readStoredDistricts(it *firestore.DocumentIterator) (map[string]storedDistr
 // describes and returns the districts to write: those the manifest does
 // not record as written, and those whose document is missing or altered
 // (it no longer matches the hash the manifest recorded). A district written
-// intact with other data than the input's, or another root payload, is
-// ErrMismatch — or, WithRewriteChanged, a district to write again and
-// errReplace.
-func repairSet(root map[string]any, in rootInput, stored map[string]storedDistrict, rewrite bool) (map[string]bool, map[string]keptDistrict, error) {
+// intact with other data than the input's (inData compares them), or
+// another root payload, is ErrMismatch — or, WithRewriteChanged, a
+// district to write again and errReplace.
+func repairSet(root map[string]any, in rootInput, inData *inputData, stored map[string]storedDistrict, rewrite bool) (map[string]bool, map[string]keptDistrict, error) {
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -255,7 +274,7 @@ func repairSet(root map[string]any, in rootInput, stored map[string]storedDistri
 	// application) did not record one: their payload is not compared.
 	md := asMap(root["metadata"])
 	if rec, _ := md["payloadHash"].(string); rec != "" {
-		same, err := payloadMatches(rec, in.snap, storedInputID(md))
+		same, err := samePayload(root, in.snap)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -279,20 +298,26 @@ func repairSet(root map[string]any, in rootInput, stored map[string]storedDistri
 			// Written by the root's writer, which died (or lost its
 			// lease) before recording it: its document is this input's,
 			// to the byte, so it is recorded as it is, not written again.
+			// (Byte-exact, not as Firestore compares: one that is not is
+			// written again, which is never wrong.)
 			kept[id] = keptDistrict{modified: isoMillis(s.updated), hash: s.hash, size: s.size}
 		case st != entrySuccess, !present:
 			todo[id] = true // not written, or missing
 		case recorded != "" && s.hash != recorded:
 			todo[id] = true // altered since it was written
-		case s.dataHash != in.dataHashes[id]:
-			if rewrite {
-				todo[id] = true
-				continue
-			}
-			diffs = append(diffs, "district "+id)
 		default:
-			modified, _ := em["lastModified"].(string)
-			kept[id] = keptDistrict{modified: modified, hash: s.hash, size: s.size}
+			same, err := inData.same(id, s)
+			switch {
+			case err != nil:
+				return nil, nil, fmt.Errorf("district %s: %w", id, err)
+			case same:
+				modified, _ := em["lastModified"].(string)
+				kept[id] = keptDistrict{modified: modified, hash: s.hash, size: s.size}
+			case rewrite:
+				todo[id] = true
+			default:
+				diffs = append(diffs, "district "+id)
+			}
 		}
 	}
 	if len(diffs) > 0 {

@@ -89,9 +89,13 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
+	inData, err := verifyInput(input)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
 	// Everything after the root is read as it was when the root was (see
 	// view): a writer at work cannot make the documents disagree with it.
-	stored, err := readStoredDistricts(v.collection(ref, "districts").Documents(ctx))
+	stored, err := readStoredDistricts(v.collection(ref, "districts").Documents(ctx), inData)
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
@@ -177,7 +181,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	if input != nil {
-		if err := compareInput(root, entries, stored, input, add); err != nil {
+		if err := compareInput(root, entries, stored, inData, add); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
 	}
@@ -270,9 +274,28 @@ func containsAll(set map[string]bool, ids []string) bool {
 	return true
 }
 
-// compareInput reports where the stored snapshot differs from input: the
-// district set, each stored district's data, and the root payload.
-func compareInput(root map[string]any, entries []any, stored map[string]storedDistrict, input *model.Snapshot, add func(kind, district, format string, args ...any)) error {
+// verifyInput is what Verify compares stored data with: input's districts,
+// equal to stored data as Firestore compares values. nil without input.
+func verifyInput(input *model.Snapshot) (*inputData, error) {
+	if input == nil {
+		return nil, nil
+	}
+	exact := make(map[string]string, len(input.Payload.Districts))
+	for _, d := range input.Payload.Districts {
+		h, err := dataHash(d)
+		if err != nil {
+			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
+		}
+		exact[d.DistrictID] = h
+	}
+	return newInputData(input, exact, true), nil
+}
+
+// compareInput reports where the stored snapshot differs from the input
+// inData holds: the district set, each stored district's data, and the root
+// payload, numbers compared as Firestore compares them.
+func compareInput(root map[string]any, entries []any, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
+	input := inData.snap
 	inManifest := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		d, _ := asMap(e)["districtId"].(string)
@@ -289,11 +312,11 @@ func compareInput(root map[string]any, entries []any, stored map[string]storedDi
 		if !ok {
 			continue // missing or not written: reported above, or incomplete
 		}
-		h, err := dataHash(d)
+		same, err := inData.same(d.DistrictID, s)
 		if err != nil {
-			return err
+			return fmt.Errorf("district %s: %w", d.DistrictID, err)
 		}
-		if h != s.dataHash {
+		if !same {
 			add(ProblemInput, d.DistrictID, "the stored data differs from the input's")
 		}
 	}
@@ -303,26 +326,16 @@ func compareInput(root map[string]any, entries []any, stored map[string]storedDi
 		}
 	}
 	md := asMap(root["metadata"])
-	recorded, _ := md["payloadHash"].(string)
 	same := true
-	var err error
-	switch _, ours := md["payloadMetadata"]; {
-	case recorded != "":
-		same, err = payloadMatches(recorded, input, storedInputID(md))
-	case ours:
-		// Written by snapwriter before content hashes: the payload is
-		// stored verbatim and can be hashed now. (A root the TypeScript
-		// application wrote keeps too little of it to compare.)
-		var s *model.Snapshot
-		if s, err = fromRoot(root, nil); err == nil {
-			var got string
-			if got, err = payloadHash(s); err == nil {
-				same, err = payloadMatches(got, input, "")
-			}
+	recorded, _ := md["payloadHash"].(string)
+	if _, ours := md["payloadMetadata"]; recorded != "" || ours {
+		// Written by snapwriter (before content hashes, the payload was
+		// stored verbatim all the same). A root the TypeScript
+		// application wrote keeps too little of it to compare.
+		var err error
+		if same, err = samePayload(root, input); err != nil {
+			return err
 		}
-	}
-	if err != nil {
-		return err
 	}
 	if !same {
 		add(ProblemInput, "", "the root payload (metadata, rankings, …) differs from the input's")

@@ -65,6 +65,9 @@ func TestInvalidInputRefusedBeforeAnyIO(t *testing.T) {
 	surrogate := replaceOnce(good, `"districts":[{`, `"districts":[{"note":"\ud800",`)
 	lowSurrogate := replaceOnce(good, `"districts":[{`, `"districts":[{"note":"ok \udc00 then",`)
 	oversizeRoot := edit(t, good, func(m map[string]any) { m["blob"] = strings.Repeat("x", 2<<20) })
+	// JSON has no NaN nor infinity; a number too large for a double is the
+	// nearest an input comes to one, and must not reach storage as one.
+	hugeNumber := replaceOnce(good, `"districts":[{`, `"districts":[{"peak":[1,-1e400],`)
 
 	dir := t.TempDir()
 	bomFile := filepath.Join(dir, "bom.json")
@@ -126,6 +129,12 @@ func TestInvalidInputRefusedBeforeAnyIO(t *testing.T) {
 			bomFile + ": invalid snapshot: $: file starts with a byte-order mark (UTF-8, EF BB BF)"},
 		{"UTF-16 byte-order mark in a snapshot directory", "", []string{"write", "--input", bomDir}, nil,
 			"district_1.json: $: file starts with a byte-order mark (UTF-16 little-endian, FF FE)"},
+		{"number beyond a double: write", hugeNumber, []string{"write", "--input", "-"}, nil,
+			"$.payload.districts[0].peak[1]: number -1e400 is outside the range of a double"},
+		{"number beyond a double: repair", hugeNumber, []string{"repair", "--date", day, "--input", "-"}, nil,
+			"$.payload.districts[0].peak[1]: number -1e400 is outside the range of a double"},
+		{"number beyond a double: verify --input", hugeNumber, []string{"verify", "--date", day, "--input", "-"}, nil,
+			"$.payload.districts[0].peak[1]: number -1e400 is outside the range of a double"},
 		{"oversize root blames the unknown field", oversizeRoot, []string{"write", "--input", "-"}, nil,
 			"its largest fields: inputExtra.snapshot.blob (from $.blob) 2097158 bytes, metadata"},
 	}
