@@ -406,6 +406,9 @@ type Result struct {
 	RootCommits int `json:"rootCommits"`
 	// LockWaitMs is how long acquiring the snapshot's lock took.
 	LockWaitMs int64 `json:"lockWaitMs"`
+	// LockRenewals is how the lock's renewals went during the write, and
+	// whether it ran fewer chunks at once for slow ones (shedding).
+	LockRenewals LockRenewals `json:"lockRenewals"`
 }
 
 // op is one write of a chunk: a district set or a stale district delete.
@@ -440,7 +443,8 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	}
 	start := w.cfg.now()
 	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", op))
-	lease, wctx, end, err := w.begin(ctx, id, log)
+	shed := newShedder(w.cfg.concurrency, w.cfg.lockTTL, log)
+	lease, wctx, end, err := w.begin(ctx, id, log, shed.renewed)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +454,7 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	if err != nil {
 		return nil, err
 	}
-	in.lockWait = lockWait
+	in.lockWait, in.shed = lockWait, shed
 	w.paginate(&in)
 	return body(ctx, wctx, lease, in, log)
 }
@@ -595,11 +599,12 @@ func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(con
 	return finish(fctx)
 }
 
-// begin takes the snapshot's lock. The work of the write runs under the
+// begin takes the snapshot's lock; onRenewal learns of each of its
+// renewals. The work of the write runs under the
 // returned context: ctx ending stops new chunks, and this context, which
 // the work in flight runs under, ends a grace period later, or at once if
 // the lease is lost. end cancels it and releases the lock.
-func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*locking.Lease, context.Context, func(), error) {
+func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger, onRenewal func(locking.RenewalStat)) (*locking.Lease, context.Context, func(), error) {
 	t0 := time.Now()
 	// The lock retry policy ends the wait; this bound is a backstop: the
 	// lock wait, or the contention wait if a stalled transaction began
@@ -613,7 +618,7 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*lockin
 		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	lease, err := locking.Acquire(actx, w.locker, key,
-		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(onRenewal))
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
@@ -706,6 +711,10 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 	first := len(res.BatchResults)
 	rec := w.startRecorder(wctx, in, log)
 	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+		// Fewer at once while the lock's renewals are slow (shedder).
+		if in.shed != nil && in.shed.enter(ctx, wctx) {
+			defer in.shed.leave()
+		}
 		r := w.writeChunk(ctx, wctx, in, first+i, chunk, log)
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
@@ -1195,6 +1204,9 @@ func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
 	}
 	res.TotalDurationMs = w.cfg.now().Sub(in.startedAt).Milliseconds()
 	res.RootCommits, res.LockWaitMs = int(in.rootCommits.Load()), in.lockWait.Milliseconds()
+	if in.shed != nil {
+		res.LockRenewals = in.shed.summary()
+	}
 	lvl := zap.InfoLevel
 	if !res.Complete {
 		lvl = zap.WarnLevel
@@ -1209,6 +1221,10 @@ func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
 		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
 		zap.Int("rootCommits", res.RootCommits),
 		zap.Int64("lockWaitMs", res.LockWaitMs),
+		zap.Int("lockRenewals", res.LockRenewals.Count),
+		zap.Int64("slowestLockRenewalMs", res.LockRenewals.SlowestMs),
+		zap.Int("concurrencySheds", res.LockRenewals.Sheds),
+		zap.Int("minConcurrency", res.LockRenewals.MinConcurrency),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
 
