@@ -306,17 +306,19 @@ func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult,
 
 // expiredErr is the loss of a lease whose renewal, of attempts
 // extensions over took, did not succeed before the lock expired: the last
-// attempt was still unanswered (inFlight), or failed. lastErr is the last
-// failure, if any attempt failed.
+// attempt was still unanswered (inFlight) — a NetworkTimeout — or failed
+// with lastErr. When it was unanswered, lastErr is an earlier attempt's
+// failure, if any.
 func expiredErr(attempts int, took time.Duration, inFlight bool, lastErr error) error {
-	what := fmt.Sprintf("the lock expired before its renewal succeeded (%s in %s", attemptsText(attempts), took.Round(time.Millisecond))
-	switch {
-	case inFlight && lastErr == nil:
-		return fmt.Errorf("%w: %s, the last unanswered)", ErrLeaseLost, what)
-	case inFlight:
-		return fmt.Errorf("%w: %s, the last unanswered; an earlier one failed: %w)", ErrLeaseLost, what, lastErr)
+	what := fmt.Sprintf("the lock expired before its renewal succeeded (%s in %s)", attemptsText(attempts), took.Round(time.Millisecond))
+	if !inFlight {
+		return fmt.Errorf("%w: %s; the last failed: %w", ErrLeaseLost, what, lastErr)
 	}
-	return fmt.Errorf("%w: %s; the last failed: %w)", ErrLeaseLost, what, lastErr)
+	unanswered := &Error{Code: NetworkTimeout, Op: "extend", Err: errors.New("the last attempt was unanswered at the lock's expiry")}
+	if lastErr == nil {
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, what, unanswered)
+	}
+	return fmt.Errorf("%w: %s: %w (an earlier one failed: %w)", ErrLeaseLost, what, unanswered, lastErr)
 }
 
 // lose records the first loss and ends the lease with it as the cause.

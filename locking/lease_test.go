@@ -259,8 +259,9 @@ func TestLeaseLostAtExpiryWhileRenewalHangs(t *testing.T) {
 		if el := time.Since(start); el != 300*time.Millisecond {
 			t.Errorf("lost after %s; want at the expiry, 300ms", el)
 		}
-		if err := l.Err(); !errors.Is(err, ErrLeaseLost) || !strings.Contains(err.Error(), "renewal") || !strings.Contains(err.Error(), "unanswered") {
-			t.Errorf("Err = %v; want a loss that says the renewal went unanswered", err)
+		if err := l.Err(); !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ErrNetworkTimeout) ||
+			!strings.Contains(err.Error(), "renewal") || !strings.Contains(err.Error(), "unanswered") {
+			t.Errorf("Err = %v; want a loss (and a NetworkTimeout) that says the renewal went unanswered", err)
 		}
 		close(unblock)
 		if n := f.count("extend"); n != 1 {
