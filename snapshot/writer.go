@@ -92,6 +92,10 @@ var (
 	// ErrTimeout: the lock store did not answer within the lock wait plus
 	// the request timeout. Nothing was written.
 	ErrTimeout = errors.New("no answer from the lock store")
+	// ErrNothingWritten: the write ended before its root document was
+	// written (with ErrLockLost: the lease was lost first), so the stored
+	// snapshot is as it was. Writing it again is all there is to do.
+	ErrNothingWritten = errors.New("nothing was written")
 )
 
 // Defaults of a Writer: 50 operations per chunk, 3 chunks in flight.
@@ -572,9 +576,30 @@ func (w *Writer) rooted(in rootInput, lease *locking.Lease, rootRes *BatchResult
 		if rootRes != nil {
 			w.summarize(log, res, in)
 		}
+		if lost := lease.Err(); lost != nil && errors.Is(err, ErrRootFailed) && errors.Is(err, locking.ErrLeaseLost) {
+			return res, w.lostBeforeRoot(in.id, rootRes != nil && rootRes.unsure, lost, log)
+		}
 		return res, w.leaseErr(lease, err)
 	}
 	return res, nil
+}
+
+// lostBeforeRoot is the error of a write or repair whose lease was lost
+// before its root transaction committed, which the loss stopped: no
+// district was attempted, and the stored snapshot is as it was — unless
+// the root's commit was in flight (unsure), when it may have been written
+// as a write in progress with no district yet, which a rerun completes.
+// Either way it is not a failure of the root (ErrRootFailed): it matches
+// ErrLockLost, and ErrNothingWritten when nothing was.
+func (w *Writer) lostBeforeRoot(id string, unsure bool, lost error, log *zap.Logger) error {
+	if unsure {
+		log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
+		return fmt.Errorf("snapshot %s: %w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
+			id, ErrLockLost, lost)
+	}
+	log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
+	return fmt.Errorf("snapshot %s: %w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
+		id, ErrLockLost, ErrNothingWritten, lost)
 }
 
 // districts writes ops in chunks after the root, then records the outcome
@@ -679,10 +704,22 @@ func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *lock
 		return fmt.Errorf("snapshot %s: %w: stopped before every chunk was written: %w; the manifest records what was written — `snapwriter repair` completes it",
 			id, ErrPartial, context.Cause(ctx))
 	case !res.Complete:
-		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written; the manifest records them — `snapwriter repair` completes it",
-			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts))
+		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written (%s); the manifest records them — `snapwriter repair` completes it",
+			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))
 	}
 	return nil
+}
+
+// firstFailure says which chunk failed first, and why: its error names
+// what did not answer in time (its commit, within the retry policy's
+// attempt timeout) or what refused it.
+func firstFailure(res *Result) string {
+	for _, b := range res.BatchResults {
+		if !b.Success && b.Err != nil {
+			return fmt.Sprintf("the first, chunk %d: %v", b.BatchIndex, b.Err)
+		}
+	}
+	return "chunks whose outcome could not be confirmed"
 }
 
 // districtOutcome is what the chunks of a write or repair did, per district.
@@ -822,7 +859,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 	}
 	ref := w.root(in.id)
 	t0 := time.Now()
-	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+	st, unsure, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if err != nil && status.Code(err) != codes.NotFound {
 			return err
@@ -852,7 +889,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
-		r.Err = err
+		r.Err, r.unsure = err, unsure
 		if errors.Is(err, errSkip) || errors.Is(err, errResume) {
 			return r, err
 		}
