@@ -98,10 +98,10 @@ func (f writeFlags) validate() error {
 }
 
 // newWriter builds the snapshot writer the flags describe, and returns the
-// func that closes its lock backend and its API client (after the writer
-// is done).
+// func that closes its lock backend (with the Firestore client of its own,
+// see writeLocker) and its API client (after the writer is done).
 func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Writer, func(), error) {
-	locker, closeLocker, err := a.openLocker(ctx, client, f.lock)
+	locker, closeLocker, err := a.writeLocker(ctx, f.lock)
 	if err != nil {
 		return nil, nil, err
 	}
