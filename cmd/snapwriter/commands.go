@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -213,14 +214,16 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 	defer closeLocker()
 	res, werr := op(w, ctx, id, snap)
 	if res != nil {
-		if err := a.printResult(res, asJSON); err != nil {
+		if err := a.printResult(res, werr, asJSON); err != nil {
 			return err
 		}
 	}
 	return a.writeWait(werr, f)
 }
 
-func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
+// printResult prints what a write or repair did; werr, its error, tells
+// a write that wrote nothing from a partial one.
+func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
@@ -231,7 +234,10 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 		return err
 	}
 	state := "complete"
-	if !res.Complete {
+	switch {
+	case errors.Is(werr, snapshot.ErrNothingWritten):
+		state = "NOT WRITTEN"
+	case !res.Complete:
 		state = "PARTIAL"
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d batches (%d failed), fence %s, %d ms\n",
@@ -244,6 +250,10 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	}
 	if !res.ManifestRecorded && res.TotalBatches > 1 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
+	}
+	if r := res.LockRenewals; r.Sheds > 0 {
+		fmt.Fprintf(a.stdout, "the lock's renewals were slow (the slowest took %d ms): ran as few as %d chunks at once, so as not to lose the lock\n",
+			r.SlowestMs, r.MinConcurrency)
 	}
 	if res.StaleDeleted > 0 {
 		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)
