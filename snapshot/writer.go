@@ -172,7 +172,11 @@ func WithCollection(name string) Option { return func(c *config) { c.collection 
 // WithBatchSize sets the operations per chunk (default 50, at most 500).
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
-// WithConcurrency sets how many chunks are in flight at once (default 3).
+// WithConcurrency sets how many chunks are in flight at once, at most
+// (default 3). A write starts at one and adds one a round trip while the
+// store answers without queueing, and runs fewer while its answers or the
+// lock's renewals slow down, so that the lease is renewed in time
+// (Result.LockRenewals; docs/lease.md).
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
 
 // WithRetryPolicy sets the per-chunk retry policy (default retry.DefaultPolicy).
@@ -411,7 +415,7 @@ type Result struct {
 	// LockWaitMs is how long acquiring the snapshot's lock took.
 	LockWaitMs int64 `json:"lockWaitMs"`
 	// LockRenewals is how the lock's renewals went during the write, and
-	// whether it ran fewer chunks at once for slow ones (shedding).
+	// whether it ran fewer chunks at once to keep them fast (shedding).
 	LockRenewals LockRenewals `json:"lockRenewals"`
 }
 
@@ -453,6 +457,8 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 		return nil, err
 	}
 	defer end()
+	shed.start(time.Now())
+	defer shed.stop()
 	lockWait := w.cfg.now().Sub(start)
 	in, err := w.newInput(id, snap, lease, start)
 	if err != nil {
@@ -748,11 +754,19 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 	first := len(res.BatchResults)
 	rec := w.startRecorder(wctx, in, log)
 	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
-		// Fewer at once while the lock's renewals are slow (shedder).
-		if in.shed != nil && in.shed.enter(ctx, wctx) {
-			defer in.shed.leave()
+		// Fewer at once while the store answers slowly (shedder).
+		var epoch int
+		admitted := false
+		if in.shed != nil {
+			if epoch, admitted = in.shed.enter(ctx, wctx); admitted {
+				defer in.shed.leave()
+			}
 		}
+		t0 := time.Now()
 		r := w.writeChunk(ctx, wctx, in, first+i, chunk, log)
+		if admitted && r.Success {
+			in.shed.committed(time.Since(t0), epoch)
+		}
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
 		}
@@ -1262,6 +1276,7 @@ func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
 		zap.Int64("slowestLockRenewalMs", res.LockRenewals.SlowestMs),
 		zap.Int("concurrencySheds", res.LockRenewals.Sheds),
 		zap.Int("minConcurrency", res.LockRenewals.MinConcurrency),
+		zap.Int("renewalPauses", res.LockRenewals.Pauses),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
 
