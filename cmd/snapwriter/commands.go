@@ -63,7 +63,7 @@ type writeFlags struct {
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, "district operations per chunk (1..500)")
-	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once")
+	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once, at most: a write starts at one and runs fewer while the store is slow to answer (docs/lease.md)")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
 	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
@@ -251,9 +251,13 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if !res.ManifestRecorded && res.TotalBatches > 1 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
 	}
-	if r := res.LockRenewals; r.Sheds > 0 {
-		fmt.Fprintf(a.stdout, "the lock's renewals were slow (the slowest took %d ms): ran as few as %d chunks at once, so as not to lose the lock\n",
-			r.SlowestMs, r.MinConcurrency)
+	if r := res.LockRenewals; r.Sheds > 0 || r.Pauses > 0 {
+		paused := fmt.Sprintf("%d times", r.Pauses)
+		if r.Pauses == 1 {
+			paused = "once"
+		}
+		fmt.Fprintf(a.stdout, "the store was slow to answer (the slowest lock renewal took %d ms): ran as few as %d chunks at once, and paused %s for an overdue renewal, so as not to lose the lock\n",
+			r.SlowestMs, r.MinConcurrency, paused)
 	}
 	if res.StaleDeleted > 0 {
 		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)

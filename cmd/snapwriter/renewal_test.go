@@ -199,16 +199,16 @@ func TestPrintResultSaysShed(t *testing.T) {
 	var out bytes.Buffer
 	a := newApp(strings.NewReader(""), &out, &out, func(string) (string, bool) { return "", false })
 	res := &snapshot.Result{SnapshotID: day, Complete: true, FailedDistricts: []string{},
-		LockRenewals: snapshot.LockRenewals{Count: 9, SlowestMs: 1900, Sheds: 2, MinConcurrency: 4}}
+		LockRenewals: snapshot.LockRenewals{Count: 9, SlowestMs: 1900, Sheds: 2, MinConcurrency: 4, Pauses: 1}}
 	if err := a.printResult(res, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if want := "the lock's renewals were slow (the slowest took 1900 ms): ran as few as 4 chunks at once"; !strings.Contains(out.String(), want) {
+	if want := "the store was slow to answer (the slowest lock renewal took 1900 ms): ran as few as 4 chunks at once, and paused once"; !strings.Contains(out.String(), want) {
 		t.Errorf("output does not say %q:\n%s", want, out.String())
 	}
 	out.Reset()
-	res.LockRenewals.Sheds, res.LockRenewals.MinConcurrency = 0, 16
-	if err := a.printResult(res, nil, false); err != nil || strings.Contains(out.String(), "renewals") {
+	res.LockRenewals.Sheds, res.LockRenewals.MinConcurrency, res.LockRenewals.Pauses = 0, 16, 0
+	if err := a.printResult(res, nil, false); err != nil || strings.Contains(out.String(), "slow to answer") {
 		t.Errorf("a write that never shed mentions renewals (%v):\n%s", err, out.String())
 	}
 }
