@@ -112,12 +112,13 @@ func TestTenWriters(t *testing.T) {
 }
 
 // noteLoad notes what the load did to the writers: chunk commit latency,
-// the lock's renewals (their slowest) and the writers that shed chunks.
+// the lock's renewals (their slowest) and the writers that shed chunks or
+// paused (lockRenewals in their results; none from a binary without it).
 func (s *scenario) noteLoad(procs []*proc) {
 	s.t.Helper()
 	var commits []float64
 	var slowest int64
-	shed := 0
+	shed, paused := 0, 0
 	for _, p := range procs {
 		p.mu.Lock()
 		for _, e := range p.entries {
@@ -132,12 +133,16 @@ func (s *scenario) noteLoad(procs []*proc) {
 			LockRenewals struct {
 				SlowestMs int64 `json:"slowestMs"`
 				Sheds     int   `json:"sheds"`
+				Pauses    int   `json:"pauses"`
 			} `json:"lockRenewals"`
 		}
 		if json.Unmarshal([]byte(strings.TrimSpace(p.stdoutString())), &r) == nil {
 			slowest = max(slowest, r.LockRenewals.SlowestMs)
 			if r.LockRenewals.Sheds > 0 {
 				shed++
+			}
+			if r.LockRenewals.Pauses > 0 {
+				paused++
 			}
 		}
 		if lost := p.errorLines(); strings.Contains(lost, "lost the lock") {
@@ -149,6 +154,6 @@ func (s *scenario) noteLoad(procs []*proc) {
 	}
 	slices.Sort(commits)
 	q := func(f float64) float64 { return commits[min(len(commits)-1, int(f*float64(len(commits))))] }
-	s.note("chunk commits median %.1f s, p90 %.1f s; slowest lock renewal %d ms; %d of %d writers shed chunks",
-		q(0.5), q(0.9), slowest, shed, len(procs))
+	s.note("chunk commits median %.1f s, p90 %.1f s; slowest lock renewal %d ms; %d of %d writers shed chunks, %d paused for an overdue renewal",
+		q(0.5), q(0.9), slowest, shed, len(procs), paused)
 }
