@@ -178,8 +178,9 @@ type rootInput struct {
 	rootCommits *atomic.Int32
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration
-	// shed admits the write's chunks, fewer at once while the lock's
-	// renewals are slow; nil admits them all (up to the concurrency).
+	// shed admits the write's chunks, fewer at once while the store (and
+	// so the lock's renewals) answers slowly; nil admits them all, up to
+	// the concurrency.
 	shed *shedder
 }
 
