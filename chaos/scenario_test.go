@@ -102,6 +102,17 @@ type scenario struct {
 	recovery time.Duration // < 0: not recovered / not applicable
 	lost     int           // districts of the input missing or different at the end; -1 unknown, notApplicable
 	notes    []string
+	// date is the snapshot the checks look at; "" means day. A scenario
+	// of several dates sets it before checking each.
+	date string
+}
+
+// day is the snapshot the checks look at.
+func (s *scenario) day() string {
+	if s.date == "" {
+		return day
+	}
+	return s.date
 }
 
 // newScenario sets up a scenario; its matrix row is logged (and kept for
@@ -299,7 +310,7 @@ func (s *scenario) logWarnings(p *proc) {
 // districts are missing or differ (documents lost).
 func (s *scenario) checkGet(want *input) bool {
 	s.t.Helper()
-	p := s.run("get", s.direct(), "get", "--date", day, "--json")
+	p := s.run("get", s.direct(), "get", "--date", s.day(), "--json")
 	if p.wait() != 0 || p.wasHung() {
 		s.t.Errorf("get: exit %s\n%s", p.outcome(), p.describe())
 		return false
@@ -340,6 +351,7 @@ func lostDistricts(want, got *model.Snapshot) int {
 
 // stored is what Firestore holds for the snapshot.
 type stored struct {
+	date          string // the snapshot's id
 	rootExists    bool
 	rootFence     string
 	rootStatus    string
@@ -393,7 +405,7 @@ func (s *scenario) read() stored {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	root := s.client.Collection("snapshots").Doc(day)
+	root := s.client.Collection("snapshots").Doc(s.day())
 	// A killed writer's last commits may land while the snapshot is read
 	// (the emulator's read-only transactions do not hold them off): a
 	// chunk's district documents, or a progress record in the root. What
@@ -421,7 +433,7 @@ func (s *scenario) readOnce(ctx context.Context, root *firestore.DocumentRef) (s
 	var st stored
 	var sig string
 	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		st = stored{entries: map[string]string{}, docs: map[string]docInfo{}, successful: map[string]bool{}, failedList: map[string]bool{}}
+		st = stored{date: s.day(), entries: map[string]string{}, docs: map[string]docInfo{}, successful: map[string]bool{}, failedList: map[string]bool{}}
 		var rootUpdated, lastDoc time.Time
 		snap, err := tx.Get(root)
 		switch {
@@ -567,7 +579,7 @@ func overClaims(st stored) []string {
 // the "success" entries, failedDistricts none of them.
 func manifestProblems(st stored, o manifestOpts) []string {
 	if !st.rootExists {
-		return []string{fmt.Sprintf("no root document snapshots/%s", day)}
+		return []string{fmt.Sprintf("no root document snapshots/%s", st.date)}
 	}
 	var bad []string
 	if st.rootFence == "" {

@@ -16,6 +16,7 @@ type acquireConfig struct {
 	ttl            time.Duration
 	retry          RetryPolicy
 	onReleaseError func(err error, keyHash string)
+	onRenewal      func(RenewalStat)
 }
 
 // WithTTL sets the lock's time to live (default DefaultTTL). The lease
@@ -119,7 +120,7 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		case !r.OK:
 			return errHeld
 		}
-		lease = newLease(b, nkey, r, cfg.ttl, sent)
+		lease = newLease(b, nkey, r, cfg.ttl, sent, cfg.onRenewal)
 		return nil
 	}
 	err = backoff.RetryNotify(attempt, backoff.WithContext(cfg.retry.backOff(extra), ctx), nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -17,17 +18,28 @@ const DefaultTTL = 30 * time.Second
 // context so that a cancelled caller still hands the lock back.
 const releaseTimeout = 10 * time.Second
 
-// Lease is a held lock kept alive by a heartbeat goroutine that extends it
-// to ttl every ttl/3.
+// Lease is a held lock kept alive by a heartbeat goroutine that renews
+// it: TTL/3 after each successful extension was sent, it extends the lock
+// to the TTL again.
+//
+// A renewal may take as long as the lock has left: each attempt runs until
+// it is answered or the lock's expiry passes, and an attempt that fails
+// before the expiry is retried after a short jittered wait. So a renewal
+// slowed down by a loaded store (one answering in more than TTL/3) still
+// keeps the lock, and only one extension is ever in flight: the next
+// renewal is due only after this one ended.
 //
 // The lease is lost when an extension finds the lock gone or expired, or
-// when extensions keep failing (errors) until the lock's last known expiry
-// passes. Then Done is closed, Err returns an error wrapping ErrLeaseLost
-// (and the last extension error, if any), and every context from Context is
+// when no renewal succeeds before the lock's last known expiry passes.
+// Then Done is closed, Err returns an error wrapping ErrLeaseLost (and the
+// last extension error, if any), and every context from Context is
 // cancelled with that error as its cause. Because the lease gives up at the
-// expiry by its own clock, and other clients take the lock only
-// TimeTolerance after it, the holder learns of the loss before anyone else
-// can acquire, as long as clocks agree within that tolerance.
+// expiry by its own clock, whatever the extension in flight is doing, and
+// other clients take the lock only TimeTolerance after it, the holder
+// learns of the loss before anyone else can acquire, as long as clocks
+// agree within that tolerance.
+//
+// OnRenewal reports each renewal's latency as it ends.
 //
 // Call Release when done; until then the heartbeat runs. A Lease is safe for
 // concurrent use.
@@ -44,6 +56,8 @@ type Lease struct {
 
 	serverTime bool // the backend's clock, not ours, decides expiry
 
+	onRenewal func(RenewalStat) // nil: nobody listens
+
 	mu        sync.Mutex
 	expiresAt time.Time // as the backend reports it, on its time authority's clock
 	lost      error     // set once, on loss
@@ -55,9 +69,38 @@ type Lease struct {
 	releaseErr  error
 }
 
+// RenewalStat describes one renewal of a lease, from its first extension
+// attempt to its end: the extension that succeeded, or the loss of the
+// lease. A renewal cut short by Release is not reported.
+type RenewalStat struct {
+	// Latency is how long the renewal took, retries included.
+	Latency time.Duration
+	// Attempts is how many extensions it sent (more than one when some
+	// failed and were retried).
+	Attempts int
+	// Left is how long the lock still had to live, by the lease's clock,
+	// when the renewal ended (before its extension took effect): TTL·2/3
+	// minus Latency, at most, for a renewal sent on time.
+	Left time.Duration
+	// TTL is the lease's time to live, for comparison.
+	TTL time.Duration
+	// Err is nil when the renewal extended the lock, and otherwise the
+	// loss that ended the lease (wrapping ErrLeaseLost).
+	Err error
+}
+
+// OnRenewal sets a function the lease calls as each renewal ends, with
+// its latency: a holder whose own traffic slows its renewals down can
+// shed load before the lease is at risk. fn runs on the heartbeat
+// goroutine, after the renewal took effect and before the next is
+// scheduled: it must return quickly, and must not call Release.
+func OnRenewal(fn func(RenewalStat)) AcquireOption {
+	return func(c *acquireConfig) { c.onRenewal = fn }
+}
+
 // newLease starts the lease of a lock acquired by a request sent at sent.
-func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent time.Time) *Lease {
-	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl,
+func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent time.Time, onRenewal func(RenewalStat)) *Lease {
+	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl, onRenewal: onRenewal,
 		serverTime: b.Capabilities().TimeAuthority != "client", heartbeatDone: make(chan struct{})}
 	var deadline time.Time
 	l.expiresAt, deadline = l.deadlines(r.ExpiresAt, sent)
@@ -65,7 +108,7 @@ func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent ti
 	l.life, l.endLife = context.WithCancelCause(context.Background())
 	hb, stop := context.WithCancel(context.Background())
 	l.stopHeartbeat = stop
-	go l.heartbeat(hb, deadline)
+	go l.heartbeat(hb, deadline, sent)
 	return l
 }
 
@@ -140,70 +183,142 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 	return ctx, func() { stop(); cancel(context.Canceled) }
 }
 
-// heartbeat extends the lock every TTL/3 and ends the lease when it is
-// lost. It times the lock by expiresAt, on the monotonic clock (see
-// deadlines), which only it reads and moves.
-func (l *Lease) heartbeat(ctx context.Context, expiresAt time.Time) {
+// heartbeat renews the lock TTL/3 after each successful extension (the
+// acquisition first) was sent, and ends the lease when it is lost. It
+// times the lock by expiresAt, on the monotonic clock (see deadlines),
+// which only it reads and moves.
+func (l *Lease) heartbeat(ctx context.Context, expiresAt, sent time.Time) {
 	defer close(l.heartbeatDone)
 	interval := max(l.ttl/3, time.Millisecond)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	// Armed at the current expiry and pushed back by every successful
-	// extension: when it fires the lock has expired under us, whether or
-	// not the next tick has come.
-	expiry := time.NewTimer(time.Until(expiresAt))
-	defer expiry.Stop()
-	var lastErr error
+	due := time.NewTimer(time.Until(sent.Add(interval)))
+	defer due.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-expiry.C:
-			l.lose(expiredErr(lastErr))
-			return
-		case <-tick.C:
+		case <-due.C:
 		}
-		// No attempt may outlast the interval (the next one is due) nor the
-		// expiry (after which it is too late to matter).
-		deadline := time.Now().Add(interval)
-		if expiresAt.Before(deadline) {
-			deadline = expiresAt
-		}
-		actx, cancel := context.WithDeadline(ctx, deadline)
-		sent := time.Now()
-		r, err := l.extend(actx)
-		cancel()
+		start := time.Now()
+		r, sent, attempts, err := l.renew(ctx, expiresAt)
 		if ctx.Err() != nil {
 			return // released meanwhile; the outcome no longer matters
 		}
+		stat := RenewalStat{Latency: time.Since(start), Attempts: attempts, Left: time.Until(expiresAt), TTL: l.ttl}
+		if err != nil {
+			l.lose(err)
+			stat.Err, stat.Left = l.Err(), max(stat.Left, 0)
+			l.report(stat)
+			return
+		}
+		var reported time.Time
+		reported, expiresAt = l.deadlines(r.ExpiresAt, sent)
+		l.mu.Lock()
+		l.expiresAt = reported
+		l.mu.Unlock()
+		l.report(stat)
+		// From the extension's send, not from now: a slow renewal is
+		// followed at once by the next, which then finds the store as
+		// it is now.
+		due.Reset(time.Until(sent.Add(interval)))
+	}
+}
+
+// report hands stat to the OnRenewal function, if any.
+func (l *Lease) report(stat RenewalStat) {
+	if l.onRenewal != nil {
+		l.onRenewal(stat)
+	}
+}
+
+// Waits between the attempts of one renewal: short, since the lock's
+// remaining time is all a renewal has, and jittered, so that holders
+// whose renewals failed together do not retry together.
+const (
+	renewRetryInitial = 50 * time.Millisecond
+	renewRetryMax     = time.Second
+)
+
+// renew extends the lock until an extension succeeds, finds the lock gone,
+// or expiresAt passes, trying again after a failure. Each attempt may run
+// until expiresAt. It returns the successful extension, when it was sent
+// and how many attempts were made, or the loss (wrapping ErrLeaseLost);
+// when ctx ends (Release) its result does not matter.
+func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult, sent time.Time, attempts int, err error) {
+	start := time.Now()
+	// The loss is declared when the expiry passes by our clock, whatever
+	// an attempt in flight is doing: a backend slow to honour its
+	// deadline must not delay it.
+	expiry := time.NewTimer(time.Until(expiresAt))
+	defer expiry.Stop()
+	wait := min(renewRetryInitial, l.ttl/20)
+	var lastErr error
+	for {
+		attempts++
+		sent = time.Now()
+		type outcome struct {
+			r   ExtendResult
+			err error
+		}
+		done := make(chan outcome, 1)
+		actx, cancel := context.WithDeadline(ctx, expiresAt)
+		go func() {
+			r, err := l.extend(actx)
+			done <- outcome{r, err}
+		}()
+		var o outcome
+		select {
+		case o = <-done:
+		case <-expiry.C:
+			// Lost now; then wait for the cancelled attempt, since Release
+			// waits for the heartbeat to have nothing in flight.
+			err := expiredErr(attempts, time.Since(start), true, lastErr)
+			l.lose(err)
+			cancel()
+			<-done
+			return r, sent, attempts, err
+		}
+		cancel()
 		switch {
-		case err == nil && r.OK:
-			var reported time.Time
-			reported, expiresAt = l.deadlines(r.ExpiresAt, sent)
-			l.mu.Lock()
-			l.expiresAt = reported
-			l.mu.Unlock()
-			expiry.Reset(time.Until(expiresAt))
-			lastErr = nil
-		case err == nil:
-			l.lose(fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost))
-			return
+		case ctx.Err() != nil:
+			return r, sent, attempts, ctx.Err()
+		case o.err == nil && o.r.OK:
+			return o.r, sent, attempts, nil
+		case o.err == nil:
+			return r, sent, attempts, fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost)
 		case !time.Now().Before(expiresAt):
-			l.lose(expiredErr(err))
-			return
-		default:
-			// Before the expiry an error is worth another try at the next
-			// tick: the lock is still ours until then.
-			lastErr = err
+			return r, sent, attempts, expiredErr(attempts, time.Since(start), false, o.err)
+		}
+		// Before the expiry the lock is still ours: try again soon.
+		lastErr = o.err
+		pause := time.NewTimer(wait/2 + rand.N(wait/2+1))
+		wait = min(2*wait, renewRetryMax, max(l.ttl/10, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return r, sent, attempts, ctx.Err()
+		case <-expiry.C:
+			pause.Stop()
+			return r, sent, attempts, expiredErr(attempts, time.Since(start), false, lastErr)
+		case <-pause.C:
 		}
 	}
 }
 
-func expiredErr(cause error) error {
-	if cause == nil {
-		return fmt.Errorf("%w: the lock expired before it could be extended", ErrLeaseLost)
+// expiredErr is the loss of a lease whose renewal, of attempts
+// extensions over took, did not succeed before the lock expired: the last
+// attempt was still unanswered (inFlight) — a NetworkTimeout — or failed
+// with lastErr. When it was unanswered, lastErr is an earlier attempt's
+// failure, if any.
+func expiredErr(attempts int, took time.Duration, inFlight bool, lastErr error) error {
+	what := fmt.Sprintf("the lock expired before its renewal succeeded (%s in %s)", attemptsText(attempts), took.Round(time.Millisecond))
+	if !inFlight {
+		return fmt.Errorf("%w: %s; the last failed: %w", ErrLeaseLost, what, lastErr)
 	}
-	return fmt.Errorf("%w: the lock expired before it could be extended: %w", ErrLeaseLost, cause)
+	unanswered := &Error{Code: NetworkTimeout, Op: "extend", Err: errors.New("the last attempt was unanswered at the lock's expiry")}
+	if lastErr == nil {
+		return fmt.Errorf("%w: %s: %w", ErrLeaseLost, what, unanswered)
+	}
+	return fmt.Errorf("%w: %s: %w (an earlier one failed: %w)", ErrLeaseLost, what, unanswered, lastErr)
 }
 
 // lose records the first loss and ends the lease with it as the cause.

@@ -3,6 +3,7 @@ package locking
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -147,13 +148,15 @@ func TestLeaseLostWhenExtendRefused(t *testing.T) {
 	})
 }
 
-// Failing extensions are retried at each heartbeat until the lock's expiry,
-// and not a moment longer: then the lease is lost, with the last failure.
+// Failing extensions are retried within the renewal, after short waits,
+// until the lock's expiry, and not a moment longer: then the lease is
+// lost, with the last failure.
 func TestLeaseLostWhenExtendFailsUntilExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
 		start := time.Now()
-		l := mustAcquire(t, f, "k", WithTTL(300*time.Millisecond))
+		var stats []RenewalStat
+		l := mustAcquire(t, f, "k", WithTTL(300*time.Millisecond), OnRenewal(func(s RenewalStat) { stats = append(stats, s) }))
 		f.set(func(f *fake) {
 			f.extendHook = func(context.Context) (ExtendResult, error) {
 				return ExtendResult{}, &Error{Code: ServiceUnavailable, Op: "extend"}
@@ -161,26 +164,147 @@ func TestLeaseLostWhenExtendFailsUntilExpiry(t *testing.T) {
 		})
 		time.Sleep(299 * time.Millisecond)
 		synctest.Wait()
-		if n := f.count("extend"); n != 2 || l.Err() != nil {
-			t.Fatalf("just before the expiry: %d extends, Err %v; want 2 failed tries and the lease held", n, l.Err())
+		// Two heartbeats (at 100 and 200 ms) would make 2 attempts; the
+		// renewal due at 100 ms retries every few milliseconds instead.
+		if n := f.count("extend"); n < 5 || l.Err() != nil {
+			t.Fatalf("just before the expiry: %d extends, Err %v; want the failures retried (5 or more) and the lease held", n, l.Err())
 		}
 		<-l.Done()
 		if el := time.Since(start); el != 300*time.Millisecond {
 			t.Errorf("lost after %s; want at the expiry, 300ms", el)
 		}
-		// At 300 ms the third heartbeat and the expiry are due together;
-		// the heartbeat gives up then whichever it takes first.
-		if n := f.count("extend"); n != 2 && n != 3 {
-			t.Errorf("%d extension attempts", n)
-		}
 		if !errors.Is(l.Err(), ErrLeaseLost) || !errors.Is(l.Err(), ErrServiceUnavailable) {
 			t.Errorf("Err = %v, want lease lost wrapping the extension error", l.Err())
+		}
+		synctest.Wait()
+		if len(stats) != 1 || stats[0].Err == nil || stats[0].Latency != 200*time.Millisecond || stats[0].Attempts != f.count("extend") {
+			t.Errorf("renewal stats %+v; want one renewal, lost after 200ms and %d attempts", stats, f.count("extend"))
 		}
 	})
 }
 
-// With extensions every TTL/3 and the loss at the expiry, a failure is
-// survivable: the next heartbeat is still before the expiry.
+// A renewal slower than the heartbeat interval — here 0.6 TTL, as a store
+// loaded by the holder's own writes may answer — still keeps the lock:
+// each attempt may run until the lock's expiry, not just TTL/3 (which
+// lost this lease at its first expiry). Renewals never overlap: the next
+// one starts when this one has ended, at once if it is already due.
+func TestLeaseSurvivesRenewalSlowerThanInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 300 * time.Millisecond
+		const slow = ttl * 6 / 10
+		f := newFake()
+		var inFlight, most atomic.Int32
+		f.set(func(f *fake) {
+			f.extendHook = func(ctx context.Context) (ExtendResult, error) {
+				n := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				if n > most.Load() {
+					most.Store(n)
+				}
+				select {
+				case <-time.After(slow):
+					return ExtendResult{OK: true, ExpiresAt: time.Now().Add(ttl)}, nil
+				case <-ctx.Done():
+					return ExtendResult{}, &Error{Code: NetworkTimeout, Op: "extend", Err: ctx.Err()}
+				}
+			}
+		})
+		var stats []RenewalStat
+		l := mustAcquire(t, f, "k", WithTTL(ttl), OnRenewal(func(s RenewalStat) { stats = append(stats, s) }))
+		time.Sleep(10 * ttl)
+		synctest.Wait()
+		if l.Err() != nil || isClosed(l.Done()) {
+			t.Fatalf("lease lost with renewals taking %s of a %s TTL: %v", slow, ttl, l.Err())
+		}
+		if m := most.Load(); m != 1 {
+			t.Errorf("%d extensions in flight at once; want 1", m)
+		}
+		// Due at 100 ms, then back to back: 100 + 180·n ≤ 3000 ms.
+		if len(stats) != 16 {
+			t.Errorf("%d renewals in 10 TTLs; want 16, one after the other", len(stats))
+		}
+		for i, s := range stats {
+			if s.Err != nil || s.Latency != slow || s.Attempts != 1 || s.TTL != ttl {
+				t.Errorf("renewal %d: %+v; want one attempt of %s", i, s, slow)
+			}
+			// The first ended 20 ms before the acquisition's expiry; the
+			// others TTL - 180 ms before their predecessor's.
+			want := ttl - slow
+			if i == 0 {
+				want = ttl - ttl/3 - slow
+			}
+			if s.Left != want {
+				t.Errorf("renewal %d ended with %s left; want %s", i, s.Left, want)
+			}
+		}
+	})
+}
+
+// A renewal whose attempt is never answered — a backend that does not
+// even honour its deadline — loses the lease at the expiry by the
+// lease's own clock, not when the attempt returns.
+func TestLeaseLostAtExpiryWhileRenewalHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		unblock := make(chan struct{})
+		f.set(func(f *fake) {
+			f.extendHook = func(context.Context) (ExtendResult, error) {
+				<-unblock // ignores ctx
+				return ExtendResult{}, &Error{Code: NetworkTimeout, Op: "extend"}
+			}
+		})
+		start := time.Now()
+		l := mustAcquire(t, f, "k", WithTTL(300*time.Millisecond))
+		<-l.Done()
+		if el := time.Since(start); el != 300*time.Millisecond {
+			t.Errorf("lost after %s; want at the expiry, 300ms", el)
+		}
+		if err := l.Err(); !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ErrNetworkTimeout) ||
+			!strings.Contains(err.Error(), "renewal") || !strings.Contains(err.Error(), "unanswered") {
+			t.Errorf("Err = %v; want a loss (and a NetworkTimeout) that says the renewal went unanswered", err)
+		}
+		close(unblock)
+		if n := f.count("extend"); n != 1 {
+			t.Errorf("%d extensions; want the one that hung", n)
+		}
+	})
+}
+
+// A renewal whose first attempts fail is retried at once (after a short
+// jittered wait), not at the next heartbeat, and keeps the lease.
+func TestLeaseRetriesFailedRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 300 * time.Millisecond
+		f := newFake()
+		var fails atomic.Int32
+		fails.Store(3)
+		f.set(func(f *fake) {
+			f.extendHook = func(context.Context) (ExtendResult, error) {
+				if fails.Add(-1) >= 0 {
+					return ExtendResult{}, &Error{Code: NetworkTimeout, Op: "extend"}
+				}
+				return ExtendResult{OK: true, ExpiresAt: time.Now().Add(ttl)}, nil
+			}
+		})
+		var stats []RenewalStat
+		l := mustAcquire(t, f, "k", WithTTL(ttl), OnRenewal(func(s RenewalStat) { stats = append(stats, s) }))
+		time.Sleep(ttl)
+		synctest.Wait()
+		if l.Err() != nil || len(stats) == 0 {
+			t.Fatalf("Err %v after %d renewals", l.Err(), len(stats))
+		}
+		s := stats[0]
+		// Waits of 7.5–15 ms, then 15–30 ms twice (TTL/20, doubling, at
+		// most TTL/10): the renewal due at 100 ms succeeds well before the
+		// next heartbeat would have tried.
+		if s.Err != nil || s.Attempts != 4 || s.Latency < 30*time.Millisecond || s.Latency > 75*time.Millisecond {
+			t.Errorf("first renewal %+v; want 4 attempts within 30–75 ms", s)
+		}
+	})
+}
+
+// With renewals due every TTL/3 and retried until the expiry, a failure
+// is survivable.
 func TestLeaseSurvivesTransientExtendErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFake()
@@ -197,6 +321,9 @@ func TestLeaseSurvivesTransientExtendErrors(t *testing.T) {
 		l := mustAcquire(t, f, "k", WithTTL(300*time.Millisecond))
 		time.Sleep(600 * time.Millisecond)
 		synctest.Wait()
+		// The first renewal (at 100 ms) takes two attempts, a few
+		// milliseconds apart; the next ones start 100 ms after the
+		// successful one: 6 attempts by 600 ms.
 		if l.Err() != nil || isClosed(l.Done()) || f.count("extend") != 6 {
 			t.Errorf("after 600ms and %d extensions (the first failed): Err %v; want the lease held", f.count("extend"), l.Err())
 		}

@@ -178,6 +178,10 @@ type rootInput struct {
 	rootCommits *atomic.Int32
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration
+	// shed admits the write's chunks, fewer at once while the store (and
+	// so the lock's renewals) answers slowly; nil admits them all, up to
+	// the concurrency.
+	shed *shedder
 }
 
 // keptDistrict is the manifest's record of a stored district document

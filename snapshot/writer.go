@@ -92,6 +92,10 @@ var (
 	// ErrTimeout: the lock store did not answer within the lock wait plus
 	// the request timeout. Nothing was written.
 	ErrTimeout = errors.New("no answer from the lock store")
+	// ErrNothingWritten: the write ended before its root document was
+	// written (with ErrLockLost: the lease was lost first), so the stored
+	// snapshot is as it was. Writing it again is all there is to do.
+	ErrNothingWritten = errors.New("nothing was written")
 )
 
 // Defaults of a Writer: 50 operations per chunk, 3 chunks in flight.
@@ -168,7 +172,11 @@ func WithCollection(name string) Option { return func(c *config) { c.collection 
 // WithBatchSize sets the operations per chunk (default 50, at most 500).
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
-// WithConcurrency sets how many chunks are in flight at once (default 3).
+// WithConcurrency sets how many chunks are in flight at once, at most
+// (default 3). A write starts at one and adds one a round trip while the
+// store answers without queueing, and runs fewer while its answers or the
+// lock's renewals slow down, so that the lease is renewed in time
+// (Result.LockRenewals; docs/lease.md).
 func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n } }
 
 // WithRetryPolicy sets the per-chunk retry policy (default retry.DefaultPolicy).
@@ -406,6 +414,9 @@ type Result struct {
 	RootCommits int `json:"rootCommits"`
 	// LockWaitMs is how long acquiring the snapshot's lock took.
 	LockWaitMs int64 `json:"lockWaitMs"`
+	// LockRenewals is how the lock's renewals went during the write, and
+	// whether it ran fewer chunks at once to keep them fast (shedding).
+	LockRenewals LockRenewals `json:"lockRenewals"`
 }
 
 // op is one write of a chunk: a district set or a stale district delete.
@@ -440,17 +451,20 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	}
 	start := w.cfg.now()
 	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", op))
-	lease, wctx, end, err := w.begin(ctx, id, log)
+	shed := newShedder(w.cfg.concurrency, w.cfg.lockTTL, log)
+	lease, wctx, end, err := w.begin(ctx, id, log, shed.renewed)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
+	shed.start(time.Now())
+	defer shed.stop()
 	lockWait := w.cfg.now().Sub(start)
 	in, err := w.newInput(id, snap, lease, start)
 	if err != nil {
 		return nil, err
 	}
-	in.lockWait = lockWait
+	in.lockWait, in.shed = lockWait, shed
 	w.paginate(&in)
 	return body(ctx, wctx, lease, in, log)
 }
@@ -568,9 +582,30 @@ func (w *Writer) rooted(in rootInput, lease *locking.Lease, rootRes *BatchResult
 		if rootRes != nil {
 			w.summarize(log, res, in)
 		}
+		if lost := lease.Err(); lost != nil && errors.Is(err, ErrRootFailed) && errors.Is(err, locking.ErrLeaseLost) {
+			return res, w.lostBeforeRoot(in.id, rootRes != nil && rootRes.unsure, lost, log)
+		}
 		return res, w.leaseErr(lease, err)
 	}
 	return res, nil
+}
+
+// lostBeforeRoot is the error of a write or repair whose lease was lost
+// before its root transaction committed, which the loss stopped: no
+// district was attempted, and the stored snapshot is as it was — unless
+// the root's commit was in flight (unsure), when it may have been written
+// as a write in progress with no district yet, which a rerun completes.
+// Either way it is not a failure of the root (ErrRootFailed): it matches
+// ErrLockLost, and ErrNothingWritten when nothing was.
+func (w *Writer) lostBeforeRoot(id string, unsure bool, lost error, log *zap.Logger) error {
+	if unsure {
+		log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
+		return fmt.Errorf("snapshot %s: %w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
+			id, ErrLockLost, lost)
+	}
+	log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
+	return fmt.Errorf("snapshot %s: %w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
+		id, ErrLockLost, ErrNothingWritten, lost)
 }
 
 // districts writes ops in chunks after the root, then records the outcome
@@ -595,11 +630,12 @@ func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(con
 	return finish(fctx)
 }
 
-// begin takes the snapshot's lock. The work of the write runs under the
+// begin takes the snapshot's lock; onRenewal learns of each of its
+// renewals. The work of the write runs under the
 // returned context: ctx ending stops new chunks, and this context, which
 // the work in flight runs under, ends a grace period later, or at once if
 // the lease is lost. end cancels it and releases the lock.
-func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*locking.Lease, context.Context, func(), error) {
+func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger, onRenewal func(locking.RenewalStat)) (*locking.Lease, context.Context, func(), error) {
 	t0 := time.Now()
 	// The lock retry policy ends the wait; this bound is a backstop: the
 	// lock wait, or the contention wait if a stalled transaction began
@@ -613,7 +649,7 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger) (*lockin
 		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	lease, err := locking.Acquire(actx, w.locker, key,
-		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()))
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(onRenewal))
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
@@ -674,10 +710,22 @@ func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *lock
 		return fmt.Errorf("snapshot %s: %w: stopped before every chunk was written: %w; the manifest records what was written — `snapwriter repair` completes it",
 			id, ErrPartial, context.Cause(ctx))
 	case !res.Complete:
-		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written; the manifest records them — `snapwriter repair` completes it",
-			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts))
+		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written (%s); the manifest records them — `snapwriter repair` completes it",
+			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))
 	}
 	return nil
+}
+
+// firstFailure says which chunk failed first, and why: its error names
+// what did not answer in time (its commit, within the retry policy's
+// attempt timeout) or what refused it.
+func firstFailure(res *Result) string {
+	for _, b := range res.BatchResults {
+		if !b.Success && b.Err != nil {
+			return fmt.Sprintf("the first, chunk %d: %v", b.BatchIndex, b.Err)
+		}
+	}
+	return "chunks whose outcome could not be confirmed"
 }
 
 // districtOutcome is what the chunks of a write or repair did, per district.
@@ -706,7 +754,19 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 	first := len(res.BatchResults)
 	rec := w.startRecorder(wctx, in, log)
 	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+		// Fewer at once while the store answers slowly (shedder).
+		var epoch int
+		admitted := false
+		if in.shed != nil {
+			if epoch, admitted = in.shed.enter(ctx, wctx); admitted {
+				defer in.shed.leave()
+			}
+		}
+		t0 := time.Now()
 		r := w.writeChunk(ctx, wctx, in, first+i, chunk, log)
+		if admitted && r.Success {
+			in.shed.committed(time.Since(t0), epoch)
+		}
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
 		}
@@ -816,7 +876,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 	}
 	ref := w.root(in.id)
 	t0 := time.Now()
-	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+	st, unsure, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if err != nil && status.Code(err) != codes.NotFound {
 			return err
@@ -846,7 +906,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
-		r.Err = err
+		r.Err, r.unsure = err, unsure
 		if errors.Is(err, errSkip) || errors.Is(err, errResume) {
 			return r, err
 		}
@@ -1198,6 +1258,9 @@ func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
 	}
 	res.TotalDurationMs = w.cfg.now().Sub(in.startedAt).Milliseconds()
 	res.RootCommits, res.LockWaitMs = int(in.rootCommits.Load()), in.lockWait.Milliseconds()
+	if in.shed != nil {
+		res.LockRenewals = in.shed.summary()
+	}
 	lvl := zap.InfoLevel
 	if !res.Complete {
 		lvl = zap.WarnLevel
@@ -1212,6 +1275,11 @@ func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
 		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
 		zap.Int("rootCommits", res.RootCommits),
 		zap.Int64("lockWaitMs", res.LockWaitMs),
+		zap.Int("lockRenewals", res.LockRenewals.Count),
+		zap.Int64("slowestLockRenewalMs", res.LockRenewals.SlowestMs),
+		zap.Int("concurrencySheds", res.LockRenewals.Sheds),
+		zap.Int("minConcurrency", res.LockRenewals.MinConcurrency),
+		zap.Int("renewalPauses", res.LockRenewals.Pauses),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -62,7 +63,7 @@ type writeFlags struct {
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, "district operations per chunk (1..500)")
-	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once")
+	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once, at most: a write starts at one and runs fewer while the store is slow to answer (docs/lease.md)")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
 	fl.DurationVar(&f.lockWait, "lock-wait", snapshot.DefaultLockWait, "how long to wait for a held lock (0: fail at once)")
@@ -98,10 +99,10 @@ func (f writeFlags) validate() error {
 }
 
 // newWriter builds the snapshot writer the flags describe, and returns the
-// func that closes its lock backend and its API client (after the writer
-// is done).
+// func that closes its lock backend (with the Firestore client of its own,
+// see writeLocker) and its API client (after the writer is done).
 func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Writer, func(), error) {
-	locker, closeLocker, err := a.openLocker(ctx, client, f.lock)
+	locker, closeLocker, err := a.writeLocker(ctx, f.lock)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,14 +214,16 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 	defer closeLocker()
 	res, werr := op(w, ctx, id, snap)
 	if res != nil {
-		if err := a.printResult(res, asJSON); err != nil {
+		if err := a.printResult(res, werr, asJSON); err != nil {
 			return err
 		}
 	}
 	return a.writeWait(werr, f)
 }
 
-func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
+// printResult prints what a write or repair did; werr, its error, tells
+// a write that wrote nothing from a partial one.
+func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
@@ -231,7 +234,10 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 		return err
 	}
 	state := "complete"
-	if !res.Complete {
+	switch {
+	case errors.Is(werr, snapshot.ErrNothingWritten):
+		state = "NOT WRITTEN"
+	case !res.Complete:
 		state = "PARTIAL"
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d batches (%d failed), fence %s, %d ms\n",
@@ -244,6 +250,14 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	}
 	if !res.ManifestRecorded && res.TotalBatches > 1 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
+	}
+	if r := res.LockRenewals; r.Sheds > 0 || r.Pauses > 0 {
+		paused := fmt.Sprintf("%d times", r.Pauses)
+		if r.Pauses == 1 {
+			paused = "once"
+		}
+		fmt.Fprintf(a.stdout, "the store was slow to answer (the slowest lock renewal took %d ms): ran as few as %d chunks at once, and paused %s for an overdue renewal, so as not to lose the lock\n",
+			r.SlowestMs, r.MinConcurrency, paused)
 	}
 	if res.StaleDeleted > 0 {
 		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)

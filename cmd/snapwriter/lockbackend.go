@@ -123,6 +123,31 @@ func dsnPasswords(dsn string) []string {
 	return pws
 }
 
+// writeLocker opens the lock backend of a writer. On Firestore it gets a
+// client of its own, and so a gRPC connection of its own: the lease's
+// renewals then never wait behind the writer's own requests on a shared
+// connection (issue 25: a writer's load starved the one request that
+// keeps its lock). The PostgreSQL backend has its pool anyway. The func
+// returned closes the backend and that client.
+func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, func(), error) {
+	if f.backend == backendPostgres {
+		return a.openLocker(ctx, nil, f)
+	}
+	client, err := a.client(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, closeLocker, err := a.openLocker(ctx, client, f)
+	if err != nil {
+		_ = client.Close()
+		return nil, nil, err
+	}
+	return b, func() {
+		closeLocker()
+		_ = client.Close()
+	}, nil
+}
+
 // openLocker returns the lock backend the flags name and a func that
 // releases what it holds (the backend's background work, and the pool it
 // opened). The Firestore backend uses client; the PostgreSQL one opens a

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -76,11 +77,18 @@ func (a *app) bound() time.Duration {
 
 // waitError says that a store (Firestore, the PostgreSQL lock database)
 // did not answer in time or could not be reached. Its message names the
-// store by endpoint, never by credentials, and how long it was given; the
-// error it wraps says what the command was doing.
+// store by endpoint, never by credentials, what went unanswered when that
+// is not what the command as a whole was doing, and the bound that ran
+// out; the error it wraps says what the command was doing.
 type waitError struct {
-	store  string // "the Firestore emulator at 127.0.0.1:8080"
-	within string // "2s (--timeout)"; "" when no bound of ours ran out
+	store string // "the Firestore emulator at 127.0.0.1:8080"
+	// what went unanswered ("the lock's renewals"); "" when the wrapped
+	// error says it.
+	what string
+	// within is the bound that ran out: "2s (--timeout)", or with what,
+	// a phrase ("before the lock expired (--lock-ttl 5s)"); "" when no
+	// bound ran out (the store refused the connection).
+	within string
 	err    error
 }
 
@@ -89,8 +97,11 @@ func (e *waitError) Error() string { return e.short() + ": " + e.err.Error() }
 
 // short is the message without the wrapped error.
 func (e *waitError) short() string {
-	if e.within == "" {
+	switch {
+	case e.within == "":
 		return e.store + " is unreachable"
+	case e.what != "":
+		return fmt.Sprintf("no answer from %s to %s %s", e.store, e.what, e.within)
 	}
 	return fmt.Sprintf("no answer from %s within %s", e.store, e.within)
 }
@@ -116,13 +127,19 @@ func unreachable(err error) bool {
 // named wraps err, when it says store did not answer, in a waitError
 // naming store; within describes the bound that ran out.
 func named(err error, store, within string) error {
+	return namedWhat(err, store, "", within)
+}
+
+// namedWhat is named for an error where what went unanswered, within the
+// bound the phrase within describes, is not what err says first.
+func namedWhat(err error, store, what, within string) error {
 	if !unreachable(err) || errors.As(err, new(*waitError)) {
 		return err
 	}
 	if !timedOut(err) {
-		within = ""
+		what, within = "", ""
 	}
-	return &waitError{store: store, within: within, err: err}
+	return &waitError{store: store, what: what, within: within, err: err}
 }
 
 // firestoreWait names Firestore in err when err says it did not answer.
@@ -146,23 +163,39 @@ func (a *app) lockWait(err error, lf lockFlags) error {
 }
 
 // writeWait names the store a write, repair or scheduled run waited on in
-// vain: the lock store when acquiring the lock ran out of time
-// (snapshot.ErrTimeout) or the lock backend failed, Firestore otherwise.
-// Only runtime failures (exit 1) are touched.
+// vain, and what of the write went unanswered: acquiring the lock, the
+// lock's renewals, the root document's transaction or the manifest's.
+// Only runtime failures (exit 1) are touched. The --timeout wording is
+// kept for what --timeout bounds — connecting (see newWriter), and each
+// attempt to acquire the lock — and what ran out is named otherwise: a
+// lease lost to unanswered renewals ran out of its --lock-ttl, however
+// soon in the run, and the transactions of the write are bounded by the
+// retry policy's attempt timeout.
 func (a *app) writeWait(err error, f writeFlags) error {
 	if err == nil || exitCode(err) != exitError {
 		return err
 	}
-	within := a.bound().String() + " (--timeout)"
-	fromLock := errors.As(err, new(*locking.Error))
-	if errors.Is(err, snapshot.ErrTimeout) {
-		fromLock = true
-		within = fmt.Sprintf("--lock-wait %s + --timeout %s", f.lockWait, a.bound())
+	lockStore := a.firestoreEndpoint()
+	if f.lock.backend == backendPostgres {
+		lockStore = postgresEndpoint(f.lock.dsn)
 	}
-	if fromLock && f.lock.backend == backendPostgres {
-		return named(err, postgresEndpoint(f.lock.dsn), within)
+	attempt := fmt.Sprintf("within %s an attempt", retry.DefaultPolicy().AttemptTimeout)
+	switch {
+	case errors.Is(err, snapshot.ErrTimeout):
+		// The acquisition's own bound ran out: the command waited that long.
+		return named(err, lockStore, fmt.Sprintf("--lock-wait %s + --contention-wait %s + --timeout %s", f.lockWait, f.contention, a.bound()))
+	case errors.Is(err, snapshot.ErrManifestNotRecorded):
+		// Even with the lock lost too: the finish is what failed.
+		return namedWhat(err, a.firestoreEndpoint(), "the transaction recording the manifest", attempt)
+	case errors.Is(err, snapshot.ErrLockLost):
+		return namedWhat(err, lockStore, "the lock's renewals", fmt.Sprintf("before the lock expired (--lock-ttl %s)", f.lockTTL))
+	case errors.Is(err, snapshot.ErrRootFailed):
+		return namedWhat(err, a.firestoreEndpoint(), "the root document's transaction", attempt)
+	case errors.As(err, new(*locking.Error)):
+		// Acquiring the lock, each attempt within --timeout.
+		return named(err, lockStore, a.bound().String()+" (--timeout)")
 	}
-	return named(err, a.firestoreEndpoint(), within)
+	return namedWhat(err, a.firestoreEndpoint(), "the write", "in time")
 }
 
 // firestoreEndpoint names the Firestore the commands talk to: the
