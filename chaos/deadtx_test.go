@@ -17,7 +17,7 @@ import (
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// Scenario 9: reads during a dead transaction. A snapshot written by the
+// Scenario 10: reads during a dead transaction. A snapshot written by the
 // binary; then this process opens a read-write transaction that reads the
 // root, the fence document and every district document (by name and by a
 // query of the districts collection), and never commits it — what a writer
@@ -31,7 +31,7 @@ import (
 // records each command's time without and with the transaction open.
 func TestReadsDuringDeadTransaction(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, "9. reads during a dead transaction (root, fence and every district locked)")
+	s := newScenario(t, "10. reads during a dead transaction (root, fence and every district locked)")
 	in := generated(t, day, midSnapshot, 1)
 	if !s.exited(s.run("write", s.direct(), "write", "--input", in.path), 0) {
 		t.FailNow()
