@@ -171,6 +171,7 @@ type shedder struct {
 	wake    chan struct{} // closed, and replaced, when a chunk may start
 	warned  bool
 	timer   *time.Timer // fires when the next renewal is overdue
+	watched int         // counts the watches: a timer of an earlier one is stale
 	stopped bool
 }
 
@@ -206,13 +207,16 @@ func (s *shedder) watch(sent time.Time) {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	s.timer = time.AfterFunc(time.Until(sent.Add(s.policy.ttl/3+s.policy.slow())), s.overdue)
+	s.watched++
+	watch := s.watched
+	s.timer = time.AfterFunc(time.Until(sent.Add(s.policy.ttl/3+s.policy.slow())), func() { s.overdue(watch) })
 }
 
-// overdue pauses the write while the renewal due is unanswered.
-func (s *shedder) overdue() {
+// overdue pauses the write while the renewal due is unanswered, unless
+// the watch that armed it is over (a renewal came in as it fired).
+func (s *shedder) overdue(watch int) {
 	s.mu.Lock()
-	if s.stopped || !s.policy.overdue() {
+	if s.stopped || watch != s.watched || !s.policy.overdue() {
 		s.mu.Unlock()
 		return
 	}
