@@ -7,35 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/internal/jsclient"
 	"github.com/snapwriter/snapwriter/model"
 )
-
-// jsNumbers is v as the application's client (@google-cloud/firestore)
-// stores it: a JavaScript number that Number.isSafeInteger accepts is sent
-// as an integer, any other as a double — so 39.0 in the application's
-// input is stored as 39, and -0 as 0.
-func jsNumbers(v any) any {
-	const maxSafe = 1<<53 - 1
-	switch x := v.(type) {
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) <= maxSafe {
-			return int64(x)
-		}
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = jsNumbers(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = jsNumbers(e)
-		}
-		return out
-	}
-	return v
-}
 
 // Issue #25, point 3, through the binary: a partial snapshot the
 // application wrote from an input with whole doubles (39.0, -0.0), which
@@ -67,7 +41,7 @@ func TestApplicationWholeNumbersRepair(t *testing.T) {
 	written := ids[:30]
 	root, docs := appFixture(date, in, written, "success", false)
 	for _, doc := range docs {
-		doc["data"] = jsNumbers(doc["data"])
+		doc["data"] = jsclient.Numbers(doc["data"])
 	}
 	putFixture(t, c.client, date, root, docs)
 

@@ -11,6 +11,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/snapwriter/snapwriter/internal/jsclient"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -19,34 +20,6 @@ const (
 	two53 = 1 << 53 // the first integer past which doubles skip integers
 	two63 = 1 << 63 // one past int64's range
 )
-
-// jsNumbers is v as the application's client stores it: JavaScript has
-// one number type, and @google-cloud/firestore sends a number that
-// Number.isSafeInteger accepts as an integer, any other as a double. So
-// 39.0 in the application's input is stored as the integer 39, and -0 as
-// the integer 0; a whole double beyond 2^53 stays a double.
-func jsNumbers(v any) any {
-	const maxSafe = 1<<53 - 1
-	switch x := v.(type) {
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) <= maxSafe {
-			return int64(x)
-		}
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = jsNumbers(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = jsNumbers(e)
-		}
-		return out
-	}
-	return v
-}
 
 // withWholeNumbers gives every district of s whole doubles (and -0.0)
 // at the top of its data, in its maps and in arrays of maps: what the
@@ -91,7 +64,7 @@ func putAppSnapshot(t *testing.T, e *env, id string, in *model.Snapshot, written
 		}
 		ok = append(ok, d.DistrictID)
 		entries = append(entries, entry)
-		data := jsNumbers(d.Data).(map[string]any)
+		data := jsclient.Numbers(d.Data).(map[string]any)
 		if alter != nil {
 			alter(d.DistrictID, data)
 		}
@@ -114,7 +87,7 @@ func putAppSnapshot(t *testing.T, e *env, id string, in *model.Snapshot, written
 			"snapshotId": id, "createdAt": in.CreatedAt, "districts": entries, "totalDistricts": int64(len(entries)),
 			"successfulDistricts": int64(len(ok)), "failedDistricts": int64(len(failed)),
 		},
-		"rankings": jsNumbers(map[string]any(in.Rankings)),
+		"rankings": jsclient.Numbers(map[string]any(in.Rankings)),
 	}
 	if _, err := ref.Set(ctx, root); err != nil {
 		t.Fatal(err)
@@ -382,9 +355,9 @@ func TestRecordedHashesStayExact(t *testing.T) {
 // past 2^53 would stay a double, and still be read back to be compared.)
 func jsExport(s *model.Snapshot) *model.Snapshot {
 	for i := range s.Payload.Districts {
-		s.Payload.Districts[i].Data = jsNumbers(s.Payload.Districts[i].Data).(map[string]any)
+		s.Payload.Districts[i].Data = jsclient.Numbers(s.Payload.Districts[i].Data).(map[string]any)
 	}
-	s.Rankings = jsNumbers(s.Rankings).(map[string]any)
+	s.Rankings = jsclient.Numbers(s.Rankings).(map[string]any)
 	return s
 }
 
