@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -688,6 +689,58 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 			t.Errorf("root status %v, want partial", md["status"])
 		}
 	})
+}
+
+// A writer whose lease was lost and whose lock a newer writer has taken
+// (a higher fence) does not run its finish (watchSuperseded): it would only
+// contend with the newer writer's root transaction. It ends fenced out, its root untouched
+// since its last record (still writing, never over-claiming).
+func TestSupersededWriterSkipsItsFinish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	resume, rootDone := make(chan struct{}), make(chan struct{})
+	w := e.writer(WithLockTTL(3*time.Second), withBeforeChunks(func(wctx context.Context) {
+		close(rootDone)
+		<-resume
+		select {
+		case <-wctx.Done():
+		case <-time.After(30 * time.Second):
+			t.Error("the lease was not lost within 30 s of its lock's deletion")
+		}
+	}))
+	type out struct {
+		res *Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := w.Write(ctx, day, gen(120, 9))
+		done <- out{res, err}
+	}()
+	select {
+	case <-rootDone:
+	case got := <-done:
+		t.Fatalf("the write ended before its chunks: %v", got.err)
+	}
+	before := e.rootData(day)
+	// The lock passes to a newer holder, which has not written yet.
+	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newer, err := e.locker().Acquire(ctx, e.lockKey(day), time.Minute)
+	if err != nil || !newer.OK {
+		t.Fatal(newer, err)
+	}
+	close(resume)
+	got := <-done
+	if !errors.Is(got.err, ErrFencedOut) || got.res.ManifestRecorded {
+		t.Fatalf("err = %v, manifestRecorded %v; want fenced out, the manifest left to the newer writer", got.err, got.res.ManifestRecorded)
+	}
+	after := e.rootData(day)
+	if md := asMap(after["metadata"]); md["writeState"] != stateWriting || !reflect.DeepEqual(after["manifest"], before["manifest"]) {
+		t.Errorf("the superseded writer's finish touched the root: writeState %v", md["writeState"])
+	}
 }
 
 // A snapshot written under another lock backend is not replaced unless the
