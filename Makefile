@@ -45,7 +45,7 @@ bench:
 # mid-write, black holes, latency, connection resets, a PostgreSQL crash,
 # unreachable stores), each checked as an operator would: exit codes, get ==
 # input, the manifest against the documents, no lock left. Prints the fault
-# matrix (README.md). About 3-5 minutes.
+# matrix (README.md). About 5-7 minutes.
 chaos:
 	$(WITH_EMU) $(WITH_PG) $(GO) test -tags chaos -count=1 -timeout 30m -v ./chaos/
 
