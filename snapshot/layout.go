@@ -174,6 +174,9 @@ type rootInput struct {
 	// contended is set once a transaction of this write met another's
 	// lock, so that it is explained in one WARNING, not one per retry.
 	contended *atomic.Bool
+	// superseded, when set and true, stops the finish's attempts: the
+	// lost lock has passed to a newer writer (see watchSuperseded).
+	superseded *atomic.Bool
 	// rootCommits counts the commits of this write that wrote the root.
 	rootCommits *atomic.Int32
 	// lockWait is how long acquiring the lock took.

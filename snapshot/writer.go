@@ -615,17 +615,25 @@ func (w *Writer) districts(ctx, wctx context.Context, lease *locking.Lease, in r
 	if err != nil {
 		return res, err
 	}
-	superseded, finishErr := w.finishing(ctx, lease, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
-	if superseded {
-		// Fenced out in all but the root: see superseded.
+	var superseded atomic.Bool
+	in.superseded = &superseded
+	stop := w.watchSuperseded(ctx, lease, &superseded)
+	skipped := superseded.Load()
+	var finishErr error
+	if !skipped {
+		finishErr = w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
+	}
+	stop()
+	if skipped || errors.Is(finishErr, errSuperseded) {
+		// Fenced out in all but the root: see watchSuperseded.
 		out.fenced, finishErr = true, nil
 	}
 	w.summarize(log, res, in)
 	return res, w.ending(ctx, in.id, res, lease, finishErr, out.fenced, log)
 }
 
-// errSuperseded is the cause of a finish cancelled because the lease,
-// already lost, has passed to a newer holder.
+// errSuperseded ends a finish whose lease, already lost, has passed to a
+// newer holder.
 var errSuperseded = errors.New("the lock has passed to a newer writer")
 
 // supersededPoll is how often a writer whose lease is lost asks the lock
@@ -633,21 +641,25 @@ var errSuperseded = errors.New("the lock has passed to a newer writer")
 // lock.
 const supersededPoll = time.Second
 
-// watchSuperseded cancels ctx with errSuperseded once the lease, already
-// lost, has passed to a newer holder: the lock on the snapshot's key is
-// held under a higher fence. That writer is about to write the root (or
-// waiting to), so this one's finish would only contend with its root
-// transaction for the fence and root documents — on the emulator the two
-// kept aborting each other for the whole contention wait, and the newer
-// writer gave up (chaos row 4) — and the fence check would refuse the
-// finish once the newer root landed. A superseded writer leaves the
-// snapshot to the newer one, as a fenced-out writer does; its root says
-// writing, recording no more than was written, until the newer writer
-// replaces it (or a repair completes it). The store is asked before the
-// finish starts and then every supersededPoll while it runs (a partition
-// may hide the newer holder at first, and the finish retries contention
-// for minutes); lookups that fail decide nothing. stop ends the watch.
-func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, cancel context.CancelCauseFunc) (stop func()) {
+// watchSuperseded sets superseded once the lease, already lost, has passed
+// to a newer holder: the lock on the snapshot's key is held under a higher
+// fence. That writer is about to write the root (or waiting to), so this
+// one's finish would only contend with its root transaction for the fence
+// and root documents — on the emulator the two kept aborting each other
+// for the whole contention wait, and the newer writer gave up (chaos row
+// 4) — and the fence check would refuse the finish once the newer root
+// landed. A superseded writer leaves the snapshot to the newer one, as a
+// fenced-out writer does; its root says writing, recording no more than
+// was written, until the newer writer replaces it (or a repair completes
+// it). The store is asked once before it returns, so that a writer already
+// superseded does not start its finish, then every supersededPoll (a
+// partition may hide the newer holder at first, and the finish retries
+// contention for minutes); lookups that fail decide nothing. The finish
+// stops between attempts (attemptWith), never inside one: a transaction
+// cut off by a cancelled context is not rolled back, and would hold its
+// reads for Firestore's 60 s against the newer writer. stop ends the
+// watch.
+func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, superseded *atomic.Bool) (stop func()) {
 	if lease.Err() == nil || lease.Fence() == "" {
 		return func() {}
 	}
@@ -658,13 +670,12 @@ func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, canc
 		// Fences are fixed-width digit strings: they compare as strings.
 		return err == nil && info != nil && info.Fence > lease.Fence()
 	}
-	// The first answer before the finish starts, so that a writer already
-	// superseded does not touch the root at all.
-	if newer(ctx) {
-		cancel(errSuperseded)
+	wctx, end := context.WithCancel(context.WithoutCancel(ctx))
+	if newer(wctx) {
+		superseded.Store(true)
+		end()
 		return func() {}
 	}
-	wctx, end := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -677,7 +688,7 @@ func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, canc
 			case <-tick.C:
 			}
 			if newer(wctx) {
-				cancel(errSuperseded)
+				superseded.Store(true)
 				return
 			}
 		}
@@ -688,22 +699,11 @@ func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, canc
 // finishing runs the finish of a write or repair. It runs even when ctx was
 // cancelled or the lease lost: the manifest must say what happened, and its
 // fence check keeps it from touching a newer writer's snapshot.
-//
-// A writer whose lease is lost stops its finish, and reports superseded,
-// once a newer writer holds the lock (see watchSuperseded).
-func (w *Writer) finishing(ctx context.Context, lease *locking.Lease, log *zap.Logger, finish func(context.Context) error) (superseded bool, err error) {
+func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(context.Context) error) error {
 	log.Info("recording the manifest")
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
 	defer cancel()
-	fctx, cancelCause := context.WithCancelCause(tctx)
-	defer cancelCause(nil)
-	stop := w.watchSuperseded(fctx, lease, cancelCause)
-	err = finish(fctx)
-	stop()
-	if errors.Is(context.Cause(fctx), errSuperseded) {
-		return true, nil
-	}
-	return false, err
+	return finish(fctx)
 }
 
 // begin takes the snapshot's lock; onRenewal learns of each of its
@@ -930,6 +930,9 @@ func (w *Writer) attempt(ctx context.Context, in rootInput, log *zap.Logger, try
 // attemptWith is attempt under policy p.
 func (w *Writer) attemptWith(ctx context.Context, p retry.Policy, in rootInput, log *zap.Logger, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
 	st, err = retry.Do(ctx, p, func(ctx context.Context) error {
+		if in.superseded != nil && in.superseded.Load() {
+			return retry.Permanent(errSuperseded)
+		}
 		err := try(ctx)
 		unsure = unsure || errors.As(err, new(*unknownOutcome))
 		return err
