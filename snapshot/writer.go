@@ -618,13 +618,10 @@ func (w *Writer) districts(ctx, wctx context.Context, lease *locking.Lease, in r
 	var superseded atomic.Bool
 	in.superseded = &superseded
 	stop := w.watchSuperseded(ctx, lease, &superseded)
-	skipped := superseded.Load()
-	var finishErr error
-	if !skipped {
-		finishErr = w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
-	}
+	// Already superseded, the finish's first attempt ends it (attemptWith).
+	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
 	stop()
-	if skipped || errors.Is(finishErr, errSuperseded) {
+	if errors.Is(finishErr, errSuperseded) {
 		// Fenced out in all but the root: see watchSuperseded.
 		out.fenced, finishErr = true, nil
 	}
@@ -652,7 +649,7 @@ const supersededPoll = time.Second
 // fenced-out writer does; its root says writing, recording no more than
 // was written, until the newer writer replaces it (or a repair completes
 // it). The store is asked once before it returns, so that a writer already
-// superseded does not start its finish, then every supersededPoll (a
+// superseded makes no attempt of its finish, then every supersededPoll (a
 // partition may hide the newer holder at first, and the finish retries
 // contention for minutes); lookups that fail decide nothing. The finish
 // stops between attempts (attemptWith), never inside one: a transaction
