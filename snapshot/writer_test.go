@@ -627,78 +627,16 @@ func TestOlderFenceCannotReplaceRoot(t *testing.T) {
 	}
 }
 
-// Lease loss: when the heartbeat cannot extend the lock, the remaining
-// chunks are cancelled and the write ends with ErrLockLost (not fenced out:
-// nobody else wrote), its manifest recorded.
-func TestLeaseLossCancelsChunks(t *testing.T) {
-	t.Parallel()
-	eachForm(t, func(t *testing.T, e *env) {
-		ctx := context.Background()
-		resume := make(chan struct{})
-		rootDone := make(chan struct{})
-		// The hook holds the write between its root and its chunks until the
-		// lease's loss ends the write's work context. The TTL leaves each
-		// extend (every TTL/3) room on an emulator busy with the package's
-		// other tests: at 600 ms an extend timed out there before the root,
-		// and the loss came too early for the test to mean anything.
-		w := e.writer(WithLockTTL(3*time.Second), withBeforeChunks(func(wctx context.Context) {
-			close(rootDone)
-			<-resume
-			select {
-			case <-wctx.Done():
-			case <-time.After(30 * time.Second):
-				t.Error("the lease was not lost within 30 s of its lock's deletion")
-			}
-		}))
-		type out struct {
-			res *Result
-			err error
-		}
-		done := make(chan out, 1)
-		go func() {
-			res, err := w.Write(ctx, day, gen(120, 9))
-			done <- out{res, err}
-		}()
-		select {
-		case <-rootDone:
-		case got := <-done:
-			t.Fatalf("the write ended before its chunks: %v", got.err)
-		}
-		if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
-			t.Fatal(err)
-		}
-		close(resume) // the heartbeat's next extend finds the lock gone
-		got := <-done
-		if !errors.Is(got.err, ErrLockLost) || !errors.Is(got.err, locking.ErrLeaseLost) || errors.Is(got.err, ErrFencedOut) {
-			t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", got.err)
-		}
-		if !got.res.LockLost || !got.res.ManifestRecorded {
-			t.Errorf("result: lockLost %v, manifestRecorded %v; want both", got.res.LockLost, got.res.ManifestRecorded)
-		}
-		if got.res.DistrictsWritten != 0 || len(e.stored(day)) != 0 {
-			t.Errorf("chunks ran after the lease was lost: %d written", got.res.DistrictsWritten)
-		}
-		for _, b := range got.res.BatchResults[1:] {
-			// The batch's error is a value: the lease's loss, matched with errors.Is.
-			if b.Success || !errors.Is(b.Err, locking.ErrLeaseLost) || !strings.Contains(b.Err.Error(), "not attempted") {
-				t.Errorf("batch %d: %+v", b.BatchIndex, b)
-			}
-		}
-		// The finish still recorded the outcome under our (still current) fence.
-		if md := asMap(e.rootData(day)["metadata"]); md["status"] != "partial" {
-			t.Errorf("root status %v, want partial", md["status"])
-		}
-	})
-}
-
-// A writer whose lease was lost and whose lock a newer writer has taken
-// (a higher fence) does not run its finish (watchSuperseded): it would only
-// contend with the newer writer's root transaction. It ends fenced out, its root untouched
-// since its last record (still writing, never over-claiming).
-func TestSupersededWriterSkipsItsFinish(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
+// writeLosingLease writes 120 districts of day with a 3 s lock TTL,
+// holding the write between its root and its chunks; there lose runs, and
+// must make the lease's next extension fail (delete the lock document).
+// The hook then waits for the loss to end the write's work context, and
+// the write's result is returned. The TTL leaves each extend (every TTL/3)
+// room on an emulator busy with the package's other tests: at 600 ms an
+// extend timed out there before the root, and the loss came too early for
+// the tests to mean anything.
+func writeLosingLease(t *testing.T, e *env, lose func()) (*Result, error) {
+	t.Helper()
 	resume, rootDone := make(chan struct{}), make(chan struct{})
 	w := e.writer(WithLockTTL(3*time.Second), withBeforeChunks(func(wctx context.Context) {
 		close(rootDone)
@@ -715,7 +653,7 @@ func TestSupersededWriterSkipsItsFinish(t *testing.T) {
 	}
 	done := make(chan out, 1)
 	go func() {
-		res, err := w.Write(ctx, day, gen(120, 9))
+		res, err := w.Write(context.Background(), day, gen(120, 9))
 		done <- out{res, err}
 	}()
 	select {
@@ -723,19 +661,70 @@ func TestSupersededWriterSkipsItsFinish(t *testing.T) {
 	case got := <-done:
 		t.Fatalf("the write ended before its chunks: %v", got.err)
 	}
-	before := e.rootData(day)
-	// The lock passes to a newer holder, which has not written yet.
-	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(ctx); err != nil {
+	lose()
+	close(resume) // the heartbeat's next extend finds the lock gone
+	got := <-done
+	return got.res, got.err
+}
+
+// deleteLock deletes day's lock document, as if the lock had expired and
+// been cleaned up.
+func (e *env) deleteLock(t *testing.T) {
+	t.Helper()
+	if _, err := e.clean.Collection("locks").Doc(e.lockKey(day)).Delete(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	newer, err := e.locker().Acquire(ctx, e.lockKey(day), time.Minute)
-	if err != nil || !newer.OK {
-		t.Fatal(newer, err)
-	}
-	close(resume)
-	got := <-done
-	if !errors.Is(got.err, ErrFencedOut) || got.res.ManifestRecorded {
-		t.Fatalf("err = %v, manifestRecorded %v; want fenced out, the manifest left to the newer writer", got.err, got.res.ManifestRecorded)
+}
+
+// Lease loss: when the heartbeat cannot extend the lock, the remaining
+// chunks are cancelled and the write ends with ErrLockLost (not fenced out:
+// nobody else wrote), its manifest recorded.
+func TestLeaseLossCancelsChunks(t *testing.T) {
+	t.Parallel()
+	eachForm(t, func(t *testing.T, e *env) {
+		res, err := writeLosingLease(t, e, func() { e.deleteLock(t) })
+		if !errors.Is(err, ErrLockLost) || !errors.Is(err, locking.ErrLeaseLost) || errors.Is(err, ErrFencedOut) {
+			t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", err)
+		}
+		if !res.LockLost || !res.ManifestRecorded {
+			t.Errorf("result: lockLost %v, manifestRecorded %v; want both", res.LockLost, res.ManifestRecorded)
+		}
+		if res.DistrictsWritten != 0 || len(e.stored(day)) != 0 {
+			t.Errorf("chunks ran after the lease was lost: %d written", res.DistrictsWritten)
+		}
+		for _, b := range res.BatchResults[1:] {
+			// The batch's error is a value: the lease's loss, matched with errors.Is.
+			if b.Success || !errors.Is(b.Err, locking.ErrLeaseLost) || !strings.Contains(b.Err.Error(), "not attempted") {
+				t.Errorf("batch %d: %+v", b.BatchIndex, b)
+			}
+		}
+		// The finish still recorded the outcome under our (still current) fence.
+		if md := asMap(e.rootData(day)["metadata"]); md["status"] != "partial" {
+			t.Errorf("root status %v, want partial", md["status"])
+		}
+	})
+}
+
+// A writer whose lease was lost and whose lock a newer writer has taken
+// (a higher fence) does not run its finish (watchSuperseded): it would only
+// contend with the newer writer's root transaction. It ends fenced out, its
+// root untouched since its last record (still writing, never
+// over-claiming).
+func TestSupersededWriterSkipsItsFinish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var before map[string]any
+	res, err := writeLosingLease(t, e, func() {
+		before = e.rootData(day)
+		// The lock passes to a newer holder, which has not written yet.
+		e.deleteLock(t)
+		newer, err := e.locker().Acquire(context.Background(), e.lockKey(day), time.Minute)
+		if err != nil || !newer.OK {
+			t.Fatal(newer, err)
+		}
+	})
+	if !errors.Is(err, ErrFencedOut) || res.ManifestRecorded {
+		t.Fatalf("err = %v, manifestRecorded %v; want fenced out, the manifest left to the newer writer", err, res.ManifestRecorded)
 	}
 	after := e.rootData(day)
 	if md := asMap(after["metadata"]); md["writeState"] != stateWriting || !reflect.DeepEqual(after["manifest"], before["manifest"]) {
