@@ -4,12 +4,16 @@ package chaos
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -78,39 +82,60 @@ func TestSIGKILL(t *testing.T) {
 	moments := []struct {
 		name  string
 		match func() func(logEntry) bool
+		// hold, if set, is what the proxy holds up: the writer is
+		// killed once it is held instead of at a log line, which a
+		// writer about to exit could outrun.
+		hold func([]byte) bool
 	}{
 		{"lock acquired", func() func(logEntry) bool {
 			return func(e logEntry) bool { return e.Message == "snapshot lock acquired" }
-		}},
+		}, nil},
 		{"root committed", func() func(logEntry) bool {
 			return func(e logEntry) bool { return e.Message == "batch committed" && e.BatchIndex == 0 }
-		}},
+		}, nil},
 		{fmt.Sprintf("%d of %d chunks", chunks(bigSnapshot)/3, chunks(bigSnapshot)), func() func(logEntry) bool {
 			return afterChunks(chunks(bigSnapshot) / 3)
-		}},
+		}, nil},
 		{"recording the manifest", func() func(logEntry) bool {
 			return func(e logEntry) bool { return e.Message == "recording the manifest" }
-		}},
-		// After the finish recorded the write complete, before the lock
-		// is released: a rerun writes it all again, a repair nothing.
-		{"snapshot write finished", func() func(logEntry) bool {
-			return func(e logEntry) bool { return e.Message == "snapshot write finished" }
-		}},
+		}, nil},
+		// After the finish recorded the write complete, inside the
+		// lock's release (its commit held, its read taken: the lock
+		// document stays locked until Firestore expires the
+		// transaction): a rerun writes it all again, a repair nothing.
+		// Killed at the log line instead, the writer could release and
+		// exit 0 first (CI saw it).
+		{"snapshot write finished", nil, releaseCommit},
 	}
 	for i, m := range moments {
 		for _, next := range []string{"rerun", "repair"} {
 			t.Run(fmt.Sprintf("%d-%s/%s", i+1, m.name, next), func(t *testing.T) {
 				t.Parallel()
 				s := newScenario(t, fmt.Sprintf("1%c. SIGKILL after %q, then %s", 'a'+i, m.name, next))
-				match := m.match()
-				w := s.start(procSpec{name: "write", host: s.viaProxy(), limit: writeLimit,
-					args: []string{"write", "--input", in.path, "--lock-ttl", shortTTL.String()},
-					onLine: func(p *proc, e logEntry) {
+				spec := procSpec{name: "write", host: s.viaProxy(), limit: writeLimit,
+					args: []string{"write", "--input", in.path, "--lock-ttl", shortTTL.String()}}
+				what := fmt.Sprintf("%q was logged", m.name)
+				var held <-chan struct{}
+				if m.hold != nil {
+					held = s.proxy.HoldUp(m.hold)
+					what = "the lock's release was held"
+				} else {
+					match := m.match()
+					spec.onLine = func(p *proc, e logEntry) {
 						if match(e) {
 							p.signal(syscall.SIGKILL)
 						}
-					}})
-				s.killed(w, fmt.Sprintf("%q was logged", m.name))
+					}
+				}
+				w := s.start(spec)
+				if held != nil {
+					select {
+					case <-held:
+						w.signal(syscall.SIGKILL)
+					case <-w.done:
+					}
+				}
+				s.killed(w, what)
 				killedAt := w.signalledAt(syscall.SIGKILL)
 				// The dead writer's connections end here: what it sent
 				// and the emulator took is what it wrote.
@@ -271,6 +296,31 @@ func TestSIGSTOP(t *testing.T) {
 func extendCommit(data []byte) bool {
 	return bytes.Contains(data, []byte("/documents/locks/")) && bytes.Contains(data, []byte("expiresAtMs")) &&
 		!bytes.Contains(data, []byte("acquiredAtMs"))
+}
+
+// releaseCommit matches the client-to-server bytes of a lock release's
+// commit on the Firestore lock backend: a gRPC message (uncompressed,
+// whole in one frame) that is a CommitRequest deleting a lock document.
+// Other requests either fail to parse as one (a read's document name is
+// no Write) or delete nothing under locks/.
+func releaseCommit(data []byte) bool {
+	if len(data) < 5 || data[0] != 0 {
+		return false
+	}
+	n := int(binary.BigEndian.Uint32(data[1:5]))
+	if len(data) < 5+n {
+		return false
+	}
+	var req firestorepb.CommitRequest
+	if proto.Unmarshal(data[5:5+n], &req) != nil {
+		return false
+	}
+	for _, w := range req.GetWrites() {
+		if strings.Contains(w.GetDelete(), "/documents/locks/") {
+			return true
+		}
+	}
+	return false
 }
 
 // Scenario 1f: a writer SIGKILLed inside a lease extension: the proxy
