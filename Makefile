@@ -25,7 +25,7 @@ test:
 demo: build
 	$(WITH_EMU) bash scripts/demo.sh
 
-# Benchmarks (figures in README.md): snapshot writes at 0, 2 and 10 ms round
+# Benchmarks (figures in docs/benchmarks.md): snapshot writes at 0, 2 and 10 ms round
 # trip (a delay proxy between client and emulator) against BulkWriter,
 # unfenced commits and the seed design, with the client's CPU per 1,000
 # districts, root commits and root bytes written per snapshot, and the built
@@ -45,7 +45,7 @@ bench:
 # mid-write, black holes, latency, connection resets, a PostgreSQL crash,
 # unreachable stores), each checked as an operator would: exit codes, get ==
 # input, the manifest against the documents, no lock left. Prints the fault
-# matrix (README.md). About 5-7 minutes.
+# matrix (docs/operations.md). About 5-7 minutes.
 chaos:
 	$(WITH_EMU) $(WITH_PG) $(GO) test -tags chaos -count=1 -timeout 30m -v ./chaos/
 
