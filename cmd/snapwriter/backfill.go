@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -314,9 +313,7 @@ func newBackfillSummary(res *backfill.Summary, index, count int) backfillSummary
 
 func (s *backfillSummary) print(w io.Writer, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return printJSON(w, s)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DATE\tOUTCOME\tDISTRICTS\tFAILED\tFENCE\tERROR")
