@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -169,10 +171,20 @@ type Options struct {
 	// date: err, or err reworded (naming the store, say); nil keeps err.
 	Unanswered func(err error) (stop string, report error)
 
-	// Started, when set, is called before a date's read or write begins.
-	Started func(date string)
-	// Done, when set, is called with each date's result, in order.
-	Done func(DateResult)
+	// Log, when set, gets one line per date ("date done", with its
+	// outcome, fence, districts written and duration): Info for a date
+	// complete or skipped, Warn otherwise.
+	Log *zap.Logger
+	// Progress, when set, is told each date before its read or write
+	// begins (Describe) and once it is done (Add(1)); a
+	// *progressbar.ProgressBar is one.
+	Progress Progress
+}
+
+// Progress follows a backfill date by date.
+type Progress interface {
+	Describe(date string)
+	Add(n int) error
 }
 
 // Run writes inputs in order, one date at a time, and returns how each
@@ -191,8 +203,8 @@ func Run(ctx context.Context, inputs []Input, opts Options) *Summary {
 		} else if sum.Stopped != nil {
 			r = DateResult{Date: in.Date, Outcome: NotStarted, Err: fmt.Errorf("not started: %w", sum.Stopped)}
 		} else {
-			if opts.Started != nil {
-				opts.Started(in.Date)
+			if opts.Progress != nil {
+				opts.Progress.Describe(in.Date)
 			}
 			var stop string
 			r, stop = opts.date(ctx, in)
@@ -201,11 +213,30 @@ func Run(ctx context.Context, inputs []Input, opts Options) *Summary {
 			}
 		}
 		sum.Add(r)
-		if opts.Done != nil {
-			opts.Done(r)
-		}
+		opts.done(r)
 	}
 	return sum
+}
+
+// done logs r and counts it in the progress.
+func (o *Options) done(r DateResult) {
+	if o.Progress != nil {
+		_ = o.Progress.Add(1)
+	}
+	if o.Log == nil {
+		return
+	}
+	fields := []zap.Field{zap.String("date", r.Date), zap.String("outcome", string(r.Outcome)), zap.String("fence", r.Fence),
+		zap.Int("districtsWritten", r.DistrictsWritten), zap.Int("failedDistricts", len(r.FailedDistricts)),
+		zap.Int64("durationMs", r.Duration.Milliseconds())}
+	if r.Err != nil {
+		fields = append(fields, zap.String("error", r.Err.Error()))
+	}
+	lvl := zap.InfoLevel
+	if r.Outcome.Severity() > 0 {
+		lvl = zap.WarnLevel
+	}
+	o.Log.Log(lvl, "date done", fields...)
 }
 
 // date writes one date. A stop reason says that a store did not answer.

@@ -15,6 +15,8 @@ import (
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 var emu *emulator.Emulator
@@ -119,12 +121,10 @@ func TestRunOutcomes(t *testing.T) {
 	for i, c := range cases {
 		f.dates[ds[i]] = c.o
 	}
-	var started, done []string
-	sum := Run(context.Background(), inputsOf(t, ds...), Options{
-		Writer:  f,
-		Started: func(date string) { started = append(started, date) },
-		Done:    func(r DateResult) { done = append(done, r.Date) },
-	})
+	p := &recorder{}
+	core, logs := observer.New(zap.InfoLevel)
+	sum := Run(context.Background(), inputsOf(t, ds...), Options{Writer: f, Progress: p, Log: zap.New(core)})
+	started, done := p.started, p.done
 	if len(sum.Dates) != len(cases) {
 		t.Fatalf("%d results for %d dates", len(sum.Dates), len(cases))
 	}
@@ -150,8 +150,23 @@ func TestRunOutcomes(t *testing.T) {
 	if w, _ := sum.Worst(); w.Date != ds[7] {
 		t.Errorf("worst: %+v, want the first failed date %s", w, ds[7])
 	}
-	if strings.Join(started, " ") != strings.Join(ds, " ") || strings.Join(done, " ") != strings.Join(ds, " ") {
-		t.Errorf("started %v, done %v", started, done)
+	if strings.Join(started, " ") != strings.Join(ds, " ") || done != len(ds) {
+		t.Errorf("started %v, done %d", started, done)
+	}
+	// One line per date, a warning unless the date is complete or skipped.
+	lines := logs.FilterMessage("date done").All()
+	if len(lines) != len(ds) {
+		t.Fatalf("%d 'date done' lines for %d dates", len(lines), len(ds))
+	}
+	for i, l := range lines {
+		r := sum.Dates[i]
+		want := zap.InfoLevel
+		if r.Outcome.Severity() > 0 {
+			want = zap.WarnLevel
+		}
+		if l.Level != want || l.ContextMap()["date"] != r.Date || l.ContextMap()["outcome"] != string(r.Outcome) {
+			t.Errorf("line %d: %s %v, want %s for %s %s", i, l.Level, l.ContextMap(), want, r.Date, r.Outcome)
+		}
 	}
 }
 
@@ -198,11 +213,11 @@ func TestRunSkipsComplete(t *testing.T) {
 		t.Fatalf("Completed: %v, %v", complete, err)
 	}
 	complete = map[string]string{ds[0]: "000000000000009"}
-	var started []string
+	p := &recorder{}
 	sum := Run(context.Background(), inputsOf(t, ds...), Options{
-		Writer: f, Reader: f, SkipComplete: true, ReadTimeout: time.Minute, Complete: complete,
-		Started: func(date string) { started = append(started, date) },
+		Writer: f, Reader: f, SkipComplete: true, ReadTimeout: time.Minute, Complete: complete, Progress: p,
 	})
+	started := p.started
 	var got []string
 	for _, r := range sum.Dates {
 		got = append(got, fmt.Sprintf("%s %s %s %v", r.Date, r.Outcome, r.Fence, r.Err))
@@ -360,3 +375,13 @@ func TestRunEmulator(t *testing.T) {
 		t.Errorf("second rerun: %+v", sum)
 	}
 }
+
+// recorder is a Progress that records the dates begun and how many were
+// done.
+type recorder struct {
+	started []string
+	done    int
+}
+
+func (r *recorder) Describe(date string) { r.started = append(r.started, date) }
+func (r *recorder) Add(n int) error      { r.done += n; return nil }

@@ -47,8 +47,10 @@ func ExampleRun() {
 	}
 	sum := backfill.Run(ctx, inputs, backfill.Options{
 		Writer: w, Reader: r, SkipComplete: true, ReadTimeout: 30 * time.Second, Complete: complete,
-		Done: func(d backfill.DateResult) { fmt.Println(d.Date, d.Outcome, d.Err) },
 	})
+	for _, d := range sum.Dates {
+		fmt.Println(d.Date, d.Outcome, d.Err)
+	}
 	if worst, ok := sum.Worst(); ok && worst.Outcome.Severity() > 0 {
 		log.Fatalf("%d partial, %d failed, %d not started; worst: %s %s", sum.Partial, sum.Failed, sum.NotStarted, worst.Date, worst.Outcome)
 	}

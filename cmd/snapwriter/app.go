@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -335,4 +336,12 @@ func (a *app) client(ctx context.Context) (*firestore.Client, error) {
 		return nil, a.firestoreWait(fmt.Errorf("connecting to Firestore: %w", err))
 	}
 	return c, nil
+}
+
+// printJSON writes v to w as indented JSON, the form every --json output
+// takes.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -201,10 +200,12 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		zap.Int("datesInDir", len(all)), zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
 
 	bar := a.progressBar(b.progress, len(mine))
-	writerLog := a.log
+	writerLog, dateLog := a.log, log
 	if bar != nil {
-		// Per-batch lines would tear the bar apart; warnings still show.
+		// Per-batch and per-date lines would tear the bar apart; warnings
+		// still show.
 		writerLog = a.log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+		dateLog = log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
 	}
 	w, closeLocker, err := a.newWriter(ctx, client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(writerLog))
 	if err != nil {
@@ -226,30 +227,8 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 			}
 			return "", err
 		},
-		Started: func(date string) {
-			if bar != nil {
-				bar.Describe(date)
-			}
-		},
-		Done: func(r backfill.DateResult) {
-			fields := []zap.Field{zap.String("date", r.Date), zap.String("outcome", string(r.Outcome)), zap.String("fence", r.Fence),
-				zap.Int("districtsWritten", r.DistrictsWritten), zap.Int("failedDistricts", len(r.FailedDistricts)),
-				zap.Int64("durationMs", r.Duration.Milliseconds())}
-			if r.Err != nil {
-				fields = append(fields, zap.String("error", r.Err.Error()))
-			}
-			switch {
-			case bar != nil:
-				_ = bar.Add(1)
-				if dateExit(r) != exitOK {
-					log.Warn("date not complete", fields...)
-				}
-			case dateExit(r) != exitOK:
-				log.Warn("date done", fields...)
-			default:
-				log.Info("date done", fields...)
-			}
-		},
+		Log:      dateLog,
+		Progress: progress(bar),
 	})
 	if bar != nil {
 		_ = bar.Finish()
@@ -314,9 +293,7 @@ func newBackfillSummary(res *backfill.Summary, index, count int) backfillSummary
 
 func (s *backfillSummary) print(w io.Writer, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return printJSON(w, s)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DATE\tOUTCOME\tDISTRICTS\tFAILED\tFENCE\tERROR")
@@ -329,6 +306,14 @@ func (s *backfillSummary) print(w io.Writer, asJSON bool) error {
 	_, err := fmt.Fprintf(w, "task %d/%d: %d complete, %d partial, %d failed, %d skipped, %d not started\n",
 		s.TaskIndex, s.TaskCount, s.Complete, s.Partial, s.Failed, s.Skipped, s.NotStarted)
 	return err
+}
+
+// progress is bar as a backfill.Progress: none when bar is nil.
+func progress(bar *progressbar.ProgressBar) backfill.Progress {
+	if bar == nil {
+		return nil
+	}
+	return bar
 }
 
 // progressBar returns a bar on stderr when mode asks for one, or when mode

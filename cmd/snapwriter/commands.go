@@ -225,9 +225,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 // a write that wrote nothing from a partial one.
 func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return printJSON(a.stdout, res)
 	}
 	if res.Skipped {
 		_, err := fmt.Fprintf(a.stdout, "snapshot %s: already complete — nothing written\n", res.SnapshotID)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -98,9 +97,7 @@ func (a *app) list(ctx context.Context, lf lockFlags, asJSON bool) error {
 		if list == nil {
 			list = []snapshot.Summary{}
 		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		return printJSON(a.stdout, list)
 	}
 	return printList(a.stdout, list)
 }

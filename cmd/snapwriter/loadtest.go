@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -246,51 +243,13 @@ func (a *app) loadtestExit(err error, sig int, f writeFlags) error {
 // then one per round.
 func (a *app) printLoadtest(rep *loadtest.Report, f writeFlags, l loadtestFlags) error {
 	if l.asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(a.stdout, rep)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "loadtest: %d districts per write into %q (snapshot %s), %d rounds per concurrency, batch size %d, lock backend %s\n\n",
 		rep.Districts, rep.Collection, rep.SnapshotID, rep.RoundsPerLevel, f.batchSize, f.lock.backend)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\tdistricts/s\twrite s\tchunk p50 ms\tp95 ms\tp99 ms\taborted retries\tother retries\troot commits\tlock wait ms\tfailed chunks\tpartial rounds\t")
-	for _, v := range rep.Levels {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.1f\t%d\t%d\t%d/%d\t\n", v.Concurrency, v.DistrictsPerSecond, v.WriteSeconds,
-			v.ChunkLatencyMs.P50, v.ChunkLatencyMs.P95, v.ChunkLatencyMs.P99, v.AbortedRetries, v.OtherRetries, v.RootCommits,
-			v.LockWaitMs, v.FailedChunks, v.PartialRounds, v.Rounds)
-	}
-	if err := tw.Flush(); err != nil {
+	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
 		return err
 	}
-	b.WriteString("\nrounds, in the order run:\n")
-	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "concurrency\tround\tdistricts/s\twrite s\tchunk p50 ms\tp95 ms\tp99 ms\taborted retries\tother retries\troot commits\tlock wait ms\tfailed chunks\tresult\t")
-	for _, r := range rep.Rounds {
-		result := "complete"
-		if !r.Complete {
-			result = "PARTIAL: " + strconv.Itoa(r.DistrictsWritten) + " written"
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", r.Concurrency, r.Round, r.DistrictsPerSecond,
-			float64(r.DurationMs)/1000, r.ChunkLatencyMs.P50, r.ChunkLatencyMs.P95, r.ChunkLatencyMs.P99, r.AbortedRetries,
-			r.OtherRetries, r.RootCommits, r.LockWaitMs, r.FailedChunks, result)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, r := range rep.Rounds {
-		if r.Error != "" {
-			fmt.Fprintf(&b, "concurrency %d round %d: %s\n", r.Concurrency, r.Round, r.Error)
-		}
-	}
-	if rep.Interrupted {
-		fmt.Fprintf(&b, "\ninterrupted after %d of %d rounds\n", len(rep.Rounds), len(l.concurrency)*l.rounds)
-	}
-	fmt.Fprintf(&b, "\ncleanup: deleted %d documents written by this run", rep.DocumentsDeleted)
-	if rep.LeftoversDeleted > 0 {
-		fmt.Fprintf(&b, " and %d an earlier run left", rep.LeftoversDeleted)
-	}
-	b.WriteString("\n")
-	_, err := io.WriteString(a.stdout, b.String())
-	return err
+	return rep.WriteTables(a.stdout, len(l.concurrency)*l.rounds)
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -269,9 +268,7 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key, date string, as
 		}
 	}
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(a.stdout, out)
 	}
 	if info == nil {
 		fmt.Fprintf(a.stdout, "not locked (key hash %s)\n", keyHash)
@@ -365,9 +362,7 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 		a.log.Info("lock force-released", fields...)
 	}
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := printJSON(a.stdout, out); err != nil {
 			return err
 		}
 	} else if released {

@@ -4,13 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
-	"strings"
 
 	"cloud.google.com/go/firestore"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/locking"
@@ -52,75 +47,13 @@ func (f lockFlags) validate() error {
 		if f.dsn == "" {
 			return usagef("--lock-backend postgres needs --lock-dsn (or SNAPWRITER_LOCK_DSN)")
 		}
-		if _, err := pgxpool.ParseConfig(f.dsn); err != nil {
-			return usagef("--lock-dsn: not a PostgreSQL connection string (%s)", dsnProblem(f.dsn, err))
+		if _, err := pglock.ParseDSN(f.dsn); err != nil {
+			return usagef("--lock-dsn: not a PostgreSQL connection string (%v)", errors.Unwrap(err))
 		}
 	default:
 		return usagef("--lock-backend %q: want firestore or postgres", f.backend)
 	}
 	return nil
-}
-
-// dsnProblem says what is wrong with dsn, with its password masked: pgx's
-// parse error quotes the connection string, masking the password on a
-// best-effort basis only, and net/url's errors quote fragments of it; the
-// password, in either DSN form, is masked again here.
-func dsnProblem(dsn string, err error) string {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) && pe.Unwrap() != nil {
-		err = pe.Unwrap()
-	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return maskPasswords(dsn, err.Error())
-}
-
-// maskPasswords replaces dsn's password, wherever msg holds it, by xxxxx.
-func maskPasswords(dsn, msg string) string {
-	for _, pw := range dsnPasswords(dsn) {
-		if len(pw) > 0 {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	return msg
-}
-
-// masked is an error whose text has the DSN's password masked, while
-// errors.Is and errors.As still reach the original.
-type masked struct {
-	err error
-	msg string
-}
-
-func (m masked) Error() string { return m.msg }
-func (m masked) Unwrap() error { return m.err }
-
-// kvPassword finds password=… in a keyword/value connection string.
-var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// dsnPasswords returns the password candidates in dsn, URL or keyword
-// form, raw and unquoted.
-func dsnPasswords(dsn string) []string {
-	var pws []string
-	if _, rest, ok := strings.Cut(dsn, "://"); ok {
-		if i := strings.IndexAny(rest, "/?"); i >= 0 {
-			rest = rest[:i]
-		}
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
-				pws = append(pws, pw)
-				if u, err := url.PathUnescape(pw); err == nil {
-					pws = append(pws, u)
-				}
-			}
-		}
-	}
-	for _, m := range kvPassword.FindAllStringSubmatch(dsn, -1) {
-		pws = append(pws, m[1], strings.Trim(m[1], "'"))
-	}
-	return pws
 }
 
 // writeLocker opens the lock backend of a writer. On Firestore it gets a
@@ -173,7 +106,7 @@ func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFl
 		}
 	}
 	if err != nil {
-		err = masked{err, maskPasswords(f.dsn, err.Error())}
+		err = pglock.Redact(f.dsn, err)
 		if errors.Is(err, locking.ErrInvalidArgument) {
 			return nil, nil, fmt.Errorf("PostgreSQL lock tables: %w", err)
 		}

@@ -4,19 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/pglock"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -150,7 +146,7 @@ func (a *app) firestoreWait(err error) error {
 // postgresWait names the PostgreSQL lock database dsn points at in err
 // when err says it did not answer.
 func (a *app) postgresWait(err error, dsn string) error {
-	return named(err, postgresEndpoint(dsn), a.bound().String()+" (--timeout)")
+	return named(err, pglock.Endpoint(dsn), a.bound().String()+" (--timeout)")
 }
 
 // lockWait names the lock store lf chooses in err when err says it did not
@@ -177,7 +173,7 @@ func (a *app) writeWait(err error, f writeFlags) error {
 	}
 	lockStore := a.firestoreEndpoint()
 	if f.lock.backend == backendPostgres {
-		lockStore = postgresEndpoint(f.lock.dsn)
+		lockStore = pglock.Endpoint(f.lock.dsn)
 	}
 	attempt := fmt.Sprintf("within %s an attempt", retry.DefaultPolicy().AttemptTimeout)
 	switch {
@@ -210,32 +206,4 @@ func (a *app) firestoreEndpoint() string {
 		s += ", project " + a.global.project
 	}
 	return s + ")"
-}
-
-// postgresEndpoint names the server dsn points at, host:port and database,
-// never its user or password.
-func postgresEndpoint(dsn string) string {
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return "the PostgreSQL lock database"
-	}
-	addr := func(host string, port uint16) string {
-		if strings.HasPrefix(host, "/") {
-			return "socket " + host + "/.s.PGSQL." + strconv.Itoa(int(port))
-		}
-		return net.JoinHostPort(host, strconv.Itoa(int(port)))
-	}
-	hosts := []string{addr(cfg.Host, cfg.Port)}
-	for _, fb := range cfg.Fallbacks {
-		if h := addr(fb.Host, fb.Port); !slices.Contains(hosts, h) {
-			hosts = append(hosts, h)
-		}
-	}
-	s := "the PostgreSQL lock database at " + strings.Join(hosts, ", ")
-	if cfg.Database != "" {
-		s += " (database " + cfg.Database + ")"
-	}
-	// Belt and braces: nothing above comes from the password, but a
-	// malformed DSN could put it where a host is expected.
-	return maskPasswords(dsn, s)
 }

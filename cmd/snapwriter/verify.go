@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -111,9 +110,7 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 
 func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return printJSON(a.stdout, rep)
 	}
 	verdict := "intact"
 	if !rep.Intact {

@@ -312,16 +312,14 @@ func ConfigurePool(cfg *pgxpool.Config) {
 
 // NewPool is pgxpool.New with ConfigurePool applied.
 func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := ParseDSN(dsn)
 	if err != nil {
-		// pgx's message quotes the DSN with the password masked (best
-		// effort); callers that show it should mask it too.
-		return nil, &locking.Error{Code: locking.InvalidArgument, Op: "config", Err: err}
+		return nil, err
 	}
 	ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, mapErr(ctx, "config", err)
+		return nil, mapErr(ctx, "config", Redact(dsn, err))
 	}
 	return pool, nil
 }

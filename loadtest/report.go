@@ -1,0 +1,57 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTables writes the report as text: one row per concurrency, then one
+// per round in the order run, then each round's error and the cleanup.
+// planned is how many rounds the run meant to make (to say how far an
+// interrupted run got).
+func (r *Report) WriteTables(w io.Writer, planned int) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "concurrency\tdistricts/s\twrite s\tchunk p50 ms\tp95 ms\tp99 ms\taborted retries\tother retries\troot commits\tlock wait ms\tfailed chunks\tpartial rounds\t")
+	for _, v := range r.Levels {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.1f\t%d\t%d\t%d/%d\t\n", v.Concurrency, v.DistrictsPerSecond, v.WriteSeconds,
+			v.ChunkLatencyMs.P50, v.ChunkLatencyMs.P95, v.ChunkLatencyMs.P99, v.AbortedRetries, v.OtherRetries, v.RootCommits,
+			v.LockWaitMs, v.FailedChunks, v.PartialRounds, v.Rounds)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	b.WriteString("\nrounds, in the order run:\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "concurrency\tround\tdistricts/s\twrite s\tchunk p50 ms\tp95 ms\tp99 ms\taborted retries\tother retries\troot commits\tlock wait ms\tfailed chunks\tresult\t")
+	for _, o := range r.Rounds {
+		result := "complete"
+		if !o.Complete {
+			result = "PARTIAL: " + strconv.Itoa(o.DistrictsWritten) + " written"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", o.Concurrency, o.Round, o.DistrictsPerSecond,
+			float64(o.DurationMs)/1000, o.ChunkLatencyMs.P50, o.ChunkLatencyMs.P95, o.ChunkLatencyMs.P99, o.AbortedRetries,
+			o.OtherRetries, o.RootCommits, o.LockWaitMs, o.FailedChunks, result)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, o := range r.Rounds {
+		if o.Error != "" {
+			fmt.Fprintf(&b, "concurrency %d round %d: %s\n", o.Concurrency, o.Round, o.Error)
+		}
+	}
+	if r.Interrupted {
+		fmt.Fprintf(&b, "\ninterrupted after %d of %d rounds\n", len(r.Rounds), planned)
+	}
+	fmt.Fprintf(&b, "\ncleanup: deleted %d documents written by this run", r.DocumentsDeleted)
+	if r.LeftoversDeleted > 0 {
+		fmt.Fprintf(&b, " and %d an earlier run left", r.LeftoversDeleted)
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
