@@ -349,9 +349,8 @@ func acquire(ctx context.Context, cfg Config) (*locking.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := locking.DefaultRetryPolicy()
-	p.MaxRetries = 0 // bounded by the wait, not a count, as the writer's
-	p.Timeout = cfg.LockWait
+	// Bounded by the wait, not a count, as the writer's; no wait: one attempt.
+	p := locking.DefaultRetryPolicy().Within(cfg.LockWait)
 	lease, err := locking.Acquire(ctx, cfg.Locker, key, locking.WithTTL(cfg.LockTTL), locking.WithRetry(p))
 	if errors.Is(err, locking.ErrAcquisitionTimeout) {
 		return nil, fmt.Errorf("loadtest: %w (waited %s): %w", ErrBusy, cfg.LockWait, err)

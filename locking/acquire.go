@@ -25,7 +25,8 @@ func WithTTL(d time.Duration) AcquireOption { return func(c *acquireConfig) { c.
 
 // WithRetry sets how Acquire waits for a held lock, or a backend failing
 // transiently (default DefaultRetryPolicy). RetryPolicy{} makes a single
-// attempt.
+// attempt; policy.Unlimited as MaxRetries waits until TotalTimeout, or,
+// with TotalTimeout 0, until ctx ends.
 func WithRetry(p RetryPolicy) AcquireOption { return func(c *acquireConfig) { c.retry = p } }
 
 // OnReleaseError sets the function Do calls when releasing the lock fails,
@@ -45,13 +46,13 @@ func OnReleaseError(fn func(err error, keyHash string)) AcquireOption {
 //
 // The key, TTL and policy are validated before any I/O (ErrInvalidArgument).
 // Any other backend error is returned at once. When the policy ends (its
-// Timeout, or MaxRetries), the last attempt decides the error: if the lock
-// was held, one matching ErrAcquisitionTimeout; if the backend failed, that
-// failure, its code kept (errors.Is(err, ErrServiceUnavailable), …), with
-// the attempts made noted. A failure matching ErrContended keeps the wait
-// going past Timeout for the policy's ContentionWait (see there). If ctx
-// ends first, the error matches ErrAborted
-// and wraps context.Cause(ctx).
+// TotalTimeout, or MaxRetries), the last attempt decides the error: if the
+// lock was held, one matching ErrAcquisitionTimeout; if the backend failed,
+// that failure, its code kept (errors.Is(err, ErrServiceUnavailable), …),
+// with the attempts made noted. A failure matching ErrContended keeps the
+// wait going past TotalTimeout and MaxRetries for the policy's
+// ContentionWait (see RetryPolicy). If ctx ends first, the error matches
+// ErrAborted and wraps context.Cause(ctx).
 //
 // The lease outlives ctx: ctx bounds only the acquisition.
 func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) (*Lease, error) {
@@ -69,7 +70,7 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 	if err := validateTTL(op, cfg.ttl); err != nil {
 		return nil, err
 	}
-	if err := cfg.retry.Validate(); err != nil {
+	if err := validateRetry(op, cfg.retry); err != nil {
 		return nil, err
 	}
 	keyHash := HashKey(nkey)
@@ -123,7 +124,7 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		lease = newLease(b, nkey, r, cfg.ttl, sent, cfg.onRenewal)
 		return nil
 	}
-	err = backoff.RetryNotify(attempt, backoff.WithContext(cfg.retry.backOff(extra), ctx), nil)
+	err = backoff.RetryNotify(attempt, backoff.WithContext(backOff(cfg.retry, extra), ctx), nil)
 	switch {
 	case lease != nil:
 		return lease, nil

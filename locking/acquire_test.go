@@ -9,11 +9,13 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // fixedPolicy waits exactly wait between attempts, for timeout in all.
 func fixedPolicy(wait, timeout time.Duration) RetryPolicy {
-	return RetryPolicy{Initial: wait, Max: wait, Multiplier: 1, Timeout: timeout}
+	return RetryPolicy{Initial: wait, Max: wait, Multiplier: 1, MaxRetries: policy.Unlimited, TotalTimeout: timeout}
 }
 
 // attempts makes f record when each of its Acquire calls starts, as an
@@ -73,16 +75,16 @@ func TestAcquireWhileHeld(t *testing.T) {
 			ms(0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95)},
 		{"the last wait is cut to the time left", fixedPolicy(100*time.Millisecond, 250*time.Millisecond),
 			ms(0, 100, 200, 250)},
-		{"exponential", RetryPolicy{Initial: 30 * time.Millisecond, Max: time.Second, Multiplier: 2, MaxRetries: 3, Timeout: time.Hour},
+		{"exponential", RetryPolicy{Initial: 30 * time.Millisecond, Max: time.Second, Multiplier: 2, MaxRetries: 3, TotalTimeout: time.Hour},
 			ms(0, 30, 90, 210)},
-		{"Max caps the growth", RetryPolicy{Initial: 10 * time.Millisecond, Max: 25 * time.Millisecond, Multiplier: 2, MaxRetries: 4, Timeout: time.Hour},
+		{"Max caps the growth", RetryPolicy{Initial: 10 * time.Millisecond, Max: 25 * time.Millisecond, Multiplier: 2, MaxRetries: 4, TotalTimeout: time.Hour},
 			ms(0, 10, 30, 55, 80)},
-		{"MaxRetries before the timeout", RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 1, MaxRetries: 2, Timeout: time.Hour},
+		{"MaxRetries before the timeout", RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 1, MaxRetries: 2, TotalTimeout: time.Hour},
 			ms(0, 10, 20)},
-		{"the timeout before MaxRetries", RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 1, MaxRetries: 10, Timeout: 25 * time.Millisecond},
+		{"the timeout before MaxRetries", RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 1, MaxRetries: 10, TotalTimeout: 25 * time.Millisecond},
 			ms(0, 10, 20, 25)},
 		{"the zero policy: one attempt", RetryPolicy{}, ms(0)},
-		{"Timeout 0: one attempt whatever MaxRetries says", RetryPolicy{Initial: time.Millisecond, Max: time.Second, Multiplier: 2, MaxRetries: 5},
+		{"MaxRetries 0: one attempt whatever TotalTimeout says", RetryPolicy{Initial: time.Millisecond, Max: time.Second, Multiplier: 2, TotalTimeout: time.Hour},
 			ms(0)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -114,19 +116,19 @@ func TestAcquireWhileHeld(t *testing.T) {
 // uniform in [b/2, b] for b = 100 ms·2ⁿ⁻¹, at most 10 retries, and the last
 // attempt at exactly 5 s.
 func TestDefaultRetryPolicy(t *testing.T) {
-	want := RetryPolicy{Initial: 75 * time.Millisecond, Max: time.Minute, Multiplier: 2, Jitter: 1.0 / 3, MaxRetries: 10, Timeout: 5 * time.Second}
+	want := RetryPolicy{Initial: 75 * time.Millisecond, Max: time.Minute, Multiplier: 2, Jitter: 1.0 / 3, MaxRetries: 10, TotalTimeout: 5 * time.Second}
 	if got := DefaultRetryPolicy(); got != want {
 		t.Fatalf("DefaultRetryPolicy() = %+v", got)
 	}
 	// All ten waits, with the timeout out of the way.
 	p := DefaultRetryPolicy()
-	p.Timeout = time.Hour
+	p.TotalTimeout = time.Hour
 	lo, hi := make([]float64, 10), make([]float64, 10) // the extremes seen, as fractions of b
 	for i := range lo {
 		lo[i], hi[i] = 1, 0
 	}
 	for range 2000 {
-		b := p.backOff(nil)
+		b := backOff(p, nil)
 		b.Reset()
 		for n := 1; n <= 10; n++ {
 			base := 100 * time.Millisecond << (n - 1)
@@ -391,9 +393,9 @@ func TestAcquireInvalidInputTouchesNothing(t *testing.T) {
 		{"dunder", "__k__", nil},
 		{"zero ttl", "k", []AcquireOption{WithTTL(0)}},
 		{"sub-ms ttl", "k", []AcquireOption{WithTTL(1500 * time.Microsecond)}},
-		{"negative retries", "k", []AcquireOption{WithRetry(RetryPolicy{MaxRetries: -1})}},
-		{"negative timeout", "k", []AcquireOption{WithRetry(RetryPolicy{Timeout: -1})}},
-		{"no initial wait", "k", []AcquireOption{WithRetry(RetryPolicy{Max: time.Second, Multiplier: 2, Timeout: time.Second})}},
+		{"negative retries", "k", []AcquireOption{WithRetry(RetryPolicy{MaxRetries: -2})}},
+		{"negative timeout", "k", []AcquireOption{WithRetry(RetryPolicy{TotalTimeout: -1})}},
+		{"no initial wait", "k", []AcquireOption{WithRetry(RetryPolicy{Max: time.Second, Multiplier: 2, MaxRetries: policy.Unlimited, TotalTimeout: time.Second})}},
 	} {
 		_, err := Acquire(context.Background(), f, c.key, c.opts...)
 		var le *Error
@@ -411,9 +413,9 @@ func TestAcquireInvalidInputTouchesNothing(t *testing.T) {
 
 func TestRetryPolicyValidate(t *testing.T) {
 	ok := fixedPolicy(time.Millisecond, time.Second)
-	for _, p := range []RetryPolicy{{}, {MaxRetries: 3}, DefaultRetryPolicy(), ok,
-		{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: 1, Timeout: time.Second}} {
-		if err := p.Validate(); err != nil {
+	for _, p := range []RetryPolicy{{}, {TotalTimeout: time.Second}, DefaultRetryPolicy(), ok,
+		{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: 1, MaxRetries: policy.Unlimited, TotalTimeout: time.Second}} {
+		if err := validateRetry("acquire", p); err != nil {
 			t.Errorf("Validate(%+v) = %v", p, err)
 		}
 	}
@@ -421,8 +423,8 @@ func TestRetryPolicyValidate(t *testing.T) {
 	for name, p := range map[string]RetryPolicy{
 		"negative initial":     {Initial: -1},
 		"negative max":         {Max: -1},
-		"negative timeout":     {Timeout: -1},
-		"negative retries":     {MaxRetries: -1},
+		"negative timeout":     {TotalTimeout: -1},
+		"negative retries":     {MaxRetries: -2},
 		"zero initial":         with(func(p *RetryPolicy) { p.Initial = 0 }),
 		"max below initial":    with(func(p *RetryPolicy) { p.Max = p.Initial / 2 }),
 		"shrinking multiplier": with(func(p *RetryPolicy) { p.Multiplier = 0.5 }),
@@ -432,7 +434,7 @@ func TestRetryPolicyValidate(t *testing.T) {
 		"jitter over 1":        with(func(p *RetryPolicy) { p.Jitter = 1.5 }),
 		"NaN jitter":           with(func(p *RetryPolicy) { p.Jitter = math.NaN() }),
 	} {
-		if err := p.Validate(); !errors.Is(err, ErrInvalidArgument) {
+		if err := validateRetry("acquire", p); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: Validate(%+v) = %v; want InvalidArgument", name, p, err)
 		}
 	}
@@ -549,5 +551,111 @@ func TestAcquireAttemptTimeout(t *testing.T) {
 		if el := time.Since(start); !errors.Is(err, ErrNetworkTimeout) || el != 11*time.Second || len(*at) != 3 {
 			t.Fatalf("Acquire = %v after %s and %d attempts; want NetworkTimeout at 11 s after 3 attempts (at 0, 4 and 8 s, 3 s each)", err, el, len(*at))
 		}
+	})
+}
+
+// Every zero field of the policy means "none", never "unbounded" or "one
+// attempt": TotalTimeout 0 sets no bound on the retries (MaxRetries and
+// ctx still do), AttemptTimeout 0 none on an attempt. (MaxRetries 0 and
+// the zero policy: TestAcquireWhileHeld; ContentionWait 0:
+// TestAcquireOutlastsContention.)
+func TestAcquireZeroValues(t *testing.T) {
+	t.Run("TotalTimeout 0: MaxRetries ends the wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake()
+			mustAcquire(t, f, "k", WithTTL(24*time.Hour))
+			at := attempts(f, nil)
+			p := RetryPolicy{Initial: time.Hour, Max: time.Hour, Multiplier: 1, MaxRetries: 3}
+			_, err := Acquire(context.Background(), f, "k", WithRetry(p))
+			if want := []time.Duration{0, time.Hour, 2 * time.Hour, 3 * time.Hour}; !errors.Is(err, ErrAcquisitionTimeout) || fmt.Sprint(*at) != fmt.Sprint(want) {
+				t.Errorf("Acquire = %v, attempts at %v; want AcquisitionTimeout after attempts at %v", err, *at, want)
+			}
+		})
+	})
+	t.Run("TotalTimeout 0 and Unlimited: ctx ends the wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake()
+			mustAcquire(t, f, "k", WithTTL(24*time.Hour))
+			at := attempts(f, nil)
+			p := RetryPolicy{Initial: 10 * time.Minute, Max: 10 * time.Minute, Multiplier: 1, MaxRetries: policy.Unlimited}
+			ctx, cancel := context.WithTimeout(context.Background(), 55*time.Minute)
+			defer cancel()
+			start := time.Now()
+			_, err := Acquire(ctx, f, "k", WithRetry(p))
+			if !errors.Is(err, ErrAborted) || !errors.Is(err, context.DeadlineExceeded) || len(*at) != 6 || time.Since(start) != 55*time.Minute {
+				t.Errorf("Acquire = %v after %d attempts in %s; want Aborted at ctx's deadline, 55m, after 6 attempts",
+					err, len(*at), time.Since(start))
+			}
+		})
+	})
+	t.Run("TotalTimeout 0 and Unlimited: the lock once freed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake()
+			first := mustAcquire(t, f, "k", WithTTL(24*time.Hour))
+			time.AfterFunc(5*time.Hour+time.Second, func() { _ = first.Release(context.Background()) })
+			p := RetryPolicy{Initial: time.Minute, Max: time.Minute, Multiplier: 1, MaxRetries: policy.Unlimited}
+			start := time.Now()
+			l, err := Acquire(context.Background(), f, "k", WithRetry(p))
+			if err != nil || time.Since(start) != 5*time.Hour+time.Minute {
+				t.Fatalf("Acquire = %v after %s; want the lock at the first attempt after its release, 5h1m", err, time.Since(start))
+			}
+			_ = l.Release(context.Background())
+		})
+	})
+	t.Run("AttemptTimeout 0: no bound on an attempt", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake()
+			attempts(f, func(ctx context.Context, _ int) error {
+				if d, ok := ctx.Deadline(); ok {
+					t.Errorf("the attempt has a deadline, in %s", time.Until(d))
+				}
+				time.Sleep(2 * time.Hour) // a slow backend
+				return ctx.Err()
+			})
+			start := time.Now()
+			l, err := Acquire(context.Background(), f, "k", WithRetry(DefaultRetryPolicy()))
+			if err != nil || time.Since(start) != 2*time.Hour {
+				t.Fatalf("Acquire = %v after %s; want the lock the 2h attempt got", err, time.Since(start))
+			}
+			_ = l.Release(context.Background())
+		})
+	})
+}
+
+// Contention is waited out for ContentionWait even by a policy that makes
+// no retries (MaxRetries 0, as Within(0) gives a writer that does not
+// wait for a held lock), while a held lock still gets one attempt.
+func TestAcquireContentionPastMaxRetries(t *testing.T) {
+	p := fixedPolicy(time.Second, 0).Within(0)
+	p.ContentionWait = 90 * time.Second
+	if p.MaxRetries != 0 || p.TotalTimeout != 0 {
+		t.Fatalf("policy %+v; want no retries", p)
+	}
+	t.Run("contended", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake()
+			start := time.Now()
+			attempts(f, func(context.Context, int) error {
+				if time.Since(start) < time.Minute {
+					return contended()
+				}
+				return nil
+			})
+			l, err := Acquire(context.Background(), f, "k", WithRetry(p))
+			if el := time.Since(start); err != nil || el != time.Minute {
+				t.Fatalf("Acquire = %v after %s; want the lock at the record's release, 60 s", err, el)
+			}
+			_ = l.Release(context.Background())
+		})
+	})
+	t.Run("held", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFake()
+			mustAcquire(t, f, "k", WithTTL(time.Hour))
+			at := attempts(f, nil)
+			if _, err := Acquire(context.Background(), f, "k", WithRetry(p)); !errors.Is(err, ErrAcquisitionTimeout) || len(*at) != 1 {
+				t.Fatalf("Acquire = %v after %d attempts; want AcquisitionTimeout after one", err, len(*at))
+			}
+		})
 	})
 }

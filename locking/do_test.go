@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // Do hands fn the lease it holds: its fence is the lock's, and the lock is
@@ -191,7 +193,7 @@ func TestDoMutualExclusion(t *testing.T) {
 		f := newFake()
 		var inside, maxInside atomic.Int32
 		fences := make(chan string, 16)
-		p := RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: 1, Timeout: 20 * time.Second}
+		p := RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond, Multiplier: 1, Jitter: 1, MaxRetries: policy.Unlimited, TotalTimeout: 20 * time.Second}
 		done := make(chan struct{})
 		for i := range 16 {
 			go func() {

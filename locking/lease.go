@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // DefaultTTL is a lock's time to live unless WithTTL says otherwise: long
@@ -24,7 +26,8 @@ const releaseTimeout = 10 * time.Second
 //
 // A renewal may take as long as the lock has left: each attempt runs until
 // it is answered or the lock's expiry passes, and an attempt that fails
-// before the expiry is retried after a short jittered wait. So a renewal
+// before the expiry is retried after a short jittered wait (a RetryPolicy
+// with Unlimited retries, bounded by the expiry). So a renewal
 // slowed down by a loaded store (one answering in more than TTL/3) still
 // keeps the lock, and only one extension is ever in flight: the next
 // renewal is due only after this one ended.
@@ -230,13 +233,20 @@ func (l *Lease) report(stat RenewalStat) {
 	}
 }
 
-// Waits between the attempts of one renewal: short, since the lock's
-// remaining time is all a renewal has, and jittered, so that holders
-// whose renewals failed together do not retry together.
-const (
-	renewRetryInitial = 50 * time.Millisecond
-	renewRetryMax     = time.Second
-)
+// renewalPolicy spaces the attempts of one renewal of a lock with the
+// given TTL: short waits, since the lock's remaining time is all a renewal
+// has, and jittered, so that holders whose renewals failed together do
+// not retry together. Before retry n (from 0) it waits uniformly in
+// [w/2, w] for w = min(50 ms, TTL/20)·2ⁿ, at most min(1 s, max(TTL/10,
+// 1 ms)); in policy terms, as DefaultRetryPolicy's, 3/4 of that with
+// Jitter 1/3. The retries have no cap and no timeout of the policy's own:
+// the lock's expiry ends a renewal, and each attempt may run until it.
+func renewalPolicy(ttl time.Duration) RetryPolicy {
+	initial := min(50*time.Millisecond, ttl/20)
+	most := min(time.Second, max(ttl/10, time.Millisecond))
+	return RetryPolicy{Initial: initial * 3 / 4, Max: most * 3 / 4, Multiplier: 2, Jitter: 1.0 / 3,
+		MaxRetries: policy.Unlimited}
+}
 
 // renew extends the lock until an extension succeeds, finds the lock gone,
 // or expiresAt passes, trying again after a failure. Each attempt may run
@@ -250,7 +260,7 @@ func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult,
 	// deadline must not delay it.
 	expiry := time.NewTimer(time.Until(expiresAt))
 	defer expiry.Stop()
-	wait := min(renewRetryInitial, l.ttl/20)
+	waits := renewalPolicy(l.ttl)
 	var lastErr error
 	for {
 		attempts++
@@ -290,8 +300,7 @@ func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult,
 		}
 		// Before the expiry the lock is still ours: try again soon.
 		lastErr = o.err
-		pause := time.NewTimer(wait/2 + rand.N(wait/2+1))
-		wait = min(2*wait, renewRetryMax, max(l.ttl/10, time.Millisecond))
+		pause := time.NewTimer(waits.Delay(attempts-1, rand.Float64()))
 		select {
 		case <-ctx.Done():
 			pause.Stop()

@@ -3,11 +3,14 @@ package locking
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // The lease tests run in synctest bubbles: the clock is fake and moves only
@@ -402,5 +405,24 @@ func TestLeaseIgnoresBackendClockSkew(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A renewal's waits are the policy's: before retry n, uniform in [w/2, w]
+// for w = min(50 ms, TTL/20)·2ⁿ, at most min(1 s, max(TTL/10, 1 ms)), with
+// no cap on the retries (the lock's expiry ends a renewal).
+func TestRenewalPolicy(t *testing.T) {
+	for _, ttl := range []time.Duration{time.Millisecond, 3 * time.Millisecond, 300 * time.Millisecond, 7 * time.Second, DefaultTTL, time.Hour} {
+		p := renewalPolicy(ttl)
+		if err := p.Validate(); err != nil || p.MaxRetries != policy.Unlimited || p.TotalTimeout != 0 || p.AttemptTimeout != 0 {
+			t.Errorf("TTL %s: renewal policy %+v (%v); want a valid one with unlimited retries and no timeouts", ttl, p, err)
+		}
+		w, most := min(50*time.Millisecond, ttl/20), min(time.Second, max(ttl/10, time.Millisecond))
+		for n := range 12 {
+			if lo, hi := p.Delay(n, 0), p.Delay(n, math.Nextafter(1, 0)); lo != w/2 || hi < w-1 || hi > w {
+				t.Errorf("TTL %s: waits before retry %d in [%s, %s]; want [%s, %s]", ttl, n, lo, hi, w/2, w)
+			}
+			w = min(2*w, most)
+		}
 	}
 }

@@ -12,35 +12,21 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/snapwriter/snapwriter/retry/policy"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// Policy says how often and how patiently to retry.
-type Policy struct {
-	// Initial and Max bound the backoff before jitter: retry n waits
-	// min(Max, Initial·Multiplier^n).
-	Initial, Max time.Duration
-	// Multiplier is the backoff's growth per retry.
-	Multiplier float64
-	// Jitter spreads each wait uniformly over ±Jitter of itself, so writers
-	// that failed together do not retry together.
-	Jitter float64
-	// MaxRetries is the number of retries after the first attempt.
-	MaxRetries int
-	// AttemptTimeout bounds each attempt; 0 means no bound.
-	AttemptTimeout time.Duration
-	// TotalTimeout bounds all attempts and waits together; 0 means no bound.
-	TotalTimeout time.Duration
-	// ContentionWait keeps retrying ABORTED failures (a transaction that
-	// waited for, or lost to, another transaction's lock) past MaxRetries
-	// until this much time has passed since the first attempt: a lock held
-	// by a transaction whose client died is released only when the server
-	// expires it (60 s on Firestore). Those extra waits stay short (at most
-	// 4·Initial before jitter), since each attempt itself waits on the lock.
-	// 0 means ABORTED counts against MaxRetries like any other code.
-	ContentionWait time.Duration
-}
+// Policy is the retry policy (see package policy for its fields): the one
+// locking.Acquire uses too, with the same meaning for every zero value.
+// MaxRetries 0 makes no retries and Unlimited lifts the cap; TotalTimeout
+// 0 and AttemptTimeout 0 set no bound; ContentionWait 0 gives ABORTED no
+// extra retries.
+type Policy = policy.Policy
+
+// Unlimited, as Policy.MaxRetries, lifts the cap on retries: Do then
+// retries until TotalTimeout passes, ctx ends, or a failure is permanent.
+const Unlimited = policy.Unlimited
 
 // DefaultPolicy is the policy for Firestore commits: waits from 1 s up to
 // 30 s, doubling, ±20% jitter, 3 retries, 30 s per attempt, 300 s in all.
@@ -56,43 +42,15 @@ func DefaultPolicy() Policy {
 	}
 }
 
-// Validate reports a policy that cannot work, naming the first bad field.
-// Do validates its policy too, so a bad one never reaches the loop.
-func (p Policy) Validate() error {
-	switch {
-	case p.Initial < 0, p.Max < 0, p.AttemptTimeout < 0, p.TotalTimeout < 0, p.ContentionWait < 0:
-		return fmt.Errorf("retry: durations must not be negative (initial %s, max %s, attempt timeout %s, total timeout %s, contention wait %s)",
-			p.Initial, p.Max, p.AttemptTimeout, p.TotalTimeout, p.ContentionWait)
-	case p.Initial == 0:
-		// A zero first wait turns the retries into a hot loop against a
-		// server that is already failing.
-		return fmt.Errorf("retry: initial backoff must be positive")
-	case p.Max < p.Initial:
-		return fmt.Errorf("retry: max backoff %s is below the initial %s", p.Max, p.Initial)
-	case p.Multiplier < 1 || math.IsNaN(p.Multiplier) || math.IsInf(p.Multiplier, 0):
-		return fmt.Errorf("retry: multiplier %v must be a finite number ≥ 1", p.Multiplier)
-	case p.Jitter < 0 || p.Jitter >= 1 || math.IsNaN(p.Jitter):
-		return fmt.Errorf("retry: jitter %v must be in [0, 1)", p.Jitter)
-	case p.MaxRetries < 0:
-		return fmt.Errorf("retry: max retries %d is negative", p.MaxRetries)
-	}
-	return nil
-}
-
-// Delay is the wait before retry number n (0 is the wait after the first
-// failed attempt) after a failure with code, for a uniform u in [0, 1):
-// min(Max, Initial·Multiplier^n) scaled by 1 + Jitter·(2u−1).
-// RESOURCE_EXHAUSTED means the server is shedding load, so its wait is
-// exactly twice the other codes' at the same n and u (its cap is 2·Max).
-// Delay is pure; a negative n counts as 0 and u is clamped to [0, 1].
-func (p Policy) Delay(n int, code codes.Code, u float64) time.Duration {
-	// Computed in float64 so a large n or Max saturates instead of
-	// overflowing: Initial·M^n becomes +Inf and the cap takes over.
-	base := math.Min(float64(p.Initial)*math.Pow(p.Multiplier, float64(max(n, 0))), float64(p.Max))
-	if math.IsNaN(u) || u < 0 {
-		u = 0
-	}
-	d := toDuration(base * (1 + p.Jitter*(2*math.Min(u, 1)-1)))
+// Delay is the wait Do makes before retry number n (0 is the wait after
+// the first failed attempt) after a failure with code, for a uniform u in
+// [0, 1): p.Delay(n, u), that is min(Max, Initial·Multiplier^n) scaled by
+// 1 + Jitter·(2u−1). RESOURCE_EXHAUSTED means the server is shedding load,
+// so its wait is exactly twice the other codes' at the same n and u (its
+// cap is 2·Max). Delay is pure; a negative n counts as 0 and u is clamped
+// to [0, 1].
+func Delay(p Policy, n int, code codes.Code, u float64) time.Duration {
+	d := p.Delay(n, u)
 	if code == codes.ResourceExhausted {
 		// Doubled as a Duration, not as a float, so "at least twice the
 		// other delay" holds to the nanosecond.
@@ -102,20 +60,6 @@ func (p Policy) Delay(n int, code codes.Code, u float64) time.Duration {
 		d *= 2
 	}
 	return d
-}
-
-// toDuration converts f nanoseconds to the nearest Duration, saturating
-// instead of overflowing (converting an out-of-range float to an integer is
-// implementation-defined in Go). Rounding, not truncating, keeps a doubled
-// delay within a nanosecond of twice the exact value.
-func toDuration(f float64) time.Duration {
-	switch {
-	case f >= math.MaxInt64:
-		return math.MaxInt64
-	case f <= 0 || math.IsNaN(f):
-		return 0
-	}
-	return time.Duration(math.Round(f))
 }
 
 // Classify reports whether err is worth retrying, and its gRPC code.
@@ -221,10 +165,12 @@ func WithNotify(fn func(err error, wait time.Duration)) Option {
 func withRand(fn func() float64) Option { return func(c *doConfig) { c.rand = fn } }
 
 // Do runs op until it succeeds, fails permanently (see Classify), uses up
-// p.MaxRetries, runs out of p.TotalTimeout, or ctx ends. Each attempt gets
-// a ctx bounded by p.AttemptTimeout; between attempts Do waits
-// p.Delay(retry, code of the failure, jitter), and stops waiting as soon as
-// ctx ends. op is not called once ctx has ended.
+// p.MaxRetries (none for 0, no cap for Unlimited), runs out of
+// p.TotalTimeout (if not 0), or ctx ends. Each attempt gets a ctx bounded
+// by p.AttemptTimeout (if not 0); between attempts Do waits
+// Delay(p, retry, code of the failure, jitter), and stops waiting as soon
+// as ctx ends. op is not called once ctx has ended. ABORTED failures are
+// retried past MaxRetries for p.ContentionWait (see Policy).
 //
 // On failure the error says how many attempts were made and wraps op's last
 // error, without the Permanent marker: errors.Is, errors.As and status.Code
@@ -323,7 +269,7 @@ func (b *policyBackOff) Reset() { b.retries = 0 }
 func (b *policyBackOff) NextBackOff() time.Duration {
 	code := b.code()
 	n := b.retries
-	if n >= b.p.MaxRetries {
+	if b.p.MaxRetries != Unlimited && n >= b.p.MaxRetries {
 		left := b.p.ContentionWait - time.Since(b.start)
 		if code != codes.Aborted || left <= 0 {
 			return backoff.Stop
@@ -332,8 +278,8 @@ func (b *policyBackOff) NextBackOff() time.Duration {
 		// the lock may be freed any moment, and the budget is time.
 		n = min(n, 2)
 		b.retries++
-		return min(b.p.Delay(n, code, b.rand()), left)
+		return min(Delay(b.p, n, code, b.rand()), left)
 	}
 	b.retries++
-	return b.p.Delay(n, code, b.rand())
+	return Delay(b.p, n, code, b.rand())
 }

@@ -44,15 +44,15 @@ func TestDelayTable(t *testing.T) {
 			u    float64
 			want time.Duration
 		}{{0, base * 8 / 10}, {0.5, base}, {0.75, base * 11 / 10}} {
-			if got := p.Delay(n, codes.Unavailable, c.u); got != c.want {
+			if got := Delay(p, n, codes.Unavailable, c.u); got != c.want {
 				t.Errorf("Delay(%d, u=%v) = %s, want %s", n, c.u, got, c.want)
 			}
 		}
 	}
-	if got := p.Delay(0, codes.ResourceExhausted, 0.5); got != 2*time.Second {
+	if got := Delay(p, 0, codes.ResourceExhausted, 0.5); got != 2*time.Second {
 		t.Errorf("RESOURCE_EXHAUSTED Delay(0) = %s, want 2s", got)
 	}
-	if got := p.Delay(10, codes.ResourceExhausted, 0.5); got != 60*time.Second {
+	if got := Delay(p, 10, codes.ResourceExhausted, 0.5); got != 60*time.Second {
 		t.Errorf("RESOURCE_EXHAUSTED Delay(10) = %s, want 60s (twice the cap)", got)
 	}
 }
@@ -72,11 +72,11 @@ func TestPropertyDelayWithinJitterBounds(t *testing.T) {
 		if code == codes.ResourceExhausted {
 			base *= 2
 		}
-		d := float64(p.Delay(n, code, u))
+		d := float64(Delay(p, n, code, u))
 		if lo, hi := base*(1-p.Jitter)-1, base*(1+p.Jitter)+1; d < lo || d > hi {
 			rt.Fatalf("Delay(%d, %v, %v) = %v, want within [%v, %v]", n, code, u, time.Duration(d), time.Duration(lo), time.Duration(hi))
 		}
-		if code != codes.ResourceExhausted && p.Delay(n, codes.ResourceExhausted, u) < 2*p.Delay(n, code, u) {
+		if code != codes.ResourceExhausted && Delay(p, n, codes.ResourceExhausted, u) < 2*Delay(p, n, code, u) {
 			rt.Fatalf("RESOURCE_EXHAUSTED waits less than twice %v", code)
 		}
 	})
@@ -259,8 +259,8 @@ func TestValidate(t *testing.T) {
 		"zero initial":    func(p *Policy) { p.Initial = 0 },
 		"max < initial":   func(p *Policy) { p.Max = p.Initial / 2 },
 		"multiplier":      func(p *Policy) { p.Multiplier = 0.5 },
-		"jitter":          func(p *Policy) { p.Jitter = 1 },
-		"retries":         func(p *Policy) { p.MaxRetries = -1 },
+		"jitter":          func(p *Policy) { p.Jitter = 1.5 },
+		"retries":         func(p *Policy) { p.MaxRetries = -2 },
 		"attempt":         func(p *Policy) { p.AttemptTimeout = -1 },
 		"total":           func(p *Policy) { p.TotalTimeout = -1 },
 		"negative jitter": func(p *Policy) { p.Jitter = -0.1 },
@@ -269,7 +269,7 @@ func TestValidate(t *testing.T) {
 		"inf multiplier":  func(p *Policy) { p.Multiplier = math.Inf(1) },
 		"negative max":    func(p *Policy) { p.Max = -time.Second },
 		"negative init":   func(p *Policy) { p.Initial = -time.Second },
-		"zero policy":     func(p *Policy) { *p = Policy{} },
+		"no waits":        func(p *Policy) { *p = Policy{MaxRetries: 1} },
 	} {
 		p := DefaultPolicy()
 		edit(&p)
@@ -282,6 +282,74 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Every zero field means "none": the zero Policy is one attempt, with no
+// time bound of Do's own; MaxRetries 0 no retries, Unlimited no cap;
+// TotalTimeout 0 and AttemptTimeout 0 no bound; ContentionWait 0 no extra
+// retries for ABORTED.
+func TestDoZeroValues(t *testing.T) {
+	fixed := func(wait time.Duration) Policy {
+		return Policy{Initial: wait, Max: wait, Multiplier: 1}
+	}
+	for _, c := range []struct {
+		name     string
+		p        Policy
+		fail     int           // attempts that fail before one succeeds (-1: all)
+		code     codes.Code    // of the failures
+		sleep    time.Duration // each attempt's duration
+		attempts int
+		elapsed  time.Duration
+		wantErr  bool
+	}{
+		{"zero policy: one attempt", Policy{}, -1, codes.Unavailable, 0, 1, 0, true},
+		{"zero policy: no time bound", Policy{}, 0, codes.Unavailable, 100 * time.Hour, 1, 100 * time.Hour, false},
+		{"MaxRetries 0: no retries", func() Policy { p := fixed(time.Second); p.TotalTimeout = time.Hour; return p }(),
+			-1, codes.Unavailable, 0, 1, 0, true},
+		{"Unlimited: retries until the total timeout", func() Policy {
+			p := fixed(10 * time.Second)
+			p.MaxRetries, p.TotalTimeout = Unlimited, 95*time.Second
+			return p
+		}(), -1, codes.Unavailable, 0, 10, 95 * time.Second, true},
+		{"Unlimited: retries until success", func() Policy { p := fixed(time.Minute); p.MaxRetries = Unlimited; return p }(),
+			500, codes.Unavailable, 0, 501, 500 * time.Minute, false},
+		{"TotalTimeout 0: no bound", func() Policy { p := fixed(time.Hour); p.MaxRetries = 3; return p }(),
+			-1, codes.Unavailable, 0, 4, 3 * time.Hour, true},
+		{"AttemptTimeout 0: no bound", func() Policy {
+			p := fixed(time.Second)
+			p.MaxRetries, p.TotalTimeout = 3, 10*time.Hour
+			return p
+		}(), 0, codes.Unavailable, 2 * time.Hour, 1, 2 * time.Hour, false},
+		{"ContentionWait 0: ABORTED stops at MaxRetries", func() Policy { p := fixed(time.Second); p.MaxRetries = 2; return p }(),
+			-1, codes.Aborted, 0, 3, 2 * time.Second, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				calls := 0
+				st, err := Do(context.Background(), c.p, func(ctx context.Context) error {
+					calls++
+					if d, ok := ctx.Deadline(); ok && c.p.TotalTimeout == 0 {
+						t.Errorf("attempt %d has a deadline, %s: neither timeout is set", calls, time.Until(d))
+					}
+					time.Sleep(c.sleep)
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					if c.fail < 0 || calls <= c.fail {
+						return status.Error(c.code, "no")
+					}
+					return nil
+				}, middle)
+				if (err != nil) != c.wantErr || st.Attempts != c.attempts || calls != c.attempts || st.Elapsed != c.elapsed {
+					t.Errorf("Do = %v after %d attempts (%d calls) in %s; want error %v after %d in %s",
+						err, st.Attempts, calls, st.Elapsed, c.wantErr, c.attempts, c.elapsed)
+				}
+				if err != nil && status.Code(err) != c.code {
+					t.Errorf("err %v lost its code", err)
+				}
+			})
+		})
+	}
+}
+
 // At u = 0, 0.5 and 0.999 every wait is within ±20% of
 // min(30s, 1s·2^n).
 func TestDelayWithinJitterOfBase(t *testing.T) {
@@ -290,10 +358,10 @@ func TestDelayWithinJitterOfBase(t *testing.T) {
 		base := min(time.Second<<n, 30*time.Second)
 		lo, hi := base*8/10, base*12/10
 		for _, u := range []float64{0, 0.5, 0.999} {
-			if d := p.Delay(n, codes.Unavailable, u); d < lo || d > hi {
+			if d := Delay(p, n, codes.Unavailable, u); d < lo || d > hi {
 				t.Errorf("Delay(%d, u=%v) = %s, want within [%s, %s]", n, u, d, lo, hi)
 			}
-			if d, re := p.Delay(n, codes.Unavailable, u), p.Delay(n, codes.ResourceExhausted, u); re != 2*d {
+			if d, re := Delay(p, n, codes.Unavailable, u), Delay(p, n, codes.ResourceExhausted, u); re != 2*d {
 				t.Errorf("Delay(%d, RESOURCE_EXHAUSTED, u=%v) = %s, want twice %s", n, u, re, d)
 			}
 		}
@@ -305,16 +373,16 @@ func TestDelaySaturates(t *testing.T) {
 	p.Max = math.MaxInt64
 	for _, n := range []int{-1, 0, 62, 1000, math.MaxInt} {
 		for _, code := range []codes.Code{codes.Unavailable, codes.ResourceExhausted} {
-			if d := p.Delay(n, code, 0.999); d < p.Initial*8/10 {
+			if d := Delay(p, n, code, 0.999); d < p.Initial*8/10 {
 				t.Errorf("Delay(%d, %v) = %s: overflowed", n, code, d)
 			}
 		}
 	}
 	q := DefaultPolicy()
-	if lo, hi := q.Delay(0, codes.Aborted, -3), q.Delay(0, codes.Aborted, math.NaN()); lo != 800*time.Millisecond || hi != lo {
+	if lo, hi := Delay(q, 0, codes.Aborted, -3), Delay(q, 0, codes.Aborted, math.NaN()); lo != 800*time.Millisecond || hi != lo {
 		t.Errorf("u below 0 or NaN: %s, %s; want 800ms", lo, hi)
 	}
-	if d := q.Delay(0, codes.Aborted, 7); d != 1200*time.Millisecond {
+	if d := Delay(q, 0, codes.Aborted, 7); d != 1200*time.Millisecond {
 		t.Errorf("u above 1: %s; want 1.2s", d)
 	}
 }

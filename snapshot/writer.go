@@ -878,12 +878,10 @@ func outcomeOf(results []BatchResult) districtOutcome {
 // the contention wait, as the root's is, and each attempt is bounded by the
 // request timeout, so that a store that does not answer ends the wait.
 func (w *Writer) lockRetry() locking.RetryPolicy {
-	p := locking.DefaultRetryPolicy()
-	p.MaxRetries = 0 // bounded by the wait, not a count
+	p := locking.DefaultRetryPolicy().Within(w.cfg.lockWait) // bounded by the wait, not a count
 	// Waits of at most 4 s, so a lock freed or a dead transaction expired
 	// is taken within 4 s, not after a wait grown to a minute.
 	p.Max = 4 * time.Second
-	p.Timeout = w.cfg.lockWait
 	p.ContentionWait = w.cfg.contention
 	p.AttemptTimeout = w.cfg.reqTimeout
 	return p

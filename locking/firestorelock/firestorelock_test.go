@@ -23,6 +23,7 @@ import (
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/backendkit"
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 var emu *emulator.Emulator
@@ -747,7 +748,7 @@ func TestDoOnFirestore(t *testing.T) {
 	var mu sync.Mutex
 	fences := map[string]bool{}
 	var wg sync.WaitGroup
-	p := locking.RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 1, Timeout: 60 * time.Second}
+	p := locking.RetryPolicy{Initial: 10 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 1, MaxRetries: policy.Unlimited, TotalTimeout: 60 * time.Second}
 	for range 6 {
 		wg.Add(1)
 		go func() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // testCancelledContext: every operation called with an already-cancelled
@@ -48,7 +49,7 @@ func testCancelledContext(t *testing.T, b locking.Backend) {
 
 	// The helpers, waiting on the held lock, stop promptly when cancelled.
 	patient := locking.WithRetry(locking.RetryPolicy{Initial: 20 * time.Millisecond, Max: 20 * time.Millisecond,
-		Multiplier: 1, Jitter: 0.5, Timeout: time.Minute})
+		Multiplier: 1, Jitter: 0.5, MaxRetries: policy.Unlimited, TotalTimeout: time.Minute})
 	helpers := []struct {
 		name string
 		call func(ctx context.Context, b locking.Backend) error

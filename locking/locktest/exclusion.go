@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // testMutualExclusionAcquire: of many concurrent Acquire calls on one free
@@ -77,7 +78,7 @@ func testMutualExclusionDo(t *testing.T, b locking.Backend) {
 		// Contention, and the ServiceUnavailable heavy contention on one
 		// lock may cause, are retried for up to 40 s.
 		locking.WithRetry(locking.RetryPolicy{Initial: 5 * time.Millisecond, Max: 5 * time.Millisecond,
-			Multiplier: 1, Jitter: 0.5, Timeout: 40 * time.Second}),
+			Multiplier: 1, Jitter: 0.5, MaxRetries: policy.Unlimited, TotalTimeout: 40 * time.Second}),
 	}
 	var (
 		holders, overlaps, sections atomic.Int32
