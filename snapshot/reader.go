@@ -19,35 +19,38 @@ import (
 // ErrNotFound: no snapshot is stored under that id.
 var ErrNotFound = errors.New("snapshot not found")
 
+// State is the state of a stored snapshot, as Summary.State reports it.
+type State string
+
 // States of a stored snapshot, as Summary.State reports them.
 const (
 	// StateComplete: every district was written and the snapshot's status
 	// is "success": what the application's readers take as the newest
 	// successful snapshot.
-	StateComplete = "complete"
+	StateComplete State = "complete"
 	// StatePartial: the write finished with failed districts
 	// (writeComplete false); the manifest records which, and
 	// Writer.Repair completes it.
-	StatePartial = "partial"
+	StatePartial State = "partial"
 	// StateUnsuccessful: every district was written, but the snapshot's
 	// own status, from its input, is not "success" (its collection was
 	// partial or failed): readers of successful snapshots skip it, and
 	// there is nothing to repair.
-	StateUnsuccessful = "unsuccessful"
+	StateUnsuccessful State = "unsuccessful"
 	// StateWriting: the root says "writing" and a live lock holds the
 	// snapshot's key on the lock backend the root records (the key the
 	// root's writerLockKeyHash names: LockScope.LockKey, or LegacyLockKey
 	// for a root that records none): a writer is at work.
-	StateWriting = "writing"
+	StateWriting State = "writing"
 	// StateInterrupted: the root says "writing" but no live lock holds the
 	// key: the writer died before recording its outcome. Writer.Repair
 	// completes it, or a new write replaces it.
-	StateInterrupted = "interrupted"
+	StateInterrupted State = "interrupted"
 	// StateUnknown: the root says "writing" and its lock backend was not
 	// given to the Reader (WithLockBackends), or the root records none, or
 	// it records a lock key this Reader's scope does not give (another
 	// snapwriter version), so whether a writer is alive cannot be told.
-	StateUnknown = "unknown"
+	StateUnknown State = "unknown"
 )
 
 // Reader reads snapshots back in the input format.
@@ -119,7 +122,7 @@ type Summary struct {
 	// State is StateComplete, StatePartial, StateWriting, StateInterrupted
 	// or StateUnknown: see WithLockBackends for how a root that says
 	// "writing" is told apart.
-	State  string `json:"state"`
+	State  State  `json:"state"`
 	Status string `json:"status"`
 	// WriteState is the root's metadata.writeState: "writing" or
 	// "finished" (empty on roots of the application and of earlier

@@ -16,14 +16,14 @@ import (
 )
 
 // states returns the state of id by List and by Summary, which must agree.
-func states(t *testing.T, r *Reader, id string) string {
+func states(t *testing.T, r *Reader, id string) State {
 	t.Helper()
 	ctx := context.Background()
 	list, err := r.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listed string
+	var listed State
 	for _, s := range list {
 		if s.SnapshotID == id {
 			listed = s.State

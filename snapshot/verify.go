@@ -54,10 +54,10 @@ type Report struct {
 	// Repair completes.
 	Complete bool `json:"complete"`
 	// State is the listing state (complete, partial, writing, interrupted…).
-	State     string `json:"state"`
-	Districts int    `json:"districts"` // manifest entries
-	Written   int    `json:"written"`   // entries with status success
-	Documents int    `json:"documents"` // district documents stored
+	State     State `json:"state"`
+	Districts int   `json:"districts"` // manifest entries
+	Written   int   `json:"written"`   // entries with status success
+	Documents int   `json:"documents"` // district documents stored
 	// NotYetRecorded counts the districts written by the writer the root
 	// names whose record that writer has not committed yet: while it is at
 	// work the root lags its documents by up to a record interval, and a
