@@ -105,7 +105,7 @@ func TestIndexEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	figures = append(figures, measure("root, inline, 2,000 districts all written", roots.Doc("inline-2000"),
-		rootDocument{Metadata: md, Manifest: f.in.manifest(done), InputExtra: inputExtra(s), Rankings: f.start.Rankings}))
+		rootDocument{Metadata: &md, Manifest: f.in.manifest(done), InputExtra: inputExtra(s), Rankings: f.start.Rankings}))
 
 	// The largest paged root and a full page: 20,000 districts, every one
 	// failed with a long error, beside the same of 10 districts (one page).

@@ -3,7 +3,6 @@ package snapshot
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -40,37 +39,15 @@ const (
 	legacyStatusWriting = "writing"
 )
 
-// writing reports whether root metadata md describes a write in progress
-// or interrupted, in the current form or an earlier version's.
-func writing(md map[string]any) bool {
-	ws, _ := md["writeState"].(string)
-	st, _ := md["status"].(string)
-	return inProgress(ws, st)
-}
-
-// inProgress is writing's rule on a root's writeState ("" when it has
-// none, as roots of earlier versions) and status.
+// inProgress is whether a root whose writeState is writeState ("" when it
+// has none, as roots of earlier versions) and status is status describes a
+// write in progress or interrupted, in the current form or an earlier
+// version's (rootMetadata.writing).
 func inProgress(writeState, status string) bool {
 	if writeState != "" {
 		return writeState == stateWriting
 	}
 	return status == legacyStatusWriting
-}
-
-// currentForm reports whether root metadata md is in this version's form
-// (it has a writeState), whose manifest and lists are exact at every
-// moment, rather than an earlier version's or the application's.
-func currentForm(md map[string]any) bool {
-	ws, _ := md["writeState"].(string)
-	return ws != ""
-}
-
-// writtenWhole reports whether root metadata md records a write that
-// finished with every district written (writeComplete not false: roots of
-// the application's writer may lack the flag).
-func writtenWhole(md map[string]any) bool {
-	done, flagged := md["writeComplete"].(bool)
-	return (done || !flagged) && !writing(md)
 }
 
 // fenceDocPath is where, below the root, the fence document lives: the
@@ -87,16 +64,33 @@ const (
 
 // districtDocID is the id of a district's document in the districts
 // subcollection, as the TypeScript application names it.
-func districtDocID(districtID string) string { return "district_" + districtID }
+func districtDocID(districtID string) string { return districtDocPrefix + districtID }
 
-// districtDoc is the district document: the application's envelope around the
-// district's statistics, which are stored verbatim under data, stamped with
-// the fence of the writer that wrote it (a field the application's readers
-// ignore), so that a commit whose outcome was lost can be checked. data is
-// d's data (DistrictStatistics.LoadData).
+// districtEnvelope is the district document without its data: the
+// application's envelope around the district's statistics, stamped with
+// the fence of the writer that wrote it (a field the application's
+// readers ignore), so that a commit whose outcome was lost can be checked.
+type districtEnvelope struct {
+	DistrictID   string `firestore:"districtId"`
+	DistrictName string `firestore:"districtName"`
+	CollectedAt  string `firestore:"collectedAt"`
+	Status       string `firestore:"status"` // always entrySuccess
+	WriterFence  string `firestore:"writerFence"`
+}
+
+// districtDocument is a stored district document: its envelope and the
+// district's statistics, stored verbatim under data.
+type districtDocument struct {
+	districtEnvelope
+	Data model.Object `firestore:"data"`
+}
+
+// districtDoc is the district document of d, written under fence: its
+// envelope and, under data, d's data (DistrictStatistics.LoadData). It is
+// hashed (districtHashes) and sent (wireSetWrite) as this map.
 func districtDoc(s *model.Snapshot, d model.DistrictStatistics, data model.Object, fence string) map[string]any {
 	doc := envelope(s, d, fence)
-	doc["data"] = data
+	doc[fieldData] = data
 	return doc
 }
 
@@ -106,13 +100,13 @@ func envelope(s *model.Snapshot, d model.DistrictStatistics, fence string) map[s
 	if collected == "" {
 		collected = s.CreatedAt
 	}
-	return map[string]any{
-		"districtId":   d.DistrictID,
-		"districtName": "District " + d.DistrictID,
-		"collectedAt":  collected,
-		"status":       entrySuccess,
-		"writerFence":  fence,
-	}
+	return encodeFields(districtEnvelope{
+		DistrictID:   d.DistrictID,
+		DistrictName: "District " + d.DistrictID,
+		CollectedAt:  collected,
+		Status:       entrySuccess,
+		WriterFence:  fence,
+	})
 }
 
 // districtSummary is what a write needs of a district document before
@@ -133,7 +127,7 @@ func summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, fence stri
 		return districtSummary{}, err
 	}
 	env := envelope(s, d, fence)
-	const dataKey = len("data")
+	const dataKey = len(fieldData)
 	ds := districtSummary{
 		dataHash: digestHash(sum.Digest),
 		size:     model.FirestoreSize(env) + dataKey + 1 + sum.FirestoreSize,
@@ -219,12 +213,21 @@ func (in rootInput) stored(st rootState, id string) bool {
 
 // rootDocument is the snapshot's root document: the application's
 // PerDistrictSnapshot (metadata, manifest, rankings) plus what the input
-// had that the layout has no place for.
+// had that the layout has no place for. It is written as it is, and a
+// stored root is read back into it (readRoot): Metadata is nil only for a
+// stored document that has none.
 type rootDocument struct {
-	Metadata   rootMetadata   `firestore:"metadata"`
-	Manifest   manifest       `firestore:"manifest"`
-	Rankings   *model.Object  `firestore:"rankings,omitempty"`
-	InputExtra map[string]any `firestore:"inputExtra,omitempty"`
+	Metadata   *rootMetadata     `firestore:"metadata"`
+	Manifest   manifest          `firestore:"manifest"`
+	Rankings   *model.Object     `firestore:"rankings,omitempty"`
+	InputExtra *inputExtraFields `firestore:"inputExtra,omitempty"`
+}
+
+// inputExtraFields keeps the input's keys the model does not name
+// (model.Snapshot.Extra, model.Payload.Extra), verbatim.
+type inputExtraFields struct {
+	Snapshot model.Object `firestore:"snapshot,omitempty"`
+	Payload  model.Object `firestore:"payload,omitempty"`
 }
 
 // rootMetadata is the application's PerDistrictSnapshotMetadata plus the
@@ -235,9 +238,14 @@ type rootDocument struct {
 // exactly what was written, and InputSnapshotID the input's snapshot_id:
 // SnapshotID is the date, as the application writes it. Lists are never
 // nil: an absent array and an empty one differ to the application.
+//
+// Read back, the fields roots of the application or of earlier snapwriter
+// versions may lack are pointers (nil when absent) where absence means
+// something else than the zero value; of the others, absent reads as zero
+// ("" for writeState: no writeState, an earlier version's root).
 type rootMetadata struct {
 	SnapshotID          string   `firestore:"snapshotId"`
-	InputSnapshotID     string   `firestore:"inputSnapshotId"`
+	InputSnapshotID     *string  `firestore:"inputSnapshotId"` // nil: a root from before snapshotId was the date
 	CreatedAt           string   `firestore:"createdAt"`
 	SchemaVersion       string   `firestore:"schemaVersion"`
 	CalculationVersion  string   `firestore:"calculationVersion"`
@@ -258,30 +266,39 @@ type rootMetadata struct {
 
 	// The writer's own: what it is doing, under which fence, and what it
 	// was given.
-	WriteState           string       `firestore:"writeState"` // stateWriting or stateFinished
-	WriteComplete        bool         `firestore:"writeComplete"`
-	WriteFailedDistricts []string     `firestore:"writeFailedDistricts"` // payload districts not stored
-	WriterFence          string       `firestore:"writerFence"`
-	WriterLockBackend    string       `firestore:"writerLockBackend"`
-	WriterLockKeyHash    string       `firestore:"writerLockKeyHash"`
-	WriteStartedAt       string       `firestore:"writeStartedAt"`
-	WriteFinishedAt      string       `firestore:"writeFinishedAt,omitempty"`
-	RepairStartedAt      string       `firestore:"repairStartedAt,omitempty"`
-	RepairedAt           string       `firestore:"repairedAt,omitempty"`
-	PayloadHash          string       `firestore:"payloadHash"`
-	PayloadMetadata      model.Object `firestore:"payloadMetadata"`
+	WriteState           string   `firestore:"writeState"`           // stateWriting or stateFinished
+	WriteComplete        *bool    `firestore:"writeComplete"`        // nil: a root of the application's that lacks it
+	WriteFailedDistricts []string `firestore:"writeFailedDistricts"` // payload districts not stored
+	writerStamp
+	WriteStartedAt  string       `firestore:"writeStartedAt"`
+	WriteFinishedAt string       `firestore:"writeFinishedAt,omitempty"`
+	RepairStartedAt string       `firestore:"repairStartedAt,omitempty"`
+	RepairedAt      string       `firestore:"repairedAt,omitempty"`
+	PayloadHash     string       `firestore:"payloadHash"`
+	PayloadMetadata model.Object `firestore:"payloadMetadata"` // nil: a root of the application's
+}
+
+// writerStamp names the writer of a root, and of its fence document: its
+// fence, and the lock backend and key the fence was issued on.
+type writerStamp struct {
+	WriterFence       string `firestore:"writerFence"`
+	WriterLockBackend string `firestore:"writerLockBackend"`
+	WriterLockKeyHash string `firestore:"writerLockKeyHash"`
 }
 
 // manifest is the application's SnapshotManifest: one entry per district
 // in input order. In the paged form (see pageDocument) Districts is left
 // out of the root and the last three fields say where the entries are.
+// The counts are pointers so that a stored manifest that lacks one is told
+// from one that counts 0 (Verify reports either); a written one has all
+// three.
 type manifest struct {
 	SnapshotID           string          `firestore:"snapshotId"`
 	CreatedAt            string          `firestore:"createdAt"`
 	Districts            []manifestEntry `firestore:"districts,omitempty"`
-	TotalDistricts       int64           `firestore:"totalDistricts"`
-	SuccessfulDistricts  int64           `firestore:"successfulDistricts"`
-	FailedDistricts      int64           `firestore:"failedDistricts"`
+	TotalDistricts       *int64          `firestore:"totalDistricts"`
+	SuccessfulDistricts  *int64          `firestore:"successfulDistricts"`
+	FailedDistricts      *int64          `firestore:"failedDistricts"`
 	AllDistrictsRankings rankingsEntry   `firestore:"allDistrictsRankings"`
 	EntriesIn            string          `firestore:"entriesIn,omitempty"` // entriesInPages
 	Pages                int64           `firestore:"pages,omitempty"`
@@ -290,7 +307,8 @@ type manifest struct {
 
 // manifestEntry is one district's entry in the manifest. Chunks remove
 // and add entries by value, so an entry must be built the same way every
-// time (pendingEntry).
+// time (pendingEntry). Entries of the application's roots have no
+// contentHash ("" when read).
 type manifestEntry struct {
 	DistrictID   string `firestore:"districtId"`
 	FileName     string `firestore:"fileName"`
@@ -305,16 +323,26 @@ type manifestEntry struct {
 type rankingsEntry struct {
 	Filename string `firestore:"filename"`
 	Size     int64  `firestore:"size"`
-	Status   string `firestore:"status"` // "present" or "missing"
+	Status   string `firestore:"status"` // rankingsPresent or rankingsMissing
 }
+
+// The rankings entry's filename and statuses.
+const (
+	rankingsFilename = "rankings"
+	rankingsPresent  = "present"
+	rankingsMissing  = "missing"
+)
 
 // fenceDocument is the fence document: the writer's fence, for the chunks'
 // check (see fenceCollection).
 type fenceDocument struct {
-	WriterFence       string `firestore:"writerFence"`
-	WriterLockBackend string `firestore:"writerLockBackend"`
-	WriterLockKeyHash string `firestore:"writerLockKeyHash"`
-	UpdatedAt         string `firestore:"updatedAt"`
+	writerStamp
+	UpdatedAt string `firestore:"updatedAt"`
+}
+
+// stamp is the writerStamp of in's writer.
+func (in rootInput) stamp() writerStamp {
+	return writerStamp{WriterFence: in.fence, WriterLockBackend: in.backend, WriterLockKeyHash: in.keyHash}
 }
 
 // metadata is the root's metadata for state st.
@@ -351,9 +379,10 @@ func (in rootInput) metadata(st rootState) (rootMetadata, error) {
 	if st.writing {
 		state = stateWriting
 	}
+	inputID, complete := s.SnapshotID, st.complete
 	md := rootMetadata{
 		SnapshotID:           in.id,
-		InputSnapshotID:      s.SnapshotID,
+		InputSnapshotID:      &inputID,
 		CreatedAt:            s.CreatedAt,
 		SchemaVersion:        s.SchemaVersion,
 		CalculationVersion:   s.CalculationVersion,
@@ -369,11 +398,9 @@ func (in rootInput) metadata(st rootState) (rootMetadata, error) {
 		CollectionDate:       pm.CollectionDate,
 		LogicalDate:          pm.LogicalDate,
 		WriteState:           state,
-		WriteComplete:        st.complete,
+		WriteComplete:        &complete,
 		WriteFailedDistricts: notStored,
-		WriterFence:          in.fence,
-		WriterLockBackend:    in.backend,
-		WriterLockKeyHash:    in.keyHash,
+		writerStamp:          in.stamp(),
 		WriteStartedAt:       in.startedAt.UTC().Format(time.RFC3339Nano),
 		PayloadHash:          in.payloadHash,
 		PayloadMetadata:      verbatim,
@@ -433,8 +460,8 @@ func (in rootInput) pendingEntry(id string) manifestEntry {
 func (in rootInput) manifest(st rootState) manifest {
 	s := in.snap
 	m := manifest{SnapshotID: in.id, CreatedAt: s.CreatedAt, Districts: make([]manifestEntry, 0, len(s.Payload.Districts)),
-		TotalDistricts:       int64(len(s.Payload.Districts)),
-		AllDistrictsRankings: rankingsEntry{Filename: "rankings", Status: "missing"}}
+		AllDistrictsRankings: rankingsEntry{Filename: rankingsFilename, Status: rankingsMissing}}
+	var successful, failed int64
 	modified := isoMillis(st.modified)
 	for _, d := range s.Payload.Districts {
 		id := d.DistrictID
@@ -452,15 +479,17 @@ func (in rootInput) manifest(st rootState) manifest {
 			e = in.pendingEntry(id)
 		}
 		if e.Status == entrySuccess {
-			m.SuccessfulDistricts++
+			successful++
 		} else {
-			m.FailedDistricts++
+			failed++
 		}
 		m.Districts = append(m.Districts, e)
 	}
+	total := int64(len(s.Payload.Districts))
+	m.TotalDistricts, m.SuccessfulDistricts, m.FailedDistricts = &total, &successful, &failed
 	if s.Rankings != nil {
 		m.AllDistrictsRankings.Size = int64(model.FirestoreSize(s.Rankings))
-		m.AllDistrictsRankings.Status = "present"
+		m.AllDistrictsRankings.Status = rankingsPresent
 	}
 	return m
 }
@@ -475,7 +504,7 @@ func (in rootInput) rootDoc() (rootDocument, []pageDocument, error) {
 		return rootDocument{}, nil, err
 	}
 	mf, pages := in.split(in.manifest(st))
-	doc := rootDocument{Metadata: md, Manifest: mf, InputExtra: inputExtra(in.snap)}
+	doc := rootDocument{Metadata: &md, Manifest: mf, InputExtra: inputExtra(in.snap)}
 	if in.snap.Rankings != nil {
 		doc.Rankings = &in.snap.Rankings
 	}
@@ -489,25 +518,20 @@ func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.
 
 // fenceDoc is the fence document's content for this writer.
 func (in rootInput) fenceDoc(at time.Time) fenceDocument {
-	return fenceDocument{WriterFence: in.fence, WriterLockBackend: in.backend, WriterLockKeyHash: in.keyHash,
-		UpdatedAt: at.UTC().Format(time.RFC3339Nano)}
+	return fenceDocument{writerStamp: in.stamp(), UpdatedAt: at.UTC().Format(time.RFC3339Nano)}
 }
 
-// inputExtra keeps fields of the input that the layout has no place for.
-func inputExtra(s *model.Snapshot) map[string]any {
-	extra := map[string]any{}
-	if len(s.Extra) > 0 {
-		extra["snapshot"] = s.Extra
-	}
-	if len(s.Payload.Extra) > 0 {
-		extra["payload"] = s.Payload.Extra
-	}
-	if len(extra) == 0 {
+// inputExtra keeps fields of the input that the layout has no place for
+// (nil when there are none).
+func inputExtra(s *model.Snapshot) *inputExtraFields {
+	if len(s.Extra) == 0 && len(s.Payload.Extra) == 0 {
 		return nil
 	}
-	return extra
+	return &inputExtraFields{Snapshot: s.Extra, Payload: s.Payload.Extra}
 }
 
+// rankingVersion is the version the input's rankings (the user's payload,
+// AllDistrictsRankingsData) name in their metadata.
 func rankingVersion(r model.Object) (string, bool) {
 	md, _ := r["metadata"].(map[string]any)
 	v, ok := md["rankingVersion"].(string)
@@ -551,117 +575,6 @@ func unmarshalCanonical(b []byte, o *model.Object) error {
 	}
 	*o = obj
 	return nil
-}
-
-// fromRoot rebuilds the input-format Snapshot from a root document and its
-// district documents. Roots written by the TypeScript application have no
-// payloadMetadata; their payload metadata is rebuilt the way its reader does.
-func fromRoot(root map[string]any, districts map[string]map[string]any) (*model.Snapshot, error) {
-	list := make([]any, 0, len(districts))
-	for _, id := range manifestOrder(root, districts) {
-		list = append(list, districts[id]["data"])
-	}
-	return fromRootList(root, len(districts), list)
-}
-
-// fromRootList is fromRoot of a root whose districts' data, in order, are
-// list, and which n district documents are read with (the count a root of
-// the application's rebuilds its payload metadata with).
-func fromRootList(root map[string]any, n int, list []any) (*model.Snapshot, error) {
-	md, _ := root["metadata"].(map[string]any)
-	if md == nil {
-		return nil, fmt.Errorf("root document has no metadata")
-	}
-	inputID, ok := md["inputSnapshotId"]
-	if !ok {
-		// Roots of the application, and of snapwriter before the
-		// snapshotId was the date, hold the input's id there.
-		inputID = md["snapshotId"]
-	}
-	s := map[string]any{
-		"snapshot_id":         inputID,
-		"created_at":          md["createdAt"],
-		"schema_version":      md["schemaVersion"],
-		"calculation_version": md["calculationVersion"],
-		"status":              md["status"],
-		"errors":              orEmpty(md["errors"]),
-	}
-	pm, _ := md["payloadMetadata"].(map[string]any)
-	if pm == nil {
-		pm = legacyPayloadMetadata(md, n)
-	}
-	payload := map[string]any{"metadata": pm}
-	if extra, ok := root["inputExtra"].(map[string]any); ok {
-		for k, v := range asMap(extra["snapshot"]) {
-			s[k] = v
-		}
-		for k, v := range asMap(extra["payload"]) {
-			payload[k] = v
-		}
-	}
-	payload["districts"] = list
-	s["payload"] = payload
-	if r, ok := root["rankings"]; ok && r != nil {
-		s["rankings"] = r
-	}
-	b, err := model.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("encoding stored snapshot: %w", err)
-	}
-	return model.Decode(bytesReader(b))
-}
-
-// legacyPayloadMetadata mirrors the TypeScript reader for roots it wrote.
-func legacyPayloadMetadata(md map[string]any, n int) map[string]any {
-	pm := map[string]any{
-		"source":               md["source"],
-		"fetchedAt":            md["createdAt"],
-		"dataAsOfDate":         md["dataAsOfDate"],
-		"districtCount":        int64(n),
-		"processingDurationMs": md["processingDuration"],
-	}
-	for _, k := range []string{"configuredDistricts", "successfulDistricts", "failedDistricts", "districtErrors", "isClosingPeriodData", "collectionDate", "logicalDate"} {
-		if v, ok := md[k]; ok {
-			pm[k] = v
-		}
-	}
-	return pm
-}
-
-// manifestOrder lists the stored district ids in manifest order, then any
-// district document the manifest does not name, sorted.
-func manifestOrder[V any](root map[string]any, districts map[string]V) []string {
-	seen := map[string]bool{}
-	var ids []string
-	mf := asMap(root["manifest"])
-	entries, _ := mf["districts"].([]any)
-	for _, e := range entries {
-		id, _ := asMap(e)["districtId"].(string)
-		if _, ok := districts[id]; ok && !seen[id] {
-			seen[id] = true
-			ids = append(ids, id)
-		}
-	}
-	var rest []string
-	for id := range districts {
-		if !seen[id] {
-			rest = append(rest, id)
-		}
-	}
-	sort.Strings(rest)
-	return append(ids, rest...)
-}
-
-func asMap(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-func orEmpty(v any) any {
-	if v == nil {
-		return []any{}
-	}
-	return v
 }
 
 // hashUnder is the hash district id's document has when written from this

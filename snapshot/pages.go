@@ -59,17 +59,11 @@ func toPage(e manifestEntry) pageEntry {
 		LastModified: e.LastModified, ErrorMessage: e.ErrorMessage}
 }
 
-// fromPage is a stored page entry as the manifest entry it stands for, in
-// the form manifest.districts holds entries.
-func fromPage(v any) map[string]any {
-	p := asMap(v)
-	id, _ := p["id"].(string)
-	e := map[string]any{"districtId": id, "fileName": districtDocID(id), "status": p["st"], "fileSize": p["sz"],
-		"contentHash": p["h"], "lastModified": p["t"]}
-	if msg, ok := p["err"]; ok {
-		e["errorMessage"] = msg
-	}
-	return e
+// entry is page entry p as the manifest entry it stands for, as
+// manifest.districts holds entries (toPage's inverse).
+func (p pageEntry) entry() manifestEntry {
+	return manifestEntry{DistrictID: p.DistrictID, FileName: districtDocID(p.DistrictID), Status: p.Status,
+		FileSize: p.FileSize, ContentHash: p.ContentHash, LastModified: p.LastModified, ErrorMessage: p.ErrorMessage}
 }
 
 // pageID is page n's document id: zero-padded, so ids sort as pages do.
@@ -152,55 +146,53 @@ func (w *Writer) setPages(tx *firestore.Transaction, id string, pages []pageDocu
 	return nil
 }
 
-// pagedRoot reports whether a stored root keeps its manifest entries in
-// manifest pages.
-func pagedRoot(root map[string]any) bool {
-	return asMap(root["manifest"])["entriesIn"] == entriesInPages
-}
+// paged reports whether a stored manifest keeps its entries in manifest
+// pages.
+func (m *manifest) paged() bool { return m.EntriesIn == entriesInPages }
 
 // expandPages puts the entries of a paged root's manifest pages into its
-// manifest.districts, in page order, so that code reading the root sees
+// manifest's Districts, in page order, so that code reading the root sees
 // the manifest whole in either form. pages are the stored page documents,
-// in id order; those the root does not count (stale) are left out. It
-// modifies root, a map of the caller's own.
-func expandPages(root map[string]any, pages []*firestore.DocumentSnapshot) {
-	mf := asMap(root["manifest"])
-	if mf == nil || !pagedRoot(root) {
+// in id order; those the root does not count (stale) are left out.
+func (r *rootDocument) expandPages(pages []*firestore.DocumentSnapshot) {
+	if !r.Manifest.paged() {
 		return
 	}
-	n, _ := mf["pages"].(int64)
-	entries := []any{}
+	entries := []manifestEntry{}
 	for _, p := range pages {
-		i, err := strconv.Atoi(p.Ref.ID)
-		if err != nil || p.Ref.ID != pageID(i) || int64(i) >= n {
+		if !r.Manifest.counts(p.Ref.ID) {
 			continue
 		}
-		list, _ := p.Data()["districts"].([]any)
-		for _, e := range list {
-			entries = append(entries, fromPage(e))
+		for _, e := range readPage(p).Districts {
+			entries = append(entries, e.entry())
 		}
 	}
-	mf["districts"] = entries
+	r.Manifest.Districts = entries
+}
+
+// counts reports whether a paged manifest counts the page stored under id.
+func (m *manifest) counts(id string) bool {
+	i, err := strconv.Atoi(id)
+	return err == nil && id == pageID(i) && int64(i) < m.Pages
 }
 
 // pageProblems says where the stored manifest pages disagree with the
 // root: a paged root counts manifest.pages pages, 00000 onwards, each
 // naming the snapshot; an inline one has none.
-func pageProblems(id string, root map[string]any, pages []*firestore.DocumentSnapshot) []string {
+func (r *rootDocument) pageProblems(id string, pages []*firestore.DocumentSnapshot) []string {
 	var probs []string
 	n := int64(0)
-	if pagedRoot(root) {
-		n, _ = asMap(root["manifest"])["pages"].(int64)
+	if r.Manifest.paged() {
+		n = r.Manifest.Pages
 	}
 	have := map[string]bool{}
 	for _, p := range pages {
 		have[p.Ref.ID] = true
-		i, err := strconv.Atoi(p.Ref.ID)
-		switch {
-		case err != nil || p.Ref.ID != pageID(i) || int64(i) >= n:
+		switch named := readPage(p).SnapshotID; {
+		case !r.Manifest.paged() || !r.Manifest.counts(p.Ref.ID):
 			probs = append(probs, fmt.Sprintf("manifest page %s is stored, but the root counts %d pages", p.Ref.ID, n))
-		case p.Data()["snapshotId"] != id:
-			probs = append(probs, fmt.Sprintf("manifest page %s names snapshot %v", p.Ref.ID, p.Data()["snapshotId"]))
+		case named != id:
+			probs = append(probs, fmt.Sprintf("manifest page %s names snapshot %v", p.Ref.ID, named))
 		}
 	}
 	for i := range int(n) {

@@ -87,7 +87,7 @@ func TestVerifyPages(t *testing.T) {
 			return err
 		}, "manifest page 00002 is missing"},
 		{"page not counted", func(pages *firestore.CollectionRef) error {
-			_, err := pages.Doc(pageID(9)).Set(ctx, map[string]any{"snapshotId": day, "districts": []any{}})
+			_, err := pages.Doc(pageID(9)).Set(ctx, map[string]any{fieldSnapshotID: day, fieldDistricts: []any{}})
 			return err
 		}, "manifest page 00009 is stored, but the root counts 5 pages"},
 	} {

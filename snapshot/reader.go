@@ -19,35 +19,38 @@ import (
 // ErrNotFound: no snapshot is stored under that id.
 var ErrNotFound = errors.New("snapshot not found")
 
+// State is the state of a stored snapshot, as Summary.State reports it.
+type State string
+
 // States of a stored snapshot, as Summary.State reports them.
 const (
 	// StateComplete: every district was written and the snapshot's status
 	// is "success": what the application's readers take as the newest
 	// successful snapshot.
-	StateComplete = "complete"
+	StateComplete State = "complete"
 	// StatePartial: the write finished with failed districts
 	// (writeComplete false); the manifest records which, and
 	// Writer.Repair completes it.
-	StatePartial = "partial"
+	StatePartial State = "partial"
 	// StateUnsuccessful: every district was written, but the snapshot's
 	// own status, from its input, is not "success" (its collection was
 	// partial or failed): readers of successful snapshots skip it, and
 	// there is nothing to repair.
-	StateUnsuccessful = "unsuccessful"
+	StateUnsuccessful State = "unsuccessful"
 	// StateWriting: the root says "writing" and a live lock holds the
 	// snapshot's key on the lock backend the root records (the key the
 	// root's writerLockKeyHash names: LockScope.LockKey, or LegacyLockKey
 	// for a root that records none): a writer is at work.
-	StateWriting = "writing"
+	StateWriting State = "writing"
 	// StateInterrupted: the root says "writing" but no live lock holds the
 	// key: the writer died before recording its outcome. Writer.Repair
 	// completes it, or a new write replaces it.
-	StateInterrupted = "interrupted"
+	StateInterrupted State = "interrupted"
 	// StateUnknown: the root says "writing" and its lock backend was not
 	// given to the Reader (WithLockBackends), or the root records none, or
 	// it records a lock key this Reader's scope does not give (another
 	// snapwriter version), so whether a writer is alive cannot be told.
-	StateUnknown = "unknown"
+	StateUnknown State = "unknown"
 )
 
 // Reader reads snapshots back in the input format.
@@ -119,7 +122,7 @@ type Summary struct {
 	// State is StateComplete, StatePartial, StateWriting, StateInterrupted
 	// or StateUnknown: see WithLockBackends for how a root that says
 	// "writing" is told apart.
-	State  string `json:"state"`
+	State  State  `json:"state"`
 	Status string `json:"status"`
 	// WriteState is the root's metadata.writeState: "writing" or
 	// "finished" (empty on roots of the application and of earlier
@@ -149,57 +152,32 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	docs, err := v.collection(ref, "districts").Documents(ctx).GetAll()
+	docs, err := v.collection(ref, districtsCollection).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
-	rd := root.Data()
-	if pagedRoot(rd) {
+	rd := readRoot(root)
+	if rd.Manifest.paged() {
 		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 		if err != nil {
 			return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}
-		expandPages(rd, pages)
+		rd.expandPages(pages)
 	}
-	written := recordedWritten(rd)
-	districts := make(map[string]map[string]any, len(docs))
+	written := rd.recordedWritten()
+	districts := make(map[string]model.Object, len(docs))
 	for _, d := range docs {
-		data := d.Data()
-		dID, _ := data["districtId"].(string)
-		if st, _ := data["status"].(string); dID == "" || st == entryFailed || written != nil && !written[dID] {
+		dd := readDistrict(d)
+		if dd.DistrictID == "" || dd.Status == entryFailed || written != nil && !written[dd.DistrictID] {
 			continue
 		}
-		districts[dID] = data
+		districts[dd.DistrictID] = dd.Data
 	}
-	s, err := fromRoot(rd, districts)
+	s, err := rootSnapshot(rd, districts)
 	if err != nil {
 		return nil, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
 	return s, nil
-}
-
-// recordedWritten is the set of districts a root's manifest records as
-// written, which is what the snapshot holds; nil for a root of an earlier
-// snapwriter version whose write is in progress or interrupted, whose
-// manifest records nothing yet. Documents it does not name (of an earlier
-// write of the date, not yet replaced) are not the snapshot's.
-func recordedWritten(root map[string]any) map[string]bool {
-	md := asMap(root["metadata"])
-	if !currentForm(md) && writing(md) {
-		return nil
-	}
-	entries, _ := asMap(root["manifest"])["districts"].([]any)
-	if len(entries) == 0 {
-		return nil // no manifest to go by
-	}
-	set := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		em := asMap(e)
-		if id, _ := em["districtId"].(string); em["status"] == entrySuccess {
-			set[id] = true
-		}
-	}
-	return set
 }
 
 // District returns one district's statistics from snapshot id, as they
@@ -207,7 +185,7 @@ func recordedWritten(root map[string]any) map[string]bool {
 // ErrNotFound, like one the snapshot does not have.
 func (r *Reader) District(ctx context.Context, id, districtID string) (model.Object, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
-	doc, err := ref.Collection("districts").Doc(districtDocID(districtID)).Get(ctx)
+	doc, err := ref.Collection(districtsCollection).Doc(districtDocID(districtID)).Get(ctx)
 	if status.Code(err) == codes.NotFound {
 		if _, rerr := ref.Get(ctx); status.Code(rerr) == codes.NotFound {
 			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
@@ -217,13 +195,11 @@ func (r *Reader) District(ctx context.Context, id, districtID string) (model.Obj
 	if err != nil {
 		return nil, fmt.Errorf("reading district %s of %s: %w", districtID, id, err)
 	}
-	data := doc.Data()
-	st, _ := data["status"].(string)
-	stats, ok := data["data"].(map[string]any)
-	if st == entryFailed || !ok {
+	dd := readDistrict(doc)
+	if dd.Status == entryFailed || dd.Data == nil {
 		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNotFound)
 	}
-	return stats, nil
+	return dd.Data, nil
 }
 
 // Summary returns the listing entry of one snapshot.
@@ -243,9 +219,18 @@ func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
 }
 
 // summaryFields are the root fields a Summary is made of.
-var summaryFields = []string{"metadata.status", "metadata.writeState", "metadata.writeComplete", "metadata.writeFailedDistricts",
-	"metadata.writerFence", "metadata.writerLockBackend", "metadata.writerLockKeyHash", "metadata.writeFinishedAt",
-	"metadata.configuredDistricts", "manifest.totalDistricts"}
+var summaryFields = []string{
+	fieldPath(fieldMetadata, fieldStatus), fieldPath(fieldMetadata, fieldWriteState),
+	fieldPath(fieldMetadata, fieldWriteComplete), fieldPath(fieldMetadata, fieldWriteFailedDistricts),
+	fieldPath(fieldMetadata, fieldWriterFence), fieldPath(fieldMetadata, fieldWriterLockBackend),
+	fieldPath(fieldMetadata, fieldWriterLockKeyHash), fieldPath(fieldMetadata, fieldWriteFinishedAt),
+	fieldPath(fieldMetadata, fieldConfiguredDistricts), fieldPath(fieldManifest, fieldTotalDistricts),
+}
+
+// latestFields are the root fields Latest reads of each root.
+var latestFields = []string{
+	fieldPath(fieldMetadata, fieldStatus), fieldPath(fieldMetadata, fieldWriteState), fieldPath(fieldMetadata, fieldWriteComplete),
+}
 
 // List returns every snapshot, newest first. The scan runs in ascending id
 // order and is reversed here: the emulator refuses descending key scans,
@@ -368,45 +353,40 @@ func (r *Reader) reread(ctx context.Context, id string) (Summary, error) {
 // one wins.
 func (r *Reader) Latest(ctx context.Context) (string, error) {
 	docs, err := r.client.Collection(r.collection).
-		Where("metadata.status", "==", statusSuccess).
-		Select("metadata.status", "metadata.writeState", "metadata.writeComplete").
+		Where(fieldPath(fieldMetadata, fieldStatus), "==", statusSuccess).
+		Select(latestFields...).
 		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
 	if err != nil {
 		return "", fmt.Errorf("finding the latest snapshot: %w", err)
 	}
 	for i := len(docs) - 1; i >= 0; i-- {
-		if isComplete(docs[i].Data()) {
+		if readRoot(docs[i]).complete() {
 			return docs[i].Ref.ID, nil
 		}
 	}
 	return "", fmt.Errorf("no complete successful snapshot: %w", ErrNotFound)
 }
 
-func summarize(doc *firestore.DocumentSnapshot) Summary {
-	data := doc.Data()
-	md := asMap(data["metadata"])
-	s := Summary{SnapshotID: doc.Ref.ID, FailedDistricts: []string{}}
-	s.Status, _ = md["status"].(string)
-	s.WriteState, _ = md["writeState"].(string)
-	s.WriterFence, _ = md["writerFence"].(string)
-	s.LockBackend, _ = md["writerLockBackend"].(string)
-	s.LockKeyHash, _ = md["writerLockKeyHash"].(string)
-	s.WriteFinishedAt, _ = md["writeFinishedAt"].(string)
-	if n, ok := asMap(data["manifest"])["totalDistricts"].(int64); ok {
-		s.Districts = int(n)
-	} else if ids, ok := md["configuredDistricts"].([]any); ok {
-		s.Districts = len(ids)
+// summarize is the Summary of a stored root (or of its summaryFields), its
+// State not settled.
+func summarize(doc *firestore.DocumentSnapshot) Summary { return summaryOf(doc.Ref.ID, readRoot(doc)) }
+
+// summaryOf is the Summary of snapshot id's root, read.
+func summaryOf(id string, root *rootDocument) Summary {
+	md := root.meta()
+	s := Summary{SnapshotID: id, Status: md.Status, WriteState: md.WriteState, FailedDistricts: []string{},
+		WriterFence: md.WriterFence, LockBackend: md.WriterLockBackend, LockKeyHash: md.WriterLockKeyHash,
+		WriteFinishedAt: md.WriteFinishedAt}
+	if n := root.Manifest.TotalDistricts; n != nil {
+		s.Districts = int(*n)
+	} else if md.ConfiguredDistricts != nil {
+		s.Districts = len(md.ConfiguredDistricts)
 	}
-	failed, _ := md["writeFailedDistricts"].([]any)
-	for _, f := range failed {
-		if id, ok := f.(string); ok {
-			s.FailedDistricts = append(s.FailedDistricts, id)
-		}
-	}
+	s.FailedDistricts = append(s.FailedDistricts, md.WriteFailedDistricts...)
 	switch {
 	case s.writing():
 		s.State = StateUnknown // until settle asks the lock backend
-	case !writtenWhole(md):
+	case !md.writtenWhole():
 		s.State = StatePartial
 	case s.Status == statusSuccess:
 		s.State = StateComplete

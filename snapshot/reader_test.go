@@ -16,14 +16,14 @@ import (
 )
 
 // states returns the state of id by List and by Summary, which must agree.
-func states(t *testing.T, r *Reader, id string) string {
+func states(t *testing.T, r *Reader, id string) State {
 	t.Helper()
 	ctx := context.Background()
 	list, err := r.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var listed string
+	var listed State
 	for _, s := range list {
 		if s.SnapshotID == id {
 			listed = s.State
@@ -92,9 +92,9 @@ func TestReaderLiveness(t *testing.T) {
 	}
 
 	// A dead writer: the root says "writing", no lock holds the key.
-	e.setRoot(day, firestore.Update{Path: "metadata.status", Value: statusPartial},
-		firestore.Update{Path: "metadata.writeState", Value: stateWriting},
-		firestore.Update{Path: "metadata.writeComplete", Value: false})
+	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: statusPartial},
+		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},
+		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: false})
 	if st := states(t, live, day); st != StateInterrupted {
 		t.Errorf("dead writer: %s, want interrupted", st)
 	}
@@ -113,21 +113,21 @@ func TestReaderLiveness(t *testing.T) {
 	// The writer records its outcome and unlocks between the read and the
 	// lock check: the root is read again, and it is complete.
 	racing := NewReader(e.clean, "", WithLockBackends(&finishFirst{Backend: locker, finish: func() {
-		e.setRoot(day, firestore.Update{Path: "metadata.status", Value: "success"},
-			firestore.Update{Path: "metadata.writeState", Value: stateFinished},
-			firestore.Update{Path: "metadata.writeComplete", Value: true})
+		e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: "success"},
+			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateFinished},
+			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: true})
 	}}))
 	if s, err := racing.Summary(ctx, day); err != nil || s.State != StateComplete {
 		t.Errorf("finished during the check: %+v, %v; want complete", s, err)
 	}
 
 	// A root of another lock backend than the Reader was given: unknown.
-	e.setRoot(day, firestore.Update{Path: "metadata.writeState", Value: stateWriting},
-		firestore.Update{Path: "metadata.writerLockBackend", Value: "postgres"})
+	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},
+		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriterLockBackend), Value: "postgres"})
 	if st := states(t, live, day); st != StateUnknown {
 		t.Errorf("postgres-locked root, firestore backend only: %s, want unknown", st)
 	}
-	e.setRoot(day, firestore.Update{Path: "metadata.writerLockBackend", Value: "firestore"})
+	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldWriterLockBackend), Value: "firestore"})
 
 	// A backend that cannot be asked fails the read with a LockCheckError
 	// naming the backend.

@@ -127,7 +127,7 @@ func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
 		t.Fatal(err)
 	}
 	mf, pages := in.split(in.manifest(worst))
-	f.failed = rootDocument{Metadata: md, Manifest: mf, InputExtra: inputExtra(s), Rankings: f.start.Rankings}
+	f.failed = rootDocument{Metadata: &md, Manifest: mf, InputExtra: inputExtra(s), Rankings: f.start.Rankings}
 	f.failedPages = pages
 	return f
 }

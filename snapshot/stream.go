@@ -55,17 +55,17 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	if err != nil {
 		return 0, Summary{}, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	asRead := summarize(root)
-	rd := root.Data()
-	if pagedRoot(rd) {
+	rd := readRoot(root)
+	asRead := summaryOf(id, rd)
+	if rd.Manifest.paged() {
 		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 		if err != nil {
 			return 0, Summary{}, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}
-		expandPages(rd, pages)
+		rd.expandPages(pages)
 	}
-	districts := v.collection(ref, "districts")
-	written := recordedWritten(rd)
+	districts := v.collection(ref, districtsCollection)
+	written := rd.recordedWritten()
 	order, err := streamOrder(ctx, rd, written, districts)
 	if err != nil {
 		return 0, Summary{}, fmt.Errorf("reading districts of %s: %w", id, err)
@@ -87,15 +87,15 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 			if !doc.Exists() {
 				continue
 			}
-			data := doc.Data()
+			dd := readDistrict(doc)
 			// Get's filter: the districts recorded as written, stored
 			// under their own id.
-			dID, _ := data["districtId"].(string)
-			if s, _ := data["status"].(string); dID == "" || s == entryFailed || written != nil && !written[dID] || districtDocID(dID) != doc.Ref.ID {
+			dID := dd.DistrictID
+			if dID == "" || dd.Status == entryFailed || written != nil && !written[dID] || districtDocID(dID) != doc.Ref.ID {
 				continue
 			}
-			stats, ok := data["data"].(map[string]any)
-			if !ok {
+			stats := dd.Data
+			if stats == nil {
 				return fmt.Errorf("decoding snapshot %s: district %s: want a district object, got no data", id, dID)
 			}
 			if piece, err = st.district(piece[:0], stats, n > 0); err != nil {
@@ -136,13 +136,12 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 // Get returns the districts: those the manifest records as written, in
 // its order; for a root without such a record (recordedWritten nil) every
 // stored district document, the manifest's first, then the rest by id.
-func streamOrder(ctx context.Context, root map[string]any, written map[string]bool, districts *firestore.CollectionRef) ([]string, error) {
-	entries, _ := asMap(root["manifest"])["districts"].([]any)
+func streamOrder(ctx context.Context, root *rootDocument, written map[string]bool, districts *firestore.CollectionRef) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	if written != nil {
-		for _, e := range entries {
-			if dID, _ := asMap(e)["districtId"].(string); written[dID] && !seen[dID] {
+		for _, e := range root.Manifest.Districts {
+			if dID := e.DistrictID; written[dID] && !seen[dID] {
 				seen[dID] = true
 				ids = append(ids, dID)
 			}
@@ -159,7 +158,7 @@ func streamOrder(ctx context.Context, root map[string]any, written map[string]bo
 		if err != nil {
 			return nil, err
 		}
-		if dID, ok := strings.CutPrefix(ref.ID, "district_"); ok {
+		if dID, ok := strings.CutPrefix(ref.ID, districtDocPrefix); ok {
 			stored[dID] = true
 		}
 	}
@@ -172,7 +171,7 @@ func streamOrder(ctx context.Context, root map[string]any, written map[string]bo
 // its place. Rendering is json.Encoder's of the *model.Snapshot: Marshal's
 // canonical JSON with <, > and & escaped, and indented.
 type skeleton struct {
-	root        map[string]any
+	root        *rootDocument
 	indent      bool
 	placeholder string // the placeholder district's id
 	prefix      []byte // up to the first district
@@ -184,7 +183,7 @@ type skeleton struct {
 // snapshot, its payload and the districts array.
 const districtsDepth = 3
 
-func newSkeleton(root map[string]any, indent bool) (*skeleton, error) {
+func newSkeleton(root *rootDocument, indent bool) (*skeleton, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -207,7 +206,7 @@ func newSkeleton(root map[string]any, indent bool) (*skeleton, error) {
 // render renders the snapshot with the placeholder for n districts and
 // splits it around the placeholder.
 func (st *skeleton) render(n int) (before, after []byte, err error) {
-	s, err := fromRootList(st.root, n, []any{map[string]any{"districtId": st.placeholder}})
+	s, err := rootSnapshotList(st.root, n, []any{map[string]any{"districtId": st.placeholder}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -252,7 +251,7 @@ func (st *skeleton) district(dst []byte, data map[string]any, sep bool) ([]byte,
 // or, when there were none, the whole snapshot without districts.
 func (st *skeleton) end(n int) ([]byte, error) {
 	if n == 0 {
-		s, err := fromRootList(st.root, 0, []any{})
+		s, err := rootSnapshotList(st.root, 0, []any{})
 		if err != nil {
 			return nil, err
 		}

@@ -83,7 +83,7 @@ func TestWriteJSONIsGet(t *testing.T) {
 			}
 		}
 		// The state returned is the root's as the output was read.
-		for id, want := range map[string]string{day: StateComplete, partialDay: StatePartial, emptyDay: StatePartial} {
+		for id, want := range map[string]State{day: StateComplete, partialDay: StatePartial, emptyDay: StatePartial} {
 			if _, asRead, err := r.WriteJSON(ctx, io.Discard, id, false); err != nil || asRead.State != want || asRead.SnapshotID != id {
 				t.Errorf("%s: WriteJSON's summary %+v, %v; want state %s", id, asRead, err, want)
 			}

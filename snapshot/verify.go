@@ -54,10 +54,10 @@ type Report struct {
 	// Repair completes.
 	Complete bool `json:"complete"`
 	// State is the listing state (complete, partial, writing, interrupted…).
-	State     string `json:"state"`
-	Districts int    `json:"districts"` // manifest entries
-	Written   int    `json:"written"`   // entries with status success
-	Documents int    `json:"documents"` // district documents stored
+	State     State `json:"state"`
+	Districts int   `json:"districts"` // manifest entries
+	Written   int   `json:"written"`   // entries with status success
+	Documents int   `json:"documents"` // district documents stored
 	// NotYetRecorded counts the districts written by the writer the root
 	// names whose record that writer has not committed yet: while it is at
 	// work the root lags its documents by up to a record interval, and a
@@ -95,19 +95,19 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	}
 	// Everything after the root is read as it was when the root was (see
 	// view): a writer at work cannot make the documents disagree with it.
-	stored, err := readStoredDistricts(v.collection(ref, "districts").Documents(ctx), inData)
+	stored, err := readStoredDistricts(v.collection(ref, districtsCollection).Documents(ctx), inData)
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
-	root := doc.Data()
+	root := readRoot(doc)
 	// Pages are read whatever the form: an inline root must have none.
 	pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 	}
-	expandPages(root, pages)
-	md, mf := asMap(root["metadata"]), asMap(root["manifest"])
-	rep := &Report{SnapshotID: id, Complete: writtenWhole(asMap(root["metadata"])), State: summarize(doc).State,
+	root.expandPages(pages)
+	md, mf := root.meta(), &root.Manifest
+	rep := &Report{SnapshotID: id, Complete: md.writtenWhole(), State: summaryOf(id, root).State,
 		Documents: len(stored), Problems: []Problem{}}
 	add := func(kind, district, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, DistrictID: district, Detail: fmt.Sprintf(format, args...)})
@@ -117,47 +117,43 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	// record yet what its writer stored last (NotYetRecorded), and roots of
 	// earlier snapwriter versions, whose manifest was written at the end,
 	// none of it: that is incomplete, not inconsistent.
-	current := currentForm(md)
-	inProgress := writing(md)
+	current := md.currentForm()
+	inProgress := md.writing()
 	finished := current || !inProgress
-	rootFence, _ := md["writerFence"].(string)
 
-	entries, _ := mf["districts"].([]any)
+	entries := mf.Districts
 	listed := make(map[string]bool, len(entries))
 	var failed []string
 	for _, e := range entries {
-		em := asMap(e)
-		d, _ := em["districtId"].(string)
+		d := e.DistrictID
 		listed[d] = true
-		st, _ := em["status"].(string)
-		recorded, _ := em["contentHash"].(string)
-		rep.Hashed = rep.Hashed || recorded != ""
+		rep.Hashed = rep.Hashed || e.ContentHash != ""
 		s, present := stored[d]
 		switch {
-		case st == entrySuccess && !present:
+		case e.Status == entrySuccess && !present:
 			rep.Written++
 			add(ProblemMissing, d, "the manifest says it was written; no document is stored")
-		case st == entrySuccess:
+		case e.Status == entrySuccess:
 			rep.Written++
-			if recorded != "" && s.hash != recorded {
+			if e.ContentHash != "" && s.hash != e.ContentHash {
 				add(ProblemAltered, d, "the document no longer matches the content hash recorded when it was written")
 			}
 		default:
 			failed = append(failed, d)
 			switch {
 			case !present:
-			case unrecorded(md, s, rootFence):
+			case md.unrecorded(s):
 				// This write's, not recorded yet (see NotYetRecorded).
 				rep.NotYetRecorded++
 			case !inProgress:
 				// While a write is at work, a document of an earlier
 				// write may still be there; once it is over, nothing.
-				add(ProblemUnrecorded, d, "the manifest says %q, yet a document is stored", st)
+				add(ProblemUnrecorded, d, "the manifest says %q, yet a document is stored", e.Status)
 			}
 		}
 	}
 	rep.Districts = len(entries)
-	for _, p := range pageProblems(id, root, pages) {
+	for _, p := range root.pageProblems(id, pages) {
 		add(ProblemCounts, "", "%s", p)
 	}
 	for _, d := range sortedKeys(stored) {
@@ -169,10 +165,13 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		checkCounts(md, mf, len(entries), rep.Written, failed, !inProgress, add)
 	}
 	if current {
-		checkLists(id, md, mf, entries, add)
+		checkLists(id, md, mf, add)
 	}
-	if recorded, _ := md["payloadHash"].(string); recorded != "" {
-		same, err := storedPayloadMatches(root, recorded)
+	// The payload checks (hash.go, numbers.go) read the root's fields as
+	// a map.
+	rootFields := doc.Data()
+	if md.PayloadHash != "" {
+		same, err := storedPayloadMatches(rootFields, md.PayloadHash)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
@@ -181,7 +180,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	if input != nil {
-		if err := compareInput(root, entries, stored, inData, add); err != nil {
+		if err := compareInput(rootFields, root, stored, inData, add); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
 	}
@@ -193,21 +192,21 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 // list, and once the write is over (over) its completeness flag, with the
 // entries. (A write at work says writeComplete false until its finish,
 // even once every district is stored.)
-func checkCounts(md, mf map[string]any, total, written int, failed []string, over bool, add func(kind, district, format string, args ...any)) {
+func checkCounts(md *rootMetadata, mf *manifest, total, written int, failed []string, over bool, add func(kind, district, format string, args ...any)) {
 	for _, c := range []struct {
 		field string
+		got   *int64
 		want  int
-	}{{"totalDistricts", total}, {"successfulDistricts", written}, {"failedDistricts", len(failed)}} {
-		if n, ok := mf[c.field].(int64); !ok || int(n) != c.want {
-			add(ProblemCounts, "", "manifest.%s is %v; the entries say %d", c.field, mf[c.field], c.want)
+	}{{fieldTotalDistricts, mf.TotalDistricts, total}, {fieldSuccessfulDistricts, mf.SuccessfulDistricts, written},
+		{fieldFailedDistricts, mf.FailedDistricts, len(failed)}} {
+		if c.got == nil {
+			add(ProblemCounts, "", "manifest.%s is %v; the entries say %d", c.field, nil, c.want)
+		} else if int(*c.got) != c.want {
+			add(ProblemCounts, "", "manifest.%s is %v; the entries say %d", c.field, *c.got, c.want)
 		}
 	}
-	if wf, ok := md["writeFailedDistricts"].([]any); ok {
-		got := make([]string, 0, len(wf))
-		for _, x := range wf {
-			s, _ := x.(string)
-			got = append(got, s)
-		}
+	if md.WriteFailedDistricts != nil {
+		got := slices.Clone(md.WriteFailedDistricts)
 		want := slices.Clone(failed)
 		slices.Sort(got)
 		slices.Sort(want)
@@ -215,8 +214,8 @@ func checkCounts(md, mf map[string]any, total, written int, failed []string, ove
 			add(ProblemCounts, "", "metadata.writeFailedDistricts lists %d districts; the manifest records %d as not written", len(got), len(want))
 		}
 	}
-	if wc, ok := md["writeComplete"].(bool); ok && over && wc != (len(failed) == 0) {
-		add(ProblemCounts, "", "metadata.writeComplete is %v with %d districts not written", wc, len(failed))
+	if wc := md.WriteComplete; wc != nil && over && *wc != (len(failed) == 0) {
+		add(ProblemCounts, "", "metadata.writeComplete is %v with %d districts not written", *wc, len(failed))
 	}
 }
 
@@ -224,26 +223,24 @@ func checkCounts(md, mf map[string]any, total, written int, failed []string, ove
 // the current form with its manifest entries: snapshotId is the date, and
 // successfulDistricts names exactly the districts recorded as written,
 // failedDistricts every other one of them.
-func checkLists(id string, md, mf map[string]any, entries []any, add func(kind, district, format string, args ...any)) {
-	if md["snapshotId"] != id || mf["snapshotId"] != id {
-		add(ProblemCounts, "", "metadata.snapshotId is %v and manifest.snapshotId %v; both must be the date %s", md["snapshotId"], mf["snapshotId"], id)
+func checkLists(id string, md *rootMetadata, mf *manifest, add func(kind, district, format string, args ...any)) {
+	if md.SnapshotID != id || mf.SnapshotID != id {
+		add(ProblemCounts, "", "metadata.snapshotId is %v and manifest.snapshotId %v; both must be the date %s", md.SnapshotID, mf.SnapshotID, id)
 	}
 	written := map[string]bool{}
 	var notWritten []string
-	for _, e := range entries {
-		em := asMap(e)
-		d, _ := em["districtId"].(string)
-		if em["status"] == entrySuccess {
-			written[d] = true
+	for _, e := range mf.Districts {
+		if e.Status == entrySuccess {
+			written[e.DistrictID] = true
 		} else {
-			notWritten = append(notWritten, d)
+			notWritten = append(notWritten, e.DistrictID)
 		}
 	}
-	successful := stringSet(md["successfulDistricts"])
+	successful := stringSet(md.SuccessfulDistricts)
 	if len(successful) != len(written) || !containsAll(successful, sortedKeys(written)) {
 		add(ProblemCounts, "", "metadata.successfulDistricts lists %d districts; the manifest records %d as written, and the sets differ", len(successful), len(written))
 	}
-	failed := stringSet(md["failedDistricts"])
+	failed := stringSet(md.FailedDistricts)
 	if !containsAll(failed, notWritten) {
 		add(ProblemCounts, "", "metadata.failedDistricts does not list every district the manifest records as not written")
 	}
@@ -254,13 +251,10 @@ func checkLists(id string, md, mf map[string]any, entries []any, add func(kind, 
 	}
 }
 
-func stringSet(v any) map[string]bool {
-	list, _ := v.([]any)
+func stringSet(list []string) map[string]bool {
 	set := make(map[string]bool, len(list))
-	for _, x := range list {
-		if s, ok := x.(string); ok {
-			set[s] = true
-		}
+	for _, s := range list {
+		set[s] = true
 	}
 	return set
 }
@@ -293,13 +287,13 @@ func verifyInput(input *model.Snapshot) (*inputData, error) {
 
 // compareInput reports where the stored snapshot differs from the input
 // inData holds: the district set, each stored district's data, and the root
-// payload, numbers compared as Firestore compares them.
-func compareInput(root map[string]any, entries []any, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
+// payload, numbers compared as Firestore compares them. rootFields are
+// root's fields as stored, for samePayload (numbers.go).
+func compareInput(rootFields map[string]any, root *rootDocument, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
 	input := inData.snap
-	inManifest := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		d, _ := asMap(e)["districtId"].(string)
-		inManifest[d] = true
+	inManifest := make(map[string]bool, len(root.Manifest.Districts))
+	for _, e := range root.Manifest.Districts {
+		inManifest[e.DistrictID] = true
 	}
 	given := make(map[string]bool, len(input.Payload.Districts))
 	for _, d := range input.Payload.Districts {
@@ -325,15 +319,14 @@ func compareInput(root map[string]any, entries []any, stored map[string]storedDi
 			add(ProblemInput, d, "in the stored snapshot, not in the input")
 		}
 	}
-	md := asMap(root["metadata"])
+	md := root.meta()
 	same := true
-	recorded, _ := md["payloadHash"].(string)
-	if _, ours := md["payloadMetadata"]; recorded != "" || ours {
+	if md.PayloadHash != "" || md.PayloadMetadata != nil {
 		// Written by snapwriter (before content hashes, the payload was
 		// stored verbatim all the same). A root the TypeScript
 		// application wrote keeps too little of it to compare.
 		var err error
-		if same, err = samePayload(root, input); err != nil {
+		if same, err = samePayload(rootFields, input); err != nil {
 			return err
 		}
 	}

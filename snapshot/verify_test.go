@@ -35,33 +35,33 @@ func TestVerify(t *testing.T) {
 		{name: "intact"},
 		{name: "intact, checked against its input", input: in},
 		{name: "document deleted", want: []string{ProblemMissing + ":" + victim}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Collection("districts").Doc(districtDocID(victim)).Delete(ctx); err != nil {
+			if _, err := root.Collection(districtsCollection).Doc(districtDocID(victim)).Delete(ctx); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "document altered in data", want: []string{ProblemAltered + ":" + victim}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Collection("districts").Doc(districtDocID(victim)).Update(ctx,
-				[]firestore.Update{{Path: "data.membership.total", Value: int64(-1)}}); err != nil {
+			if _, err := root.Collection(districtsCollection).Doc(districtDocID(victim)).Update(ctx,
+				[]firestore.Update{{Path: fieldPath(fieldData, "membership", "total"), Value: int64(-1)}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "unlisted document", want: []string{ProblemUnlisted + ":999"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Collection("districts").Doc("district_999").Set(ctx, map[string]any{"districtId": "999", "data": map[string]any{}}); err != nil {
+			if _, err := root.Collection(districtsCollection).Doc(districtDocID("999")).Set(ctx, map[string]any{fieldDistrictID: "999", fieldData: map[string]any{}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "counts tampered", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Update(ctx, []firestore.Update{{Path: "manifest.successfulDistricts", Value: int64(59)}}); err != nil {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: fieldPath(fieldManifest, fieldSuccessfulDistricts), Value: int64(59)}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "successfulDistricts tampered", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Update(ctx, []firestore.Update{{Path: "metadata.successfulDistricts", Value: firestore.ArrayRemove(victim)}}); err != nil {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: fieldPath(fieldMetadata, fieldSuccessfulDistricts), Value: firestore.ArrayRemove(victim)}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "snapshotId not the date", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Update(ctx, []firestore.Update{{Path: "metadata.snapshotId", Value: "1795244400000"}}); err != nil {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: fieldPath(fieldMetadata, fieldSnapshotID), Value: "1795244400000"}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},

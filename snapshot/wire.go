@@ -12,7 +12,7 @@ import (
 
 // A chunk holds its documents encoded from when it is built until its
 // commit succeeds or gives up, across its retries. As protobuf message
-// trees (protoFields) a district of 11 KB of JSON takes about 67 KB, so
+// trees a district of 11 KB of JSON takes about 67 KB, so
 // 16 chunks in flight held 55 MB, and the heap twice that: a
 // concurrency-16 write took 4.4 times its input. The same fields in
 // protobuf's wire form take about what the JSON does. wireSetWrite
@@ -21,8 +21,9 @@ import (
 // and writes out verbatim, after the known ones (the name): the request
 // on the wire is a valid Document with these fields, as Firestore reads
 // it, while the process holds a few bytes per value instead of a message
-// tree. The encoding is protoValue's, value for value
-// (TestWireFieldsAreProtoFields).
+// tree. The encoding is the Firestore client's, value for value: the
+// test's reference encoder (protoValue, in wire_test.go) builds the
+// client's messages, and TestWireFieldsAreProtoFields holds this one to it.
 
 // Field numbers of google.firestore.v1 messages (document.proto).
 const (
@@ -41,8 +42,9 @@ const (
 	valueString  protowire.Number = 17
 )
 
-// wireSetWrite is setWrite(name, protoFields(doc)) with doc's fields kept
-// in their wire form (see above).
+// wireSetWrite is the Write that replaces document name with doc's fields,
+// as DocumentRef.Set sends it, with the fields kept in their wire form (see
+// above).
 func wireSetWrite(name string, doc map[string]any) (*pb.Write, error) {
 	fields, err := appendWireFields(nil, documentFields, doc)
 	if err != nil {
@@ -73,8 +75,13 @@ func appendWireFields(dst []byte, num protowire.Number, m map[string]any) ([]byt
 	return dst, nil
 }
 
-// appendWireValue appends the fields of the Value message that encodes v,
-// as protoValue builds it.
+// appendWireValue appends the fields of the Value message that encodes v
+// (a canonical model value: nil, bool, string, int, int64, float64, []any,
+// []string, map[string]any, recursively), as the Firestore client builds
+// it: int64 as integerValue, float64 as doubleValue, a nil list or map as
+// null. A non-finite number is refused: the model never holds one (JSON
+// has none), and storing it would store a value the input could not have
+// had.
 func appendWireValue(dst []byte, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case nil:

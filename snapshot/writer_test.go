@@ -792,7 +792,7 @@ func TestReaderListAndLatest(t *testing.T) {
 	}
 	var got []string
 	for _, s := range list {
-		got = append(got, s.SnapshotID+":"+s.State)
+		got = append(got, s.SnapshotID+":"+string(s.State))
 	}
 	if want := "[2026-11-20:partial 2026-11-19:complete 2026-11-18:complete]"; fmt.Sprint(got) != want {
 		t.Errorf("List = %v, want %s", got, want)

@@ -51,7 +51,7 @@ func listStates(t *testing.T, c *cli, extra ...string) map[string]string {
 	}
 	states := map[string]string{}
 	for _, s := range list {
-		states[s.SnapshotID] = s.State
+		states[s.SnapshotID] = string(s.State)
 	}
 	return states
 }

@@ -1,0 +1,236 @@
+package snapshot
+
+import (
+	"context"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// layoutTypes are the stored documents' types.
+var layoutTypes = []any{rootDocument{}, pageDocument{}, fenceDocument{}, districtDocument{}}
+
+// fieldConstants are the constants of fields.go.
+var fieldConstants = []string{
+	fieldMetadata, fieldManifest, fieldRankings, fieldInputExtra,
+	fieldExtraSnapshot, fieldExtraPayload,
+	fieldSnapshotID, fieldCreatedAt, fieldSchemaVersion, fieldCalculationVersion, fieldStatus,
+	fieldConfiguredDistricts, fieldSuccessfulDistricts, fieldFailedDistricts, fieldErrors, fieldProcessingDuration,
+	fieldSource, fieldDataAsOfDate, fieldDistrictErrors, fieldIsClosingPeriodData, fieldCollectionDate,
+	fieldLogicalDate, fieldRankingVersion,
+	fieldInputSnapshotID, fieldWriteState, fieldWriteComplete, fieldWriteFailedDistricts, fieldWriterFence,
+	fieldWriterLockBackend, fieldWriterLockKeyHash, fieldWriteStartedAt, fieldWriteFinishedAt, fieldRepairStartedAt,
+	fieldRepairedAt, fieldPayloadHash, fieldPayloadMetadata,
+	fieldDistricts, fieldTotalDistricts, fieldAllDistrictsRankings, fieldEntriesIn, fieldPages, fieldPageSize,
+	fieldDistrictID, fieldFileName, fieldFileSize, fieldContentHash, fieldLastModified, fieldErrorMessage,
+	fieldFilename, fieldSize,
+	fieldUpdatedAt,
+	fieldPage, fieldFirst,
+	fieldPageEntryID, fieldPageEntryStatus, fieldPageEntrySize, fieldPageEntryHash, fieldPageEntryModified,
+	fieldPageEntryErrorMessage,
+	fieldDistrictName, fieldCollectedAt, fieldData,
+}
+
+// tagNames adds the stored field names of struct type t, and of the
+// structs it holds, to names.
+func tagNames(t reflect.Type, names map[string]bool) {
+	for _, f := range layoutFields(t) {
+		names[f.name] = true
+		ft := t.FieldByIndex(f.index).Type
+		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct {
+			tagNames(ft, names)
+		}
+	}
+}
+
+// Every firestore tag of the layout types is one of fields.go's constants,
+// and every constant a tag: a field renamed on one side only fails here.
+// (layoutFields also checks that the codec handles every field's type.)
+func TestLayoutTagsAreFieldConstants(t *testing.T) {
+	tags := map[string]bool{}
+	for _, v := range layoutTypes {
+		tagNames(reflect.TypeOf(v), tags)
+	}
+	consts := map[string]bool{}
+	for _, c := range fieldConstants {
+		if consts[c] {
+			t.Errorf("two constants spell %q", c)
+		}
+		consts[c] = true
+	}
+	for name := range tags {
+		if !consts[name] {
+			t.Errorf("tag %q has no constant in fields.go", name)
+		}
+	}
+	for name := range consts {
+		if !tags[name] {
+			t.Errorf("constant %q is no layout type's tag", name)
+		}
+	}
+}
+
+// Stored values of another type than the layout's read as absent, integers
+// stay integers (a double is never an int64 field's), pointers tell absent
+// from zero, and the user's payload is taken as stored.
+func TestDecodeFieldsLenient(t *testing.T) {
+	payload := map[string]any{"n": int64(math.MaxInt64), "x": 39.0, "list": []any{int64(1), 2.5, nil}}
+	var r rootDocument
+	decodeFields(map[string]any{
+		fieldMetadata: map[string]any{
+			fieldSnapshotID:           int64(7),                  // not a string: ""
+			fieldStatus:               statusSuccess,             //
+			fieldProcessingDuration:   12.0,                      // a double: not an int64's
+			fieldWriteComplete:        "yes",                     // not a bool: absent
+			fieldInputSnapshotID:      nil,                       // null: absent
+			fieldConfiguredDistricts:  []any{},                   // present, empty
+			fieldFailedDistricts:      []any{"1", int64(2), "3"}, // an element of another type: ""
+			fieldDistrictErrors:       []any{map[string]any{}},   //
+			fieldPayloadMetadata:      payload,                   // verbatim
+			fieldWriteFailedDistricts: "not a list",              //
+		},
+		fieldManifest: map[string]any{
+			fieldTotalDistricts:      int64(0),
+			fieldSuccessfulDistricts: 3.0,
+			fieldDistricts:           []any{map[string]any{fieldDistrictID: "9", fieldFileSize: int64(1) << 60}, "junk"},
+		},
+		fieldRankings: "not an object",
+	}, &r)
+	md := r.Metadata
+	if md == nil {
+		t.Fatal("no metadata")
+	}
+	if md.SnapshotID != "" || md.Status != statusSuccess || md.ProcessingDuration != 0 || md.WriteComplete != nil ||
+		md.InputSnapshotID != nil || md.WriteFailedDistricts != nil {
+		t.Errorf("scalars: %+v", md)
+	}
+	if md.ConfiguredDistricts == nil || len(md.ConfiguredDistricts) != 0 || md.SuccessfulDistricts != nil {
+		t.Errorf("lists: configured %#v, successful %#v", md.ConfiguredDistricts, md.SuccessfulDistricts)
+	}
+	if !slices.Equal(md.FailedDistricts, []string{"1", "", "3"}) || md.DistrictErrors == nil || len(*md.DistrictErrors) != 1 {
+		t.Errorf("failed %#v, districtErrors %v", md.FailedDistricts, md.DistrictErrors)
+	}
+	if !reflect.DeepEqual(map[string]any(md.PayloadMetadata), payload) || reflect.ValueOf(md.PayloadMetadata).Pointer() != reflect.ValueOf(payload).Pointer() {
+		t.Errorf("payload metadata %#v, want the stored map itself", md.PayloadMetadata)
+	}
+	mf := r.Manifest
+	if mf.TotalDistricts == nil || *mf.TotalDistricts != 0 || mf.SuccessfulDistricts != nil || mf.FailedDistricts != nil {
+		t.Errorf("counts %v %v %v", mf.TotalDistricts, mf.SuccessfulDistricts, mf.FailedDistricts)
+	}
+	if len(mf.Districts) != 2 || mf.Districts[0] != (manifestEntry{DistrictID: "9", FileSize: 1 << 60}) || mf.Districts[1] != (manifestEntry{}) {
+		t.Errorf("entries %+v", mf.Districts)
+	}
+	if r.Rankings != nil || r.InputExtra != nil {
+		t.Errorf("rankings %v, inputExtra %v", r.Rankings, r.InputExtra)
+	}
+
+	var none rootDocument
+	decodeFields(nil, &none)
+	if !reflect.DeepEqual(none, rootDocument{}) || !none.meta().writtenWhole() || none.meta().writing() {
+		t.Errorf("no fields: %+v", none)
+	}
+}
+
+// The layout types written by the Firestore client read back as they
+// were, and the fields stored are encodeFields': a root (inline and
+// paged, with the input's optional fields and extra keys), a manifest
+// page, the fence document and a district document.
+func TestLayoutRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	coll := e.clean.Collection(DefaultCollection)
+	inline, paging := e.writer(), e.writer(withPages(0, 4))
+	check := func(name string, stored map[string]any, want, got any) {
+		t.Helper()
+		if enc := encodeFields(want); !reflect.DeepEqual(stored, enc) {
+			t.Errorf("%s: stored\n%#v\nencodeFields\n%#v", name, stored, enc)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: read back\n%+v\nwant\n%+v", name, got, want)
+		}
+	}
+	for _, w := range []*Writer{inline, paging} {
+		s := withExtras(model.Generate(day, 10, 3))
+		closing := true
+		s.Payload.Metadata.IsClosingPeriodData = &closing
+		s.Payload.Metadata.CollectionDate = day
+		f := buildRootForms(t, w, s)
+		id := "inline"
+		if f.in.paged() {
+			id = "paged"
+		}
+		ref := coll.Doc(id)
+		for i, root := range []rootDocument{f.start, f.failed} {
+			if _, err := ref.Set(ctx, root); err != nil {
+				t.Fatal(err)
+			}
+			doc, err := ref.Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(id+" root", doc.Data(), &root, readRoot(doc))
+			if i == 1 && f.in.paged() {
+				page := f.failedPages[0]
+				pref := ref.Collection(pagesCollection).Doc(pageID(0))
+				if _, err := pref.Set(ctx, page); err != nil {
+					t.Fatal(err)
+				}
+				pdoc, err := pref.Get(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check("page", pdoc.Data(), page, readPage(pdoc))
+			}
+		}
+	}
+
+	in := rootInput{fence: "000000000000042", backend: "postgres", keyHash: "0123456789abcdef01234567"}
+	fence := in.fenceDoc(time.Now())
+	fref := coll.Doc("fence").Collection(fenceCollection).Doc(fenceDocID)
+	if _, err := fref.Set(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
+	fdoc, err := fref.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("fence", fdoc.Data(), fence, readFence(fdoc))
+
+	s := model.Generate(day, 1, 5)
+	d := s.Payload.Districts[0]
+	data, err := d.LoadData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := districtDoc(s, d, data, in.fence)
+	dref := coll.Doc("district").Collection(districtsCollection).Doc(districtDocID(d.DistrictID))
+	if _, err := dref.Set(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	ddoc, err := dref.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd := readDistrict(ddoc)
+	if !reflect.DeepEqual(ddoc.Data(), doc) || !reflect.DeepEqual(map[string]any(dd.Data), map[string]any(data)) ||
+		dd.DistrictID != d.DistrictID || dd.Status != entrySuccess || dd.WriterFence != in.fence {
+		t.Errorf("district document: read back %+v", dd.districtEnvelope)
+	}
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if want := []string{fieldCollectedAt, fieldData, fieldDistrictID, fieldDistrictName, fieldStatus, fieldWriterFence}; !slices.Equal(keys, want) {
+		t.Errorf("district document fields %v, want %v", keys, want)
+	}
+}
