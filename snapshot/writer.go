@@ -37,7 +37,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -438,46 +437,17 @@ type op struct {
 // ErrManifestNotRecorded (the outcome could not be stored;
 // Result.ManifestRecorded is false), ErrRootFailed, ErrLockHeld, ErrTimeout.
 func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
-	return w.run(ctx, "write", id, snap, w.write)
+	return w.run(ctx, opWrite, id, snap)
 }
 
-// run is the common part of Write and Repair: validate snap before any
-// I/O, take the snapshot's lock, build the documents, run op under the
-// lock (see begin for ctx and wctx) and release the lock after.
-func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
-	body func(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error)) (*Result, error) {
-	if err := model.Validate(snap, id); err != nil {
-		return nil, err
-	}
-	start := w.cfg.now()
-	log := w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", op))
-	shed := newShedder(w.cfg.concurrency, w.cfg.lockTTL, log)
-	lease, wctx, end, err := w.begin(ctx, id, log, shed.renewed)
-	if err != nil {
-		return nil, err
-	}
-	defer end()
-	shed.start(time.Now())
-	defer shed.stop()
-	lockWait := w.cfg.now().Sub(start)
-	in, err := w.newInput(id, snap, lease, start)
-	if err != nil {
-		return nil, err
-	}
-	in.lockWait, in.shed = lockWait, shed
-	w.paginate(&in)
-	return body(ctx, wctx, lease, in, log)
-}
-
-// newInput is what a write or repair by this lease builds its documents
-// from: every district's document size and hash, and the payload's hash.
-// The documents themselves are built chunk by chunk (document), so that a
-// write never holds more than its chunks in flight.
-func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) (rootInput, error) {
+// newInput is what a write or repair by the job's lease builds its
+// documents from: every district's document size and hash, and the
+// payload's hash. The documents themselves are built chunk by chunk
+// (document), so that a write never holds more than its chunks in flight.
+func (j *job) newInput(id string, snap *model.Snapshot, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
-	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
-		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
-		contended: new(atomic.Bool), rootCommits: new(atomic.Int32)}
+	in := rootInput{id: id, snap: snap, fence: j.lease.Fence(), backend: j.w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start,
+		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n)}
 	sums, err := summarizeDistricts(snap, in.fence)
 	if err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)
@@ -520,8 +490,8 @@ func (in rootInput) document(o op) (map[string]any, error) {
 // the stored snapshot is an unfinished write of this same input (a writer
 // killed, or a partial write), its completion: the districts it stored
 // are recorded as they are, and only what is missing is written.
-func (w *Writer) write(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
-	return w.writeAll(ctx, wctx, lease, in, !in.repairing, log)
+func (j *job) write() error {
+	return j.writeAll(!j.in.repairing)
 }
 
 // resumable reports whether stored root data of in's snapshot is an
@@ -542,52 +512,52 @@ var errResume = errors.New("the stored snapshot is an unfinished write of this i
 // writeAll writes the whole snapshot: root, chunks, finish — unless resume
 // and the root transaction finds an unfinished write of the same input
 // stored, which it then completes (complete).
-func (w *Writer) writeAll(ctx, wctx context.Context, lease *locking.Lease, in rootInput, resume bool, log *zap.Logger) (*Result, error) {
-	rootRes, err := w.writeRoot(wctx, in, resume, log)
+func (j *job) writeAll(resume bool) error {
+	rootRes, err := j.writeRoot(resume)
 	switch {
 	case errors.Is(err, errResume):
-		log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
-		return w.complete(ctx, wctx, lease, in, true, log)
+		j.log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
+		return j.complete(true)
 	case errors.Is(err, errSkip):
-		return w.skipped(in, log, "stored snapshot is complete; skipped"), nil
+		j.skip("stored snapshot is complete; skipped")
+		return nil
 	}
-	log = log.With(zap.String("fence", in.fence))
-	res, err := w.rooted(in, lease, &rootRes, err, log)
-	if err != nil {
-		return res, err
+	j.log = j.log.With(zap.String("fence", j.in.fence))
+	if err := j.startResult(&rootRes, err); err != nil {
+		return err
 	}
-	if w.cfg.beforeChunks != nil {
-		w.cfg.beforeChunks(wctx)
+	if j.w.cfg.beforeChunks != nil {
+		j.w.cfg.beforeChunks(j.wctx)
 	}
-	return w.districts(ctx, wctx, lease, in, in.ops(nil), res, log)
+	return j.writeDistricts(j.in.ops(nil))
 }
 
-// skipped is the Result of a write or repair that found the snapshot
+// skip makes the Result of a write or repair that found the snapshot
 // complete and wrote nothing.
-func (w *Writer) skipped(in rootInput, log *zap.Logger, msg string) *Result {
-	log.Info(msg)
-	return &Result{SnapshotID: in.id, Skipped: true, Complete: true, ManifestRecorded: true, FailedDistricts: []string{},
-		TotalDurationMs: w.cfg.now().Sub(in.startedAt).Milliseconds(), LockWaitMs: in.lockWait.Milliseconds()}
+func (j *job) skip(msg string) {
+	j.log.Info(msg)
+	j.res = &Result{SnapshotID: j.in.id, Skipped: true, Complete: true, ManifestRecorded: true, FailedDistricts: []string{},
+		TotalDurationMs: j.w.cfg.now().Sub(j.in.startedAt).Milliseconds(), LockWaitMs: j.lockWait.Milliseconds()}
 }
 
-// rooted starts the Result of a write or repair from its root transaction
-// (nil when it never ran) and that transaction's error.
-func (w *Writer) rooted(in rootInput, lease *locking.Lease, rootRes *BatchResult, err error, log *zap.Logger) (*Result, error) {
-	res := &Result{SnapshotID: in.id, Fence: in.fence, FailedDistricts: []string{}}
+// startResult starts the Result of a write or repair from its root
+// transaction (nil when it never ran) and that transaction's error.
+func (j *job) startResult(rootRes *BatchResult, err error) error {
+	j.res = &Result{SnapshotID: j.in.id, Fence: j.in.fence, FailedDistricts: []string{}}
 	if rootRes != nil {
-		res.BatchResults = append(res.BatchResults, *rootRes)
-		logBatch(log, *rootRes)
+		j.res.BatchResults = append(j.res.BatchResults, *rootRes)
+		logBatch(j.log, *rootRes)
 	}
 	if err != nil {
 		if rootRes != nil {
-			w.summarize(log, res, in)
+			j.summarize()
 		}
-		if lost := lease.Err(); lost != nil && errors.Is(err, ErrRootFailed) && errors.Is(err, locking.ErrLeaseLost) {
-			return res, w.lostBeforeRoot(in.id, rootRes != nil && rootRes.unsure, lost, log)
+		if lost := j.lease.Err(); lost != nil && errors.Is(err, ErrRootFailed) && errors.Is(err, locking.ErrLeaseLost) {
+			return j.lostBeforeRoot(rootRes != nil && rootRes.unsure, lost)
 		}
-		return res, w.leaseErr(lease, err)
+		return j.leaseErr(err)
 	}
-	return res, nil
+	return nil
 }
 
 // lostBeforeRoot is the error of a write or repair whose lease was lost
@@ -597,36 +567,31 @@ func (w *Writer) rooted(in rootInput, lease *locking.Lease, rootRes *BatchResult
 // as a write in progress with no district yet, which a rerun completes.
 // Either way it is not a failure of the root (ErrRootFailed): it matches
 // ErrLockLost, and ErrNothingWritten when nothing was.
-func (w *Writer) lostBeforeRoot(id string, unsure bool, lost error, log *zap.Logger) error {
+func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 	if unsure {
-		log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
+		j.log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
 		return fmt.Errorf("snapshot %s: %w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
-			id, ErrLockLost, lost)
+			j.in.id, ErrLockLost, lost)
 	}
-	log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
+	j.log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
 	return fmt.Errorf("snapshot %s: %w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
-		id, ErrLockLost, ErrNothingWritten, lost)
+		j.in.id, ErrLockLost, ErrNothingWritten, lost)
 }
 
-// districts writes ops in chunks after the root, then records the outcome
-// in the manifest: the rest of a write or repair.
-func (w *Writer) districts(ctx, wctx context.Context, lease *locking.Lease, in rootInput, ops []op, res *Result, log *zap.Logger) (*Result, error) {
-	out, err := w.writeDistricts(ctx, wctx, in, ops, res, log)
+// writeDistricts writes ops in chunks after the root, then records the
+// outcome in the manifest: the rest of a write or repair.
+func (j *job) writeDistricts(ops []op) error {
+	out, err := j.commitChunks(ops)
 	if err != nil {
-		return res, err
+		return err
 	}
-	var superseded atomic.Bool
-	in.superseded = &superseded
-	stop := w.watchSuperseded(ctx, lease, &superseded)
-	// Already superseded, the finish's first attempt ends it (attemptWith).
-	finishErr := w.finishing(ctx, log, func(ctx context.Context) error { return w.finish(ctx, in, res, out, log) })
-	stop()
+	finishErr := j.finish(out)
 	if errors.Is(finishErr, errSuperseded) {
 		// Fenced out in all but the root: see watchSuperseded.
 		out.fenced, finishErr = true, nil
 	}
-	w.summarize(log, res, in)
-	return res, w.ending(ctx, in.id, res, lease, finishErr, out.fenced, log)
+	j.summarize()
+	return j.conclude(finishErr, out.fenced)
 }
 
 // errSuperseded ends a finish whose lease, already lost, has passed to a
@@ -638,13 +603,13 @@ var errSuperseded = errors.New("the lock has passed to a newer writer")
 // lock.
 const supersededPoll = time.Second
 
-// watchSuperseded sets superseded once the lease, already lost, has passed
-// to a newer holder: the lock on the snapshot's key is held under a higher
-// fence. That writer is about to write the root (or waiting to), so this
-// one's finish would only contend with its root transaction for the fence
-// and root documents — on the emulator the two kept aborting each other
-// for the whole contention wait, and the newer writer gave up (chaos row
-// 4) — and the fence check would refuse the finish once the newer root
+// watchSuperseded sets j.superseded once the lease, already lost, has
+// passed to a newer holder: the lock on the snapshot's key is held under a
+// higher fence. That writer is about to write the root (or waiting to), so
+// this one's finish would only contend with its root transaction for the
+// fence and root documents — on the emulator the two kept aborting each
+// other for the whole contention wait, and the newer writer gave up (chaos
+// row 4) — and the fence check would refuse the finish once the newer root
 // landed. A superseded writer leaves the snapshot to the newer one, as a
 // fenced-out writer does; its root says writing, recording no more than
 // was written, until the newer writer replaces it (or a repair completes
@@ -652,24 +617,24 @@ const supersededPoll = time.Second
 // superseded makes no attempt of its finish, then every supersededPoll (a
 // partition may hide the newer holder at first, and the finish retries
 // contention for minutes); lookups that fail decide nothing. The finish
-// stops between attempts (attemptWith), never inside one: a transaction
-// cut off by a cancelled context is not rolled back, and would hold its
-// reads for Firestore's 60 s against the newer writer. stop ends the
-// watch.
-func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, superseded *atomic.Bool) (stop func()) {
+// stops between attempts (retry), never inside one: a transaction cut off
+// by a cancelled context is not rolled back, and would hold its reads for
+// Firestore's 60 s against the newer writer. stop ends the watch.
+func (j *job) watchSuperseded() (stop func()) {
+	lease := j.lease
 	if lease.Err() == nil || lease.Fence() == "" {
 		return func() {}
 	}
 	newer := func(ctx context.Context) bool {
 		lctx, lcancel := context.WithTimeout(ctx, 2*supersededPoll)
 		defer lcancel()
-		info, err := locking.GetByKey(lctx, w.locker, lease.Key())
+		info, err := locking.GetByKey(lctx, j.w.locker, lease.Key())
 		// Fences are fixed-width digit strings: they compare as strings.
 		return err == nil && info != nil && info.Fence > lease.Fence()
 	}
-	wctx, end := context.WithCancel(context.WithoutCancel(ctx))
+	wctx, end := context.WithCancel(context.WithoutCancel(j.ctx))
 	if newer(wctx) {
-		superseded.Store(true)
+		j.superseded.Store(true)
 		end()
 		return func() {}
 	}
@@ -685,7 +650,7 @@ func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, supe
 			case <-tick.C:
 			}
 			if newer(wctx) {
-				superseded.Store(true)
+				j.superseded.Store(true)
 				return
 			}
 		}
@@ -693,22 +658,13 @@ func (w *Writer) watchSuperseded(ctx context.Context, lease *locking.Lease, supe
 	return func() { end(); <-done }
 }
 
-// finishing runs the finish of a write or repair. It runs even when ctx was
-// cancelled or the lease lost: the manifest must say what happened, and its
-// fence check keeps it from touching a newer writer's snapshot.
-func (w *Writer) finishing(ctx context.Context, log *zap.Logger, finish func(context.Context) error) error {
-	log.Info("recording the manifest")
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.finishTimeout())
-	defer cancel()
-	return finish(fctx)
-}
-
-// begin takes the snapshot's lock; onRenewal learns of each of its
-// renewals. The work of the write runs under the
-// returned context: ctx ending stops new chunks, and this context, which
-// the work in flight runs under, ends a grace period later, or at once if
-// the lease is lost. end cancels it and releases the lock.
-func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger, onRenewal func(locking.RenewalStat)) (*locking.Lease, context.Context, func(), error) {
+// begin takes the snapshot's lock, which the job's shedder learns the
+// renewals of, and sets the job's lease and work context: ctx ending stops
+// new chunks, and wctx, which the work in flight runs under, ends a grace
+// period later, or at once if the lease is lost. end cancels it and
+// releases the lock.
+func (j *job) begin(id string) (end func(), err error) {
+	w, ctx, log := j.w, j.ctx, j.log
 	t0 := time.Now()
 	// The lock retry policy ends the wait; this bound is a backstop: the
 	// lock wait, or the contention wait if a stalled transaction began
@@ -719,27 +675,28 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger, onRenewa
 	defer acancel()
 	key, err := w.scope.LockKey(w.lockName, id)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, err)
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
 	lease, err := locking.Acquire(actx, w.locker, key,
-		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(onRenewal))
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(j.shed.renewed))
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
-			return nil, nil, nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+			return nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
 		case errors.Is(err, locking.ErrContended):
-			return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: the lock document stayed locked by another transaction "+
+			return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: the lock document stayed locked by another transaction "+
 				"(a writer killed mid-transaction? Firestore frees it within 60 s) for the contention wait, %s: %w", id, w.cfg.contention, err)
 		case ctx.Err() == nil && actx.Err() != nil:
-			return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, context.Cause(actx))
+			return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, context.Cause(actx))
 		}
-		return nil, nil, nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, err)
+		return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, err)
 	}
 	log.Info("snapshot lock acquired", zap.String("fence", lease.Fence()),
 		zap.String("keyHash", locking.HashKey(lease.Key())), zap.Int64("lockWaitMs", time.Since(t0).Milliseconds()))
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
-	return lease, wctx, func() {
+	j.lease, j.wctx = lease, wctx
+	return func() {
 		cancel()
 		gcancel()
 		// Detached from ctx: a cancelled write must still hand the lock back.
@@ -751,10 +708,11 @@ func (w *Writer) begin(ctx context.Context, id string, log *zap.Logger, onRenewa
 	}, nil
 }
 
-// ending is the error a write or repair that got as far as its chunks ends
-// with, most telling first, and the log line that says so.
-func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *locking.Lease, finishErr error, fenced bool, log *zap.Logger) error {
-	lost := lease.Err()
+// conclude is the error a write or repair that got as far as its chunks
+// ends with, most telling first, and the log line that says so.
+func (j *job) conclude(finishErr error, fenced bool) error {
+	id, res, log := j.in.id, j.res, j.log
+	lost := j.lease.Err()
 	res.LockLost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
 	switch {
 	case errors.Is(finishErr, ErrFencedOut):
@@ -779,9 +737,9 @@ func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *lock
 		// Every chunk and the finish passed the fence check: what is
 		// stored is this writer's complete snapshot.
 		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
-	case ctx.Err() != nil && !res.Complete:
+	case j.ctx.Err() != nil && !res.Complete:
 		return fmt.Errorf("snapshot %s: %w: stopped before every chunk was written: %w; the manifest records what was written — `snapwriter repair` completes it",
-			id, ErrPartial, context.Cause(ctx))
+			id, ErrPartial, context.Cause(j.ctx))
 	case !res.Complete:
 		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written (%s); the manifest records them — `snapwriter repair` completes it",
 			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))
@@ -808,11 +766,13 @@ type districtOutcome struct {
 	fenced       bool              // a chunk was refused for a newer fence
 }
 
-// writeDistricts adds deletes of the stale district documents to ops,
-// commits them all in chunks (starting chunks only while ctx is live,
-// running them under wctx), and records the outcome in res.
-func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []op, res *Result, log *zap.Logger) (districtOutcome, error) {
-	stale, err := w.staleDistricts(wctx, in.id, in.snap)
+// commitChunks adds deletes of the stale district documents to ops,
+// commits them all in chunks (starting chunks only while the job's ctx is
+// live, running them under its wctx), and records the outcome in its
+// Result.
+func (j *job) commitChunks(ops []op) (districtOutcome, error) {
+	res, log := j.res, j.log
+	stale, err := j.findStale()
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
 	}
@@ -820,25 +780,25 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 		ops = append(ops, op{districtID: sid, bytes: 256})
 	}
 	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
-		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
+		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
 	if err != nil {
-		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", in.id, err)
+		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
 	first := len(res.BatchResults)
-	rec := w.startRecorder(wctx, in, log)
-	results := batching.Run(ctx, chunks, w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+	rec := j.startRecorder()
+	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
 		// Fewer at once while the store answers slowly (shedder).
 		var epoch int
 		admitted := false
-		if in.shed != nil {
-			if epoch, admitted = in.shed.enter(ctx, wctx); admitted {
-				defer in.shed.leave()
+		if j.shed != nil {
+			if epoch, admitted = j.shed.enter(ctx, j.wctx); admitted {
+				defer j.shed.leave()
 			}
 		}
 		t0 := time.Now()
-		r := w.writeChunk(ctx, wctx, in, first+i, chunk, log)
+		r := j.writeChunk(first+i, chunk)
 		if admitted && r.Success {
-			in.shed.committed(time.Since(t0), epoch)
+			j.shed.committed(time.Since(t0), epoch)
 		}
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
@@ -848,7 +808,7 @@ func (w *Writer) writeDistricts(ctx, wctx context.Context, in rootInput, ops []o
 	})
 	rec.close()
 	res.BatchResults = append(res.BatchResults, results...)
-	w.tally(res)
+	j.w.tally(res)
 	return outcomeOf(results), nil
 }
 
@@ -896,8 +856,8 @@ func (w *Writer) finishTimeout() time.Duration {
 }
 
 // leaseErr adds the lease's loss to a failure it caused.
-func (w *Writer) leaseErr(lease *locking.Lease, err error) error {
-	if lost := lease.Err(); lost != nil && !errors.Is(err, ErrFencedOut) {
+func (j *job) leaseErr(err error) error {
+	if lost := j.lease.Err(); lost != nil && !errors.Is(err, ErrFencedOut) {
 		return fmt.Errorf("%w (%w: %w)", err, ErrLockLost, lost)
 	}
 	return err
@@ -907,79 +867,50 @@ func (w *Writer) root(id string) *firestore.DocumentRef {
 	return w.client.Collection(w.cfg.collection).Doc(id)
 }
 
-// do runs fn as one transaction per attempt under the writer's retry
-// policy (see attempt). unsure reports whether any attempt's commit had an
-// unknown outcome.
-func (w *Writer) do(ctx context.Context, in rootInput, log *zap.Logger, fn func(context.Context, *firestore.Transaction) error) (st retry.Stats, unsure bool, err error) {
-	return w.attempt(ctx, in, log, func(ctx context.Context) error { return w.txn(ctx, fn) })
-}
-
-// attempt runs one transaction per call of try under the writer's retry
-// policy. Contention (ABORTED) is retried for the contention wait, and the
-// first time it happens in this write one WARNING says why. A commit whose
-// outcome is unknown is retried as a fresh transaction: every write is a
-// set or a delete, so repeating one that was applied changes nothing.
-// unsure reports whether any attempt's commit had an unknown outcome.
-func (w *Writer) attempt(ctx context.Context, in rootInput, log *zap.Logger, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
-	return w.attemptWith(ctx, w.cfg.retry, in, log, try)
-}
-
-// attemptWith is attempt under policy p.
-func (w *Writer) attemptWith(ctx context.Context, p retry.Policy, in rootInput, log *zap.Logger, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
-	st, err = retry.Do(ctx, p, func(ctx context.Context) error {
-		if in.superseded != nil && in.superseded.Load() {
-			return retry.Permanent(errSuperseded)
-		}
-		err := try(ctx)
-		unsure = unsure || errors.As(err, new(*unknownOutcome))
-		return err
-	}, retry.WithNotify(func(err error, wait time.Duration) {
-		if status.Code(err) == codes.Aborted && in.contended.CompareAndSwap(false, true) {
-			log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
-				zap.Duration("contentionWait", w.cfg.contention), zap.Error(err))
-		}
-	}))
-	return st, unsure, err
+// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
+func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
+	return func(ctx context.Context) error { return w.txn(ctx, fn) }
 }
 
 // writeRoot commits the root document in a transaction that refuses to
 // replace a root written under a newer fence.
-func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *zap.Logger) (BatchResult, error) {
+func (j *job) writeRoot(resume bool) (BatchResult, error) {
+	in := &j.in
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	doc, pages, err := in.rootDoc()
 	if err != nil {
 		return r, err
 	}
-	ref := w.root(in.id)
+	ref := j.w.root(in.id)
 	t0 := time.Now()
-	st, unsure, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+	st, unsure, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if err != nil && status.Code(err) != codes.NotFound {
 			return err
 		}
 		if snap.Exists() {
-			if w.cfg.skipComplete && isComplete(snap.Data()) {
+			if j.w.cfg.skipComplete && isComplete(snap.Data()) {
 				return retry.Permanent(errSkip)
 			}
-			if err := w.checkPrior(ctx, snap.Data(), in); err != nil {
+			if err := j.checkPrior(ctx, snap.Data()); err != nil {
 				return retry.Permanent(err)
 			}
-			if resume && resumable(snap.Data(), in) {
+			if resume && resumable(snap.Data(), *in) {
 				return retry.Permanent(errResume)
 			}
 		}
-		stored, err := w.storedPageIDs(tx, in.id)
+		stored, err := j.w.storedPageIDs(tx, in.id)
 		if err != nil {
 			return err
 		}
 		if err := tx.Set(ref, doc); err != nil {
 			return err
 		}
-		if err := w.setPages(tx, in.id, pages, stored); err != nil {
+		if err := j.w.setPages(tx, in.id, pages, stored); err != nil {
 			return err
 		}
-		return w.setFence(tx, in, in.startedAt)
-	})
+		return j.setFence(tx, in.startedAt)
+	}))
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
 		r.Err, r.unsure = err, unsure
@@ -992,7 +923,7 @@ func (w *Writer) writeRoot(ctx context.Context, in rootInput, resume bool, log *
 		return r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
 	}
 	r.Success = true
-	in.rootCommits.Add(1)
+	j.rootCommits.Add(1)
 	return r, nil
 }
 
@@ -1016,7 +947,8 @@ func refusedByPrior(err error) bool {
 //     holds that key on our backend — a writer of that version at work —
 //     which is ErrLockHeld (see checkLegacy);
 //   - our key: ErrFencedOut when the stored fence is newer than ours.
-func (w *Writer) checkPrior(ctx context.Context, data map[string]any, in rootInput) error {
+func (j *job) checkPrior(ctx context.Context, data map[string]any) error {
+	in := &j.in
 	md := asMap(data["metadata"])
 	storedBackend, _ := md["writerLockBackend"].(string)
 	storedFence, _ := md["writerFence"].(string)
@@ -1024,15 +956,15 @@ func (w *Writer) checkPrior(ctx context.Context, data map[string]any, in rootInp
 	ourKey := in.keyHash
 	switch {
 	case storedBackend != "" && storedBackend != in.backend:
-		if w.cfg.allowSwitch {
+		if j.w.cfg.allowSwitch {
 			return nil
 		}
 		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q; stop every %s writer, then rerun once with --allow-lock-backend-switch",
 			ErrLockBackendSwitch, storedBackend, in.backend, storedBackend)
 	case storedKey == "" && storedFence != "":
-		return w.checkLegacy(ctx, in.id)
+		return j.w.checkLegacy(ctx, in.id)
 	case storedKey != "" && storedKey != ourKey:
-		if w.cfg.allowSwitch {
+		if j.w.cfg.allowSwitch {
 			return nil
 		}
 		return fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable; stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch",
@@ -1069,10 +1001,10 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 // fenceProblem): the snapshot must still carry this writer's fence. It
 // reads the fence document, which every chunk reads too: a newer writer's
 // root commit writes it, and so conflicts with the read.
-func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
-	doc, err := tx.Get(w.fenceRef(in.id))
+func (j *job) requireFence(tx *firestore.Transaction) error {
+	doc, err := tx.Get(j.w.fenceRef(j.in.id))
 	if status.Code(err) == codes.NotFound {
-		return retry.Permanent(fenceProblem(nil, in))
+		return retry.Permanent(j.in.fenceProblem(nil))
 	}
 	if err != nil {
 		return err
@@ -1080,7 +1012,7 @@ func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
 	md := doc.Data()
 	f, _ := md["writerFence"].(string)
 	b, _ := md["writerLockBackend"].(string)
-	if err := fenceMismatch(f, b, in); err != nil {
+	if err := j.in.fenceMismatch(f, b); err != nil {
 		return retry.Permanent(err)
 	}
 	return nil
@@ -1088,17 +1020,17 @@ func (w *Writer) requireFence(tx *firestore.Transaction, in rootInput) error {
 
 // fenceProblem is requireFence's check on the fence document as the
 // Firestore API returns it (nil when it is missing).
-func fenceProblem(doc *pb.Document, in rootInput) error {
+func (in rootInput) fenceProblem(doc *pb.Document) error {
 	if doc == nil {
 		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
 	}
 	f := doc.GetFields()
-	return fenceMismatch(f["writerFence"].GetStringValue(), f["writerLockBackend"].GetStringValue(), in)
+	return in.fenceMismatch(f["writerFence"].GetStringValue(), f["writerLockBackend"].GetStringValue())
 }
 
 // fenceMismatch is ErrFencedOut unless the snapshot's fence document names
 // this writer's fence and lock backend.
-func fenceMismatch(fence, backend string, in rootInput) error {
+func (in rootInput) fenceMismatch(fence, backend string) error {
 	if fence != in.fence {
 		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.fence)
 	}
@@ -1116,19 +1048,19 @@ func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
 // setFence adds to tx the write of the fence document with this writer's
 // fence, as of at: every transaction that moves the root to this writer or
 // records its outcome makes it, so chunk transactions in flight conflict.
-func (w *Writer) setFence(tx *firestore.Transaction, in rootInput, at time.Time) error {
-	return tx.Set(w.fenceRef(in.id), in.fenceDoc(at))
+func (j *job) setFence(tx *firestore.Transaction, at time.Time) error {
+	return tx.Set(j.w.fenceRef(j.in.id), j.in.fenceDoc(at))
 }
 
 // writeChunk commits one chunk as a transaction that first verifies the
 // fence, and writes the chunk's district documents and nothing else: no
 // two chunks in flight write the same document, and none writes the root
-// (the recorder does). The chunk starts only while start is live; once
-// started it runs under ctx, which outlives start by the grace period. Its
-// documents are encoded once, and every attempt commits the same messages:
-// every write is a set or a delete, so an attempt that repeats one applied
-// before (its outcome lost) changes nothing.
-func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int, chunk []op, log *zap.Logger) BatchResult {
+// (the recorder does). The chunk starts only while the job's ctx is live;
+// once started it runs under its wctx, which outlives ctx by the grace
+// period. Its documents are encoded once, and every attempt commits the
+// same messages: every write is a set or a delete, so an attempt that
+// repeats one applied before (its outcome lost) changes nothing.
+func (j *job) writeChunk(index int, chunk []op) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
 		if o.district != nil {
@@ -1138,36 +1070,37 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 		}
 	}
 	t0 := time.Now()
-	for _, c := range []context.Context{start, ctx} {
+	for _, c := range []context.Context{j.ctx, j.wctx} {
 		if c.Err() != nil {
 			// Never started: the write was stopped or the lease lost.
 			r.Err = fmt.Errorf("not attempted: %w", context.Cause(c))
 			return r
 		}
 	}
-	fenceName := w.fenceRef(in.id).Path
 	var writes []*pb.Write // encoded once, during the first attempt's fence read
-	encode := func() error {
+	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
+	tx.prepare = func() error {
 		if writes != nil {
 			return nil
 		}
 		var err error
-		if writes, err = w.chunkWrites(in, chunk); err != nil {
+		if writes, err = j.chunkWrites(chunk); err != nil {
 			return retry.Permanent(err)
 		}
 		return nil
 	}
+	tx.decide = func(fence *pb.Document) ([]*pb.Write, error) {
+		if err := j.in.fenceProblem(fence); err != nil {
+			return nil, retry.Permanent(err)
+		}
+		return writes, nil
+	}
 	var prev []byte // the last attempt's transaction, when it was aborted
-	st, unsure, err := w.attempt(ctx, in, log, func(ctx context.Context) error {
+	st, unsure, err := j.retry(j.wctx, j.w.cfg.retry, func(ctx context.Context) error {
 		if prev != nil {
 			r.AbortedRetries++ // this attempt retries an aborted one
 		}
-		tid, err := w.chunkTxn(ctx, fenceName, prev, encode, func(fence *pb.Document) ([]*pb.Write, error) {
-			if err := fenceProblem(fence, in); err != nil {
-				return nil, retry.Permanent(err)
-			}
-			return writes, nil
-		})
+		tid, err := j.w.chunkTxn(ctx, tx, prev)
 		prev = nil
 		if status.Code(err) == codes.Aborted {
 			prev = tid
@@ -1176,7 +1109,7 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
 		r.Err = err
@@ -1190,8 +1123,8 @@ func (w *Writer) writeChunk(start, ctx context.Context, in rootInput, index int,
 // chunkWrites encodes a chunk's sets and deletes. Each district's
 // document is built (its data read back from a lazily read input) and
 // encoded in turn, so that only its encoding outlives this call.
-func (w *Writer) chunkWrites(in rootInput, chunk []op) ([]*pb.Write, error) {
-	districts := w.root(in.id).Collection("districts")
+func (j *job) chunkWrites(chunk []op) ([]*pb.Write, error) {
+	districts := j.w.root(j.in.id).Collection("districts")
 	writes := make([]*pb.Write, 0, len(chunk))
 	for _, o := range chunk {
 		name := districts.Doc(districtDocID(o.districtID)).Path
@@ -1199,7 +1132,7 @@ func (w *Writer) chunkWrites(in rootInput, chunk []op) ([]*pb.Write, error) {
 			writes = append(writes, deleteWrite(name))
 			continue
 		}
-		doc, err := in.document(o)
+		doc, err := j.in.document(o)
 		if err != nil {
 			return nil, err
 		}
@@ -1212,14 +1145,15 @@ func (w *Writer) chunkWrites(in rootInput, chunk []op) ([]*pb.Write, error) {
 	return writes, nil
 }
 
-// staleDistricts lists district documents of an earlier write of this
+// findStale lists district documents of an earlier write of this
 // snapshot that the new snapshot no longer has.
-func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
+func (j *job) findStale() ([]string, error) {
+	snap := j.in.snap
 	keep := make(map[string]bool, len(snap.Payload.Districts))
 	for _, d := range snap.Payload.Districts {
 		keep[districtDocID(d.DistrictID)] = true
 	}
-	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
+	refs, err := j.w.root(j.in.id).Collection("districts").Select().Documents(j.wctx).GetAll()
 	if err != nil {
 		return nil, err
 	}
@@ -1234,70 +1168,86 @@ func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snap
 }
 
 // finish records the outcome in the root: manifest entries, lists,
-// counts, status. Chunks whose outcome is unknown are decided inside the
-// same transaction, by reading their documents, so the manifest it records
-// is exact; it writes the fence document, so that no chunk commit still in
-// flight can land after it.
-func (w *Writer) finish(ctx context.Context, in rootInput, res *Result, out districtOutcome, log *zap.Logger) error {
-	ref := w.root(in.id)
+// counts, status (recordOutcome), and with it replaces the job's Result.
+// It runs even when the job's ctx was cancelled or the lease lost: the
+// manifest must say what happened, and its fence check keeps it from
+// touching a newer writer's snapshot. It stops before its first attempt,
+// or between two, once the lost lease has passed to a newer writer
+// (watchSuperseded): then it returns errSuperseded.
+func (j *job) finish(out districtOutcome) error {
+	stop := j.watchSuperseded()
+	defer stop()
+	j.log.Info("recording the manifest")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), j.w.finishTimeout())
+	defer cancel()
 	var done Result
-	// The finish retries transient failures until its own deadline (see
-	// finishing), not --max-retries: a manifest not recorded leaves the
-	// snapshot "in progress" until a repair, and on a connection reset
-	// every second (chaos row 6) four attempts were not enough. Short
-	// waits, so that more attempts fit.
-	p := w.cfg.retry
+	// The finish retries transient failures until its own deadline, not
+	// --max-retries: a manifest not recorded leaves the snapshot "in
+	// progress" until a repair, and on a connection reset every second
+	// (chaos row 6) four attempts were not enough. Short waits, so that
+	// more attempts fit.
+	p := j.w.cfg.retry
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
-	_, _, err := w.attemptWith(ctx, p, in, log, func(ctx context.Context) error {
-		return w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			if err := w.requireFence(tx, in); err != nil {
-				return err
-			}
-			r, out, err := w.resolve(tx, in, res, out)
-			if err != nil {
-				return err
-			}
-			now := w.cfg.now()
-			st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
-			for _, id := range districtIDs(in.snap) {
-				st.complete = st.complete && in.stored(st, id)
-			}
-			if !st.complete {
-				st.status = statusPartial
-			}
-			md, err := in.metadata(st)
-			if err != nil {
-				return retry.Permanent(err)
-			}
-			r.Complete = st.complete
+	_, _, err := j.retry(ctx, p, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+		r, err := j.recordOutcome(tx, out)
+		if err == nil {
 			done = r
-			mf, pages := in.split(in.manifest(st))
-			if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
-				return err
-			}
-			if err := w.setPages(tx, in.id, pages, nil); err != nil {
-				return err
-			}
-			if !anyUnsure(res) {
-				return nil
-			}
-			// A chunk whose commit outcome is unknown may still land:
-			// writing the fence document, which every chunk reads, makes
-			// such a commit conflict with this one, so the outcome
-			// recorded is exact. Only then: a chunk whose fence read
-			// began its transaction and lost its answer holds that
-			// document until Firestore expires the transaction (60 s),
-			// and a finish writing it would wait as long.
-			return w.setFence(tx, in, now)
-		})
-	})
+		}
+		return err
+	}))
 	if err != nil {
 		return err
 	}
-	in.rootCommits.Add(1)
-	*res = done
-	res.ManifestRecorded = true
+	j.rootCommits.Add(1)
+	*j.res = done
+	j.res.ManifestRecorded = true
 	return nil
+}
+
+// recordOutcome adds to tx the record of the job's outcome: chunks whose
+// outcome is unknown are decided inside the same transaction, by reading
+// their documents, so the manifest it records is exact; it writes the
+// fence document, so that no chunk commit still in flight can land after
+// it. It returns the Result as recorded.
+func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Result, error) {
+	in := &j.in
+	if err := j.requireFence(tx); err != nil {
+		return Result{}, err
+	}
+	r, out, err := j.resolve(tx, out)
+	if err != nil {
+		return Result{}, err
+	}
+	now := j.w.cfg.now()
+	st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
+	for _, id := range districtIDs(in.snap) {
+		st.complete = st.complete && in.stored(st, id)
+	}
+	if !st.complete {
+		st.status = statusPartial
+	}
+	md, err := in.metadata(st)
+	if err != nil {
+		return Result{}, retry.Permanent(err)
+	}
+	r.Complete = st.complete
+	mf, pages := in.split(in.manifest(st))
+	if err := tx.Update(j.w.root(in.id), []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
+		return Result{}, err
+	}
+	if err := j.w.setPages(tx, in.id, pages, nil); err != nil {
+		return Result{}, err
+	}
+	if !anyUnsure(j.res) {
+		return r, nil
+	}
+	// A chunk whose commit outcome is unknown may still land: writing the
+	// fence document, which every chunk reads, makes such a commit
+	// conflict with this one, so the outcome recorded is exact. Only
+	// then: a chunk whose fence read began its transaction and lost its
+	// answer holds that document until Firestore expires the transaction
+	// (60 s), and a finish writing it would wait as long.
+	return r, j.setFence(tx, now)
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.
@@ -1328,20 +1278,23 @@ func (w *Writer) tally(res *Result) {
 	res.Complete = res.FailedBatches == 0
 }
 
-func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {
+// summarize completes the job's Result — counts, duration, root commits,
+// the lock's renewals — and logs it.
+func (j *job) summarize() {
+	res := j.res
 	if res.TotalBatches == 0 {
-		w.tally(res)
+		j.w.tally(res)
 	}
-	res.TotalDurationMs = w.cfg.now().Sub(in.startedAt).Milliseconds()
-	res.RootCommits, res.LockWaitMs = int(in.rootCommits.Load()), in.lockWait.Milliseconds()
-	if in.shed != nil {
-		res.LockRenewals = in.shed.summary()
+	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.startedAt).Milliseconds()
+	res.RootCommits, res.LockWaitMs = int(j.rootCommits.Load()), j.lockWait.Milliseconds()
+	if j.shed != nil {
+		res.LockRenewals = j.shed.summary()
 	}
 	lvl := zap.InfoLevel
 	if !res.Complete {
 		lvl = zap.WarnLevel
 	}
-	log.Log(lvl, "snapshot write finished",
+	j.log.Log(lvl, "snapshot write finished",
 		zap.Bool("complete", res.Complete),
 		zap.Int("totalBatches", res.TotalBatches),
 		zap.Int("successfulBatches", res.SuccessfulBatches),
