@@ -3,9 +3,11 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -118,4 +120,118 @@ func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Contex
 		}
 	}))
 	return st, unsure, err
+}
+
+// newInput is what a write or repair by the job's lease builds its
+// documents from: every district's document size and hash, and the
+// payload's hash. The documents themselves are built chunk by chunk
+// (document), so that a write never holds more than its chunks in flight.
+func (j *job) newInput(id string, snap *model.Snapshot, start time.Time) (rootInput, error) {
+	n := len(snap.Payload.Districts)
+	in := rootInput{id: id, snap: snap, fence: j.lease.Fence(), backend: j.w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start,
+		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n)}
+	sums, err := summarizeDistricts(snap, in.fence)
+	if err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	for i, d := range snap.Payload.Districts {
+		s := sums[i]
+		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
+		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
+	}
+	if in.payloadHash, err = payloadHash(snap); err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// write is Write once the lock is held: root, chunks, finish — or, when
+// the stored snapshot is an unfinished write of this same input (a writer
+// killed, or a partial write), its completion: the districts it stored
+// are recorded as they are, and only what is missing is written.
+func (j *job) write() error {
+	return j.writeAll(!j.in.repairing)
+}
+
+// writeAll writes the whole snapshot: root, chunks, finish — unless resume
+// and the root transaction finds an unfinished write of the same input
+// stored, which it then completes (complete).
+func (j *job) writeAll(resume bool) error {
+	rootRes, err := j.writeRoot(resume)
+	switch {
+	case errors.Is(err, errResume):
+		j.log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
+		return j.complete(true)
+	case errors.Is(err, errSkip):
+		j.skip("stored snapshot is complete; skipped")
+		return nil
+	}
+	j.log = j.log.With(zap.String("fence", j.in.fence))
+	if err := j.startResult(&rootRes, err); err != nil {
+		return err
+	}
+	if j.w.cfg.beforeChunks != nil {
+		j.w.cfg.beforeChunks(j.wctx)
+	}
+	return j.writeDistricts(j.in.ops(nil))
+}
+
+// writeDistricts writes ops in chunks after the root, then records the
+// outcome in the manifest: the rest of a write or repair.
+func (j *job) writeDistricts(ops []op) error {
+	out, err := j.commitChunks(ops)
+	if err != nil {
+		return err
+	}
+	finishErr := j.finish(out)
+	if errors.Is(finishErr, errSuperseded) {
+		// Fenced out in all but the root: see watchSuperseded.
+		out.fenced, finishErr = true, nil
+	}
+	j.summarize()
+	return j.conclude(finishErr, out.fenced)
+}
+
+// conclude is the error a write or repair that got as far as its chunks
+// ends with, most telling first, and the log line that says so.
+func (j *job) conclude(finishErr error, fenced bool) error {
+	id, res, log := j.in.id, j.res, j.log
+	lost := j.lease.Err()
+	res.LockLost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
+	switch {
+	case errors.Is(finishErr, ErrFencedOut):
+		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
+		return fmt.Errorf("snapshot %s: %w", id, finishErr)
+	case fenced:
+		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written")
+		return fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
+	case finishErr != nil:
+		err := fmt.Errorf("snapshot %s: %w: %w; the root still says the write is in progress — `snapwriter repair` (or writing it again) completes it",
+			id, ErrManifestNotRecorded, finishErr)
+		if lost != nil {
+			err = fmt.Errorf("%w (and %w: %w)", err, ErrLockLost, lost)
+		}
+		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
+			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
+		return err
+	case lost != nil && !res.Complete:
+		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
+		return fmt.Errorf("snapshot %s: %w: %w: %w; the manifest records what was written — `snapwriter repair` completes it", id, ErrPartial, ErrLockLost, lost)
+	case lost != nil:
+		// Every chunk and the finish passed the fence check: what is
+		// stored is this writer's complete snapshot.
+		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
+	case j.ctx.Err() != nil && !res.Complete:
+		return fmt.Errorf("snapshot %s: %w: stopped before every chunk was written: %w; the manifest records what was written — `snapwriter repair` completes it",
+			id, ErrPartial, context.Cause(j.ctx))
+	case !res.Complete:
+		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written (%s); the manifest records them — `snapwriter repair` completes it",
+			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))
+	}
+	return nil
+}
+
+// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
+func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
+	return func(ctx context.Context) error { return w.txn(ctx, fn) }
 }
