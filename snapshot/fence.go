@@ -47,15 +47,14 @@ func (j *job) checkPrior(ctx context.Context, data map[string]any) error {
 		if j.w.cfg.allowSwitch {
 			return nil
 		}
-		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q; stop every %s writer, then rerun once with --allow-lock-backend-switch",
-			ErrLockBackendSwitch, storedBackend, in.backend, storedBackend)
+		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.backend)
 	case storedKey == "" && storedFence != "":
 		return j.w.checkLegacy(ctx, in.id)
 	case storedKey != "" && storedKey != ourKey:
 		if j.w.cfg.allowSwitch {
 			return nil
 		}
-		return fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable; stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch",
+		return fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable",
 			ErrLockKeySwitch, storedKey, ourKey)
 	}
 	if fenceNewer(storedFence, in.fence) {

@@ -201,32 +201,32 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 	switch {
 	case errors.Is(finishErr, ErrFencedOut):
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
-		return fmt.Errorf("snapshot %s: %w", id, finishErr)
+		return &Error{Kind: FencedOut, ID: id, Err: finishErr}
 	case fenced:
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written")
-		return fmt.Errorf("snapshot %s: %w", id, ErrFencedOut)
+		return &Error{Kind: FencedOut, ID: id}
 	case finishErr != nil:
-		err := fmt.Errorf("snapshot %s: %w: %w; the root still says the write is in progress — `snapwriter repair` (or writing it again) completes it",
-			id, ErrManifestNotRecorded, finishErr)
+		cause := fmt.Errorf("%w; the root still says the write is in progress", finishErr)
 		if lost != nil {
-			err = fmt.Errorf("%w (and %w: %w)", err, ErrLockLost, lost)
+			cause = fmt.Errorf("%w; the root still says the write is in progress (and %w)", finishErr, &Error{Kind: LockLost, Err: lost})
 		}
+		err := &Error{Kind: ManifestNotRecorded, ID: id, Err: cause}
 		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
 			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
 		return err
 	case lost != nil && !res.Complete:
 		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
-		return fmt.Errorf("snapshot %s: %w: %w: %w; the manifest records what was written — `snapwriter repair` completes it", id, ErrPartial, ErrLockLost, lost)
+		return &Error{Kind: Partial, ID: id, Err: &Error{Kind: LockLost, Err: fmt.Errorf("%w; the manifest records what was written", lost)}}
 	case lost != nil:
 		// Every chunk and the finish passed the fence check: what is
 		// stored is this writer's complete snapshot.
 		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
 	case j.ctx.Err() != nil && !res.Complete:
-		return fmt.Errorf("snapshot %s: %w: stopped before every chunk was written: %w; the manifest records what was written — `snapwriter repair` completes it",
-			id, ErrPartial, context.Cause(j.ctx))
+		return &Error{Kind: Partial, ID: id,
+			Err: fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx))}
 	case !res.Complete:
-		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written (%s); the manifest records them — `snapwriter repair` completes it",
-			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))
+		return &Error{Kind: Partial, ID: id, Err: fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
+			res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))}
 	}
 	return nil
 }

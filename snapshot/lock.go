@@ -36,12 +36,12 @@ func (j *job) begin(id string) (end func(), err error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
-			return nil, fmt.Errorf("snapshot %s: %w", id, ErrLockHeld)
+			return nil, &Error{Kind: LockHeld, ID: id}
 		case errors.Is(err, locking.ErrContended):
 			return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: the lock document stayed locked by another transaction "+
 				"(a writer killed mid-transaction? Firestore frees it within 60 s) for the contention wait, %s: %w", id, w.cfg.contention, err)
 		case ctx.Err() == nil && actx.Err() != nil:
-			return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, context.Cause(actx))
+			return nil, withID(id, fmt.Errorf("acquiring the snapshot lock: %w", context.Cause(actx)))
 		}
 		return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, err)
 	}
@@ -82,10 +82,15 @@ func (w *Writer) lockRetry() locking.RetryPolicy {
 
 // leaseErr adds the lease's loss to a failure it caused.
 func (j *job) leaseErr(err error) error {
-	if lost := j.lease.Err(); lost != nil && !errors.Is(err, ErrFencedOut) {
-		return fmt.Errorf("%w (%w: %w)", err, ErrLockLost, lost)
+	lost := j.lease.Err()
+	if lost == nil || errors.Is(err, ErrFencedOut) {
+		return err
 	}
-	return err
+	also := &Error{Kind: LockLost, Err: lost}
+	if e, ok := err.(*Error); ok && e.Err != nil {
+		return &Error{Kind: e.Kind, ID: e.ID, Err: fmt.Errorf("%w (%w)", e.Err, also)}
+	}
+	return fmt.Errorf("%w (%w)", err, also)
 }
 
 // graceful returns a context that does not end with ctx but grace after it,

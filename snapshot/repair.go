@@ -18,11 +18,6 @@ import (
 	"github.com/snapwriter/snapwriter/retry"
 )
 
-// ErrMismatch: the input given to Repair is not the snapshot that was
-// written (other districts, another root payload, or districts whose
-// stored, intact documents hold other data). Nothing was written.
-var ErrMismatch = errors.New("input does not match the stored snapshot")
-
 // errReplace: WithRewriteChanged found the input's root payload differs
 // from the stored one; the repair becomes a whole write.
 var errReplace = errors.New("the root payload differs")
@@ -175,15 +170,15 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	case refused != nil:
 		// The input's own problem, found on the first attempt: no
 		// "after 1 attempt" prefix.
-		return takeover{}, fmt.Errorf("snapshot %s: %w", in.id, refused)
+		return takeover{}, withID(in.id, refused)
 	case errors.Is(err, ErrNotFound):
 		return takeover{}, err
 	case err != nil:
 		r.Err = err
 		if refusedByPrior(err) {
-			return takeover{root: &r}, fmt.Errorf("snapshot %s: %w", in.id, err)
+			return takeover{root: &r}, withID(in.id, err)
 		}
-		return takeover{root: &r}, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
+		return takeover{root: &r}, &Error{Kind: RootFailed, ID: in.id, Err: err}
 	}
 	r.Success = true
 	j.rootCommits.Add(1)

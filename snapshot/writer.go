@@ -44,51 +44,6 @@ import (
 	"github.com/snapwriter/snapwriter/retry"
 )
 
-// Errors a write or repair can end with, beside model.ErrInvalid for bad
-// input. Match them with errors.Is; one error may match several (a lost
-// lock mid-write is ErrPartial and ErrLockLost).
-var (
-	// ErrPartial: the snapshot is incomplete — chunks failed, the write was
-	// stopped, or the lock was lost — and its manifest records which
-	// districts were written. The Result returned beside it says the same;
-	// Repair completes the snapshot. A fenced-out write, one whose manifest
-	// was not recorded and one whose root failed are not ErrPartial: they
-	// return ErrFencedOut, ErrManifestNotRecorded and ErrRootFailed.
-	ErrPartial = errors.New("snapshot written partially")
-	// ErrLockHeld: another writer holds the snapshot's lock and did not let
-	// go within the lock wait. Nothing was written.
-	ErrLockHeld = errors.New("snapshot lock is held by another writer")
-	// ErrFencedOut: a writer with a newer fence wrote this snapshot.
-	// Whatever this writer had not committed was refused; the newer
-	// writer's data is intact.
-	ErrFencedOut = errors.New("fenced out by a newer writer")
-	// ErrLockLost: this writer's lease ended mid-write (the lock could not
-	// be renewed before it expired) and no newer writer has written the
-	// snapshot. No chunk was started after the loss; what was committed
-	// before it is recorded in the manifest, and Repair completes the rest.
-	ErrLockLost = errors.New("lost the lock")
-	// ErrManifestNotRecorded: the write's outcome could not be recorded in
-	// the root document, which still describes a write in progress. Repair
-	// (or writing the snapshot again) completes it.
-	ErrManifestNotRecorded = errors.New("the manifest was not recorded")
-	// ErrLockBackendSwitch: the snapshot was written under a different lock
-	// backend, whose fences are not comparable with ours.
-	ErrLockBackendSwitch = errors.New("snapshot was written under a different lock backend")
-	// ErrLockKeySwitch: the snapshot was written under another lock key
-	// (on the same backend), whose fences are not comparable with ours.
-	ErrLockKeySwitch = errors.New("snapshot was written under a different lock key")
-	// ErrRootFailed: the root document could not be written, so no district
-	// was attempted.
-	ErrRootFailed = errors.New("root document write failed")
-	// ErrTimeout: the lock store did not answer within the lock wait plus
-	// the request timeout. Nothing was written.
-	ErrTimeout = errors.New("no answer from the lock store")
-	// ErrNothingWritten: the write ended before its root document was
-	// written (with ErrLockLost: the lease was lost first), so the stored
-	// snapshot is as it was. Writing it again is all there is to do.
-	ErrNothingWritten = errors.New("nothing was written")
-)
-
 // Writer writes snapshots. It is safe for concurrent use.
 type Writer struct {
 	client   *firestore.Client

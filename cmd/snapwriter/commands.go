@@ -218,7 +218,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 			return err
 		}
 	}
-	return a.writeWait(werr, f)
+	return withHint(a.writeWait(werr, f))
 }
 
 // printResult prints what a write or repair did; werr, its error, tells
