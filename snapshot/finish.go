@@ -115,7 +115,6 @@ func (j *job) finish(out districtOutcome) error {
 	}
 	j.rootCommits.Add(1)
 	*j.res = done
-	j.res.ManifestRecorded = true
 	return nil
 }
 
@@ -123,7 +122,7 @@ func (j *job) finish(out districtOutcome) error {
 // outcome is unknown are decided inside the same transaction, by reading
 // their documents, so the manifest it records is exact; it writes the
 // fence document, so that no chunk commit still in flight can land after
-// it. It returns the Result as recorded.
+// it. It returns the Result as recorded, its Outcome complete or partial.
 func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Result, error) {
 	in := &j.in
 	if err := j.requireFence(tx); err != nil {
@@ -134,7 +133,7 @@ func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Res
 		return Result{}, err
 	}
 	now := j.w.cfg.now()
-	st := rootState{status: in.snap.Status, complete: r.Complete, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
+	st := rootState{status: in.snap.Status, complete: r.FailedBatches == 0, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
 	for _, id := range districtIDs(in.snap) {
 		st.complete = st.complete && in.stored(st, id)
 	}
@@ -145,7 +144,10 @@ func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Res
 	if err != nil {
 		return Result{}, retry.Permanent(err)
 	}
-	r.Complete = st.complete
+	r.Outcome = OutcomePartial
+	if st.complete {
+		r.Outcome = OutcomeComplete
+	}
 	mf, pages := in.split(in.manifest(st))
 	if err := tx.Update(j.w.root(in.id), []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
 		return Result{}, err

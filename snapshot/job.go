@@ -181,12 +181,20 @@ func (j *job) writeAll(resume bool) error {
 func (j *job) writeDistricts(ops []op) error {
 	out, err := j.commitChunks(ops)
 	if err != nil {
+		j.res.Outcome = OutcomeNotRecorded
 		return err
 	}
-	finishErr := j.finish(out)
-	if errors.Is(finishErr, errSuperseded) {
+	finishErr := j.finish(out) // which sets the Outcome when it records it
+	superseded := errors.Is(finishErr, errSuperseded)
+	if superseded {
 		// Fenced out in all but the root: see watchSuperseded.
 		out.fenced, finishErr = true, nil
+	}
+	if finishErr != nil || superseded {
+		j.res.Outcome = OutcomeNotRecorded
+		if out.fenced || errors.Is(finishErr, ErrFencedOut) {
+			j.res.Outcome = OutcomeFencedOut
+		}
 	}
 	j.summarize()
 	return j.conclude(finishErr, out.fenced)
@@ -197,7 +205,7 @@ func (j *job) writeDistricts(ops []op) error {
 func (j *job) conclude(finishErr error, fenced bool) error {
 	id, res, log := j.in.id, j.res, j.log
 	lost := j.lease.Err()
-	res.LockLost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
+	res.LockRenewals.Lost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
 	switch {
 	case errors.Is(finishErr, ErrFencedOut):
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
@@ -214,17 +222,17 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
 			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
 		return err
-	case lost != nil && !res.Complete:
+	case lost != nil && res.Outcome != OutcomeComplete:
 		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
 		return &Error{Kind: Partial, ID: id, Err: &Error{Kind: LockLost, Err: fmt.Errorf("%w; the manifest records what was written", lost)}}
 	case lost != nil:
 		// Every chunk and the finish passed the fence check: what is
 		// stored is this writer's complete snapshot.
 		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
-	case j.ctx.Err() != nil && !res.Complete:
+	case j.ctx.Err() != nil && res.Outcome != OutcomeComplete:
 		return &Error{Kind: Partial, ID: id,
 			Err: fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx))}
-	case !res.Complete:
+	case res.Outcome != OutcomeComplete:
 		return &Error{Kind: Partial, ID: id, Err: fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
 			res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))}
 	}

@@ -486,7 +486,7 @@ func TestLegacyRootRepair(t *testing.T) {
 	e.makeLegacy(day)
 
 	rep, err := e.writer().Repair(ctx, day, in)
-	if err != nil || !rep.Complete {
+	if err != nil || rep.Outcome != OutcomeComplete {
 		t.Fatalf("repair of a legacy root: %+v, %v", rep, err)
 	}
 	if f, h := e.rootWriter(day); f != rep.Fence || h != locking.HashKey(e.lockKey(day)) {

@@ -39,10 +39,10 @@ const maxListed = 5
 // districts too (and the whole snapshot when the root payload differs).
 // Either way a repaired snapshot never mixes two inputs.
 //
-// A complete snapshot is left alone: the Result has Skipped set and the
-// error is nil. A snapshot that does not exist is written whole, as Write
-// does (a writer that died before its root leaves nothing to repair but
-// the snapshot still to be written). An input that does not match the
+// A complete snapshot is left alone: the Result's Outcome is
+// OutcomeSkipped and the error is nil. A snapshot that does not exist is
+// written whole, as Write does (a writer that died before its root leaves
+// nothing to repair but the snapshot still to be written). An input that does not match the
 // stored manifest is ErrMismatch. Errors are those of Write.
 func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
 	return w.run(ctx, opRepair, id, snap)

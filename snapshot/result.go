@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,14 +47,13 @@ func (r BatchResult) MarshalJSON() ([]byte, error) {
 	}{r.BatchIndex, r.OperationCount, r.Success, r.RetryAttempts, r.AbortedRetries, r.DurationMs, errText(r.Err), r.DistrictIDs})
 }
 
-// Result is what a write or repair did: its chunks, the districts written
-// and not, and the fence it wrote under.
+// Result is what a write or repair did: how it ended, its chunks, the
+// districts written and not, and the fence it wrote under.
 type Result struct {
 	SnapshotID string `json:"snapshotId"`
-	Complete   bool   `json:"complete"`
-	// Skipped: WithSkipComplete found the stored snapshot complete, or
-	// Repair found nothing to repair; nothing was written.
-	Skipped           bool          `json:"skipped,omitempty"`
+	// Outcome is how the write or repair ended: what is stored, and
+	// whether the root's manifest says so.
+	Outcome           Outcome       `json:"outcome"`
 	TotalBatches      int           `json:"totalBatches"`
 	SuccessfulBatches int           `json:"successfulBatches"`
 	FailedBatches     int           `json:"failedBatches"`
@@ -63,13 +63,6 @@ type Result struct {
 	TotalDurationMs   int64         `json:"totalDurationMs"`
 	Fence             string        `json:"fence"`
 	BatchResults      []BatchResult `json:"batchResults"`
-	// ManifestRecorded: the root document records this outcome (or, for a
-	// skipped write, already recorded a complete one). When false, the
-	// root still describes a write in progress and the lists above are
-	// this process's own account; Repair completes the snapshot.
-	ManifestRecorded bool `json:"manifestRecorded"`
-	// LockLost: the lease ended mid-write, without a newer writer.
-	LockLost bool `json:"lockLost,omitempty"`
 	// DistrictsKept counts the districts a repair, or a write resuming an
 	// unfinished write of the same input, found stored intact and recorded
 	// without writing them again.
@@ -114,7 +107,6 @@ func (w *Writer) tally(res *Result) {
 			res.FailedDistricts = append(res.FailedDistricts, r.DistrictIDs...)
 		}
 	}
-	res.Complete = res.FailedBatches == 0
 }
 
 // summarize completes the job's Result — counts, duration, root commits,
@@ -130,11 +122,11 @@ func (j *job) summarize() {
 		res.LockRenewals = j.shed.summary()
 	}
 	lvl := zap.InfoLevel
-	if !res.Complete {
+	if !res.complete() {
 		lvl = zap.WarnLevel
 	}
 	j.log.Log(lvl, "snapshot write finished",
-		zap.Bool("complete", res.Complete),
+		zap.Bool("complete", res.complete()),
 		zap.Int("totalBatches", res.TotalBatches),
 		zap.Int("successfulBatches", res.SuccessfulBatches),
 		zap.Int("failedBatches", res.FailedBatches),
@@ -165,4 +157,152 @@ func logBatch(log *zap.Logger, r BatchResult) {
 		return
 	}
 	log.Info("batch committed", fields...)
+}
+
+// Outcome says how a write or repair ended: what is stored now, and
+// whether the root's manifest says so. Its error, when it has one, says
+// why (Kind).
+type Outcome int
+
+const (
+	// OutcomeComplete: every district is stored and the manifest records
+	// it. The error is nil.
+	OutcomeComplete Outcome = iota + 1
+	// OutcomeSkipped: the stored snapshot was complete already
+	// (WithSkipComplete, or a Repair with nothing to repair): nothing was
+	// written. The error is nil.
+	OutcomeSkipped
+	// OutcomePartial: the manifest records which districts were not
+	// written (FailedDistricts): chunks failed, the write was stopped, or
+	// the lease was lost (ErrPartial). Repair completes the snapshot.
+	OutcomePartial
+	// OutcomeNotRecorded: the write's outcome could not be recorded
+	// (ErrManifestNotRecorded): the root still describes a write in
+	// progress, and the Result's lists are this process's own account.
+	// Repair (or writing the snapshot again) completes it.
+	OutcomeNotRecorded
+	// OutcomeFencedOut: a writer with a newer fence took the snapshot
+	// over (ErrFencedOut), before this one's root or after it; what this
+	// writer had not committed was refused, and its outcome is not
+	// recorded.
+	OutcomeFencedOut
+	// OutcomeNotWritten: no district was attempted. The root document
+	// could not be written (ErrRootFailed), the stored snapshot was not
+	// this writer's to replace (ErrLockBackendSwitch, ErrLockKeySwitch,
+	// ErrLockHeld, ErrMismatch), or the lease was lost first (ErrLockLost;
+	// see ErrNothingWritten).
+	OutcomeNotWritten
+)
+
+var outcomeNames = map[Outcome]string{
+	OutcomeComplete: "complete", OutcomeSkipped: "skipped", OutcomePartial: "partial",
+	OutcomeNotRecorded: "notRecorded", OutcomeFencedOut: "fencedOut", OutcomeNotWritten: "notWritten",
+}
+
+// String returns the outcome's name in the Result's JSON: "complete",
+// "skipped", "partial", "notRecorded", "fencedOut", "notWritten".
+func (o Outcome) String() string {
+	if n, ok := outcomeNames[o]; ok {
+		return n
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// MarshalText renders o by its name ("" for no outcome).
+func (o Outcome) MarshalText() ([]byte, error) {
+	if o == 0 {
+		return []byte{}, nil
+	}
+	if _, ok := outcomeNames[o]; !ok {
+		return nil, fmt.Errorf("snapshot: unknown outcome %d", int(o))
+	}
+	return []byte(o.String()), nil
+}
+
+// UnmarshalText reads an outcome by its name.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*o = 0
+		return nil
+	}
+	for k, n := range outcomeNames {
+		if n == string(b) {
+			*o = k
+			return nil
+		}
+	}
+	return fmt.Errorf("snapshot: unknown outcome %q", b)
+}
+
+// recorded reports whether the root's manifest records r's outcome (or,
+// for a skipped write, already recorded a complete one).
+func (r *Result) recorded() bool {
+	return r.Outcome == OutcomeComplete || r.Outcome == OutcomeSkipped || r.Outcome == OutcomePartial
+}
+
+// complete is the JSON's "complete": true for a complete or skipped
+// write, false for a partial one, and for an outcome that is not
+// recorded, whether every chunk this process ran committed (as it counted
+// them, and so false when it ran none, the root's included).
+func (r *Result) complete() bool {
+	switch r.Outcome {
+	case OutcomeComplete, OutcomeSkipped:
+		return true
+	case OutcomePartial:
+		return false
+	}
+	return r.TotalBatches > 0 && r.FailedBatches == 0
+}
+
+// resultJSON is Result's JSON beyond its fields: the booleans Outcome
+// replaced, which the CLI's --json has always printed.
+type resultJSON struct {
+	Complete         bool `json:"complete"`
+	Skipped          bool `json:"skipped,omitempty"`
+	ManifestRecorded bool `json:"manifestRecorded"`
+	LockLost         bool `json:"lockLost,omitempty"`
+}
+
+// MarshalJSON renders r with its Outcome ("outcome") and the booleans it
+// replaced: "complete" (see Outcome), "skipped", "manifestRecorded" (the
+// root's manifest records the outcome) and "lockLost" (LockRenewals.Lost).
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		SnapshotID string  `json:"snapshotId"`
+		Outcome    Outcome `json:"outcome"`
+		Complete   bool    `json:"complete"`
+		Skipped    bool    `json:"skipped,omitempty"`
+		plain
+		ManifestRecorded bool `json:"manifestRecorded"`
+		LockLost         bool `json:"lockLost,omitempty"`
+	}{r.SnapshotID, r.Outcome, r.complete(), r.Outcome == OutcomeSkipped, plain(r), r.recorded(), r.LockRenewals.Lost})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, and the JSON of earlier
+// versions, which had no "outcome": it is read from their booleans.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	type plain Result
+	var v struct {
+		plain
+		resultJSON
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Result(v.plain)
+	r.LockRenewals.Lost = v.LockLost
+	if r.Outcome == 0 {
+		switch {
+		case v.Skipped:
+			r.Outcome = OutcomeSkipped
+		case v.ManifestRecorded && v.Complete:
+			r.Outcome = OutcomeComplete
+		case v.ManifestRecorded:
+			r.Outcome = OutcomePartial
+		default:
+			r.Outcome = OutcomeNotRecorded
+		}
+	}
+	return nil
 }

@@ -34,7 +34,7 @@ var errResume = errors.New("the stored snapshot is an unfinished write of this i
 // complete and wrote nothing.
 func (j *job) skip(msg string) {
 	j.log.Info(msg)
-	j.res = &Result{SnapshotID: j.in.id, Skipped: true, Complete: true, ManifestRecorded: true, FailedDistricts: []string{},
+	j.res = &Result{SnapshotID: j.in.id, Outcome: OutcomeSkipped, FailedDistricts: []string{},
 		TotalDurationMs: j.w.cfg.now().Sub(j.in.startedAt).Milliseconds(), LockWaitMs: j.lockWait.Milliseconds()}
 }
 
@@ -47,6 +47,10 @@ func (j *job) startResult(rootRes *BatchResult, err error) error {
 		logBatch(j.log, *rootRes)
 	}
 	if err != nil {
+		j.res.Outcome = OutcomeNotWritten
+		if errors.Is(err, ErrFencedOut) {
+			j.res.Outcome = OutcomeFencedOut
+		}
 		if rootRes != nil {
 			j.summarize()
 		}

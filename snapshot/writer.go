@@ -144,7 +144,8 @@ func (w *Writer) Close() error {
 // completes them — with ErrLockLost too when the lease ended mid-write and
 // nobody else wrote), ErrFencedOut (a newer writer took over),
 // ErrManifestNotRecorded (the outcome could not be stored;
-// Result.ManifestRecorded is false), ErrRootFailed, ErrLockHeld, ErrTimeout.
+// Result.Outcome is OutcomeNotRecorded), ErrRootFailed, ErrLockHeld,
+// ErrTimeout; each an *Error of that Kind, with the snapshot's id.
 func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
 	return w.run(ctx, opWrite, id, snap)
 }
