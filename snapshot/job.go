@@ -122,6 +122,11 @@ func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Contex
 	return st, unsure, err
 }
 
+// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
+func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
+	return func(ctx context.Context) error { return w.txn(ctx, fn) }
+}
+
 // newInput is what a write or repair by the job's lease builds its
 // documents from: every district's document size and hash, and the
 // payload's hash. The documents themselves are built chunk by chunk
@@ -237,9 +242,4 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 			res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))}
 	}
 	return nil
-}
-
-// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
-func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
-	return func(ctx context.Context) error { return w.txn(ctx, fn) }
 }

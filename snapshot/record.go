@@ -63,17 +63,16 @@ func (j *job) startRecorder() *recorder {
 		return err
 	}
 	paged := func(id string) (int, bool) { p, ok := j.in.pageOf[id]; return p, ok }
-	return startRecorder(j.wctx, commit, paged, j.w.cfg.recordEvery, j.w.cfg.retry.AttemptTimeout, j.log)
+	r := &recorder{commit: commit, paged: paged, log: j.log, every: j.w.cfg.recordEvery, timeout: j.w.cfg.retry.AttemptTimeout}
+	return r.start(j.wctx)
 }
 
-// startRecorder starts a recorder that commits with commit, at most once
-// every every.
-func startRecorder(ctx context.Context, commit func(context.Context, rootState, []int) error,
-	paged func(string) (int, bool), every, timeout time.Duration, log *zap.Logger) *recorder {
-	ctx, cancel := context.WithCancel(ctx)
-	r := &recorder{commit: commit, paged: paged, log: log, every: every, timeout: timeout,
-		written: make(map[string]string), dirty: make(map[int]bool),
-		changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+// start starts r, whose commit, paged, log, every and timeout are set: it
+// records under ctx, with commit, at most once every r.every.
+func (r *recorder) start(ctx context.Context) *recorder {
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.written, r.dirty = make(map[string]string), make(map[int]bool)
+	r.changed, r.done = make(chan struct{}, 1), make(chan struct{})
 	go r.run(ctx)
 	return r
 }

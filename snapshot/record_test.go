@@ -73,7 +73,7 @@ func TestRecorderPacing(t *testing.T) {
 					return nil
 				}
 				paged := func(string) (int, bool) { return 0, false }
-				r := startRecorder(t.Context(), commit, paged, tc.every, time.Minute, zap.NewNop())
+				r := (&recorder{commit: commit, paged: paged, every: tc.every, timeout: time.Minute, log: zap.NewNop()}).start(t.Context())
 				added := map[string]time.Time{}
 				for i := range 40 {
 					id := fmt.Sprint(i)
