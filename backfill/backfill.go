@@ -300,7 +300,7 @@ func (o *Options) unanswered(err error) (stop string, report error) {
 // writer with ErrFencedOut, a held lock with ErrLockHeld.
 func classify(res *snapshot.Result, err error) (Outcome, error) {
 	switch {
-	case res != nil && res.Skipped:
+	case res != nil && res.Outcome == snapshot.OutcomeSkipped:
 		return Skipped, err
 	case err == nil:
 		return Complete, nil

@@ -76,7 +76,7 @@ func (f *fake) List(context.Context) ([]snapshot.Summary, error) {
 }
 
 func written(n int) *snapshot.Result {
-	return &snapshot.Result{Complete: true, Fence: "000000000000002", DistrictsWritten: n, FailedDistricts: []string{}}
+	return &snapshot.Result{Outcome: snapshot.OutcomeComplete, Fence: "000000000000002", DistrictsWritten: n, FailedDistricts: []string{}}
 }
 
 func partly(n int, failed ...string) *snapshot.Result {
@@ -104,7 +104,7 @@ func TestRunOutcomes(t *testing.T) {
 		wantErr string // a substring; "" wants no error
 	}{
 		{"complete", outcome{res: written(3)}, Complete, ""},
-		{"skipped under the lock", outcome{res: &snapshot.Result{Skipped: true, Complete: true}}, Skipped, ""},
+		{"skipped under the lock", outcome{res: &snapshot.Result{Outcome: snapshot.OutcomeSkipped}}, Skipped, ""},
 		{"chunks failed", outcome{res: partly(2, "3"), err: fmt.Errorf("%w: 1 of 2 chunks failed", snapshot.ErrPartial)}, Partial, "snapshot written partially: 1 of 2 chunks failed"},
 		{"stopped by a signal", outcome{res: partly(1, "2", "3"), err: fmt.Errorf("%w: stopped: %w", snapshot.ErrPartial, context.Canceled)}, Partial, "context canceled"},
 		{"lock lost", outcome{res: partly(1, "2", "3"), err: fmt.Errorf("%w: %w", snapshot.ErrPartial, snapshot.ErrLockLost)}, Partial, snapshot.ErrLockLost.Error()},

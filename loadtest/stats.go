@@ -94,7 +94,7 @@ func newRound(concurrency, n int, id string, res *snapshot.Result, err error) Ro
 	if res == nil {
 		return r
 	}
-	r.Complete = res.Complete && err == nil
+	r.Complete = err == nil && (res.Outcome == snapshot.OutcomeComplete || res.Outcome == snapshot.OutcomeSkipped)
 	r.DistrictsWritten = res.DistrictsWritten
 	r.DurationMs = res.TotalDurationMs
 	if res.TotalDurationMs > 0 {

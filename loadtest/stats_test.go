@@ -54,7 +54,7 @@ func TestLoadtestPercentileNearestRank(t *testing.T) {
 }
 
 func TestLoadtestRoundAndLevels(t *testing.T) {
-	res := &snapshot.Result{Complete: true, DistrictsWritten: 200, TotalDurationMs: 2000, RootCommits: 7, LockWaitMs: 12,
+	res := &snapshot.Result{Outcome: snapshot.OutcomeComplete, DistrictsWritten: 200, TotalDurationMs: 2000, RootCommits: 7, LockWaitMs: 12,
 		BatchResults: []snapshot.BatchResult{
 			{BatchIndex: 0, Success: true, DurationMs: 999, RetryAttempts: 1, AbortedRetries: 1}, // the root: not a chunk latency
 			{BatchIndex: 1, Success: true, DurationMs: 30, RetryAttempts: 2, AbortedRetries: 1},

@@ -105,8 +105,8 @@ func TestPartialWrite(t *testing.T) {
 	if !errors.Is(err, snapshot.ErrPartial) || res == nil {
 		t.Fatalf("Write: %v, want a partial result and ErrPartial", err)
 	}
-	if res.Complete {
-		t.Fatalf("Write: Complete true although every commit of district %s was refused", denied)
+	if res.Outcome != snapshot.OutcomePartial {
+		t.Fatalf("Write: outcome %v, not partial, although every commit of district %s was refused", res.Outcome, denied)
 	}
 	if !slices.Contains(res.FailedDistricts, denied) {
 		t.Errorf("Result.FailedDistricts %v does not name district %s", res.FailedDistricts, denied)

@@ -66,7 +66,7 @@ func (r *recorder) Write(ctx context.Context, date string, snap *model.Snapshot)
 	if r.write != nil {
 		return r.write(ctx, n)
 	}
-	return &snapshot.Result{Complete: true, Fence: "000000000000001", DistrictsWritten: 2, FailedDistricts: []string{}}, nil
+	return &snapshot.Result{Outcome: snapshot.OutcomeComplete, Fence: "000000000000001", DistrictsWritten: 2, FailedDistricts: []string{}}, nil
 }
 
 // start runs a worker of r on spec until the returned stop is called; stop
@@ -138,7 +138,7 @@ func TestWorkerSkipsTickDuringWrite(t *testing.T) {
 			if n == 0 {
 				time.Sleep(1500 * time.Millisecond) // over the tick at 22:00:02
 			}
-			return &snapshot.Result{Complete: true}, nil
+			return &snapshot.Result{Outcome: snapshot.OutcomeComplete}, nil
 		}}
 		logs, stop := start(t, r, "* * * * * *", 0)
 		time.Sleep(4*time.Second + 500*time.Millisecond)
@@ -174,7 +174,7 @@ func TestWorkerCarriesOnAfterFailedRuns(t *testing.T) {
 				if n == 0 {
 					return &snapshot.Result{Fence: "000000000000002", DistrictsWritten: 1, FailedDistricts: []string{"2"}}, errors.New("partial")
 				}
-				return &snapshot.Result{Complete: true}, nil
+				return &snapshot.Result{Outcome: snapshot.OutcomeComplete}, nil
 			},
 		}
 		logs, stop := start(t, r, "@every 1s", 0)

@@ -128,7 +128,7 @@ func TestRepairKeepsApplicationWholeNumbers(t *testing.T) {
 		t.Fatalf("Repair: %v", err)
 	}
 	checkInvariants(t, res)
-	if !res.Complete || res.Skipped || res.DistrictsKept != len(written) || res.DistrictsWritten != len(failed) {
+	if res.Outcome != OutcomeComplete || res.DistrictsKept != len(written) || res.DistrictsWritten != len(failed) {
 		t.Errorf("Repair = %s, kept %d; want complete, %d kept and %d written", brief(res), res.DistrictsKept, len(written), len(failed))
 	}
 	var committed []string
@@ -153,7 +153,7 @@ func TestRepairKeepsApplicationWholeNumbers(t *testing.T) {
 			t.Errorf("Verify (input %v) = %+v, %v; want intact and complete", with != nil, rep, err)
 		}
 	}
-	if res, err := e.writer().Repair(ctx, day, in); err != nil || !res.Skipped {
+	if res, err := e.writer().Repair(ctx, day, in); err != nil || res.Outcome != OutcomeSkipped {
 		t.Errorf("second Repair = %+v, %v; want skipped", res, err)
 	}
 }
@@ -169,7 +169,7 @@ func TestRepairSkipsCompleteApplicationSnapshot(t *testing.T) {
 	putAppSnapshot(t, e, day, in, districtIDs(in), nil)
 	before := len(e.f.commits())
 	res, err := e.writer().Repair(ctx, day, in)
-	if err != nil || !res.Skipped || !res.Complete {
+	if err != nil || res.Outcome != OutcomeSkipped {
 		t.Fatalf("Repair = %+v, %v; want skipped", res, err)
 	}
 	if n := len(e.f.commits()) - before; n != 0 {
@@ -272,7 +272,7 @@ func TestRepairComparesPayloadNumbersAsFirestore(t *testing.T) {
 		t.Errorf("Verify of the partial snapshot against rankings 12 = %+v, %v; want intact", rep, err)
 	}
 	res, err := e.writer().Repair(ctx, day, b)
-	if err != nil || !res.Complete || res.DistrictsWritten != failed || res.DistrictsKept != 120-failed {
+	if err != nil || res.Outcome != OutcomeComplete || res.DistrictsWritten != failed || res.DistrictsKept != 120-failed {
 		t.Fatalf("Repair with rankings 12 for 12.0 = %s, %v; want the failed chunk written, the rest kept", brief(res), err)
 	}
 	if rep, err := r.Verify(ctx, day, b); err != nil || !rep.Intact || !rep.Complete {
@@ -299,7 +299,7 @@ func TestWriteResumeKeepsOnlyExactData(t *testing.T) {
 
 	before := len(e.f.commits())
 	res, err := e.writer().Write(ctx, day, b)
-	if err != nil || !res.Complete {
+	if err != nil || res.Outcome != OutcomeComplete {
 		t.Fatalf("Write = %s, %v", brief(res), err)
 	}
 	if want := len(first.FailedDistricts) + 1; res.DistrictsWritten != want || res.DistrictsKept != 120-want {
@@ -398,7 +398,7 @@ func TestRepairLazyInputReadsBackOnlyWhatItMust(t *testing.T) {
 	lazy := lazyCopy(t, jsExport(safe()))
 	res, err := e.writer().Repair(ctx, day, lazy)
 	failed := len(first.FailedDistricts)
-	if err != nil || !res.Complete || res.DistrictsWritten != failed || res.DistrictsKept != 120-failed {
+	if err != nil || res.Outcome != OutcomeComplete || res.DistrictsWritten != failed || res.DistrictsKept != 120-failed {
 		t.Fatalf("Repair from the application's export = %s, %v; want %d written, the rest kept", brief(res), err, failed)
 	}
 	if n := lazy.DataLoads(); n != int64(failed) {

@@ -298,7 +298,7 @@ func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Du
 		}
 		return func(ctx context.Context, id string, in input) error {
 			res, err := w.Write(ctx, id, in.snap)
-			if err == nil && !res.Complete {
+			if err == nil && res.Outcome != OutcomeComplete {
 				err = errors.New("incomplete write")
 			}
 			return err

@@ -83,25 +83,34 @@ func databaseOf(docName string) string {
 	return db
 }
 
-// chunkTxn runs one attempt of a chunk's transaction: it reads the fence
-// document (named fence) in a new transaction (retrying prev, the attempt
-// before, when that one was aborted: the server then gives this one
-// priority), runs prepare while the read is on its way (so that encoding
-// the chunk's documents costs no round trip), hands the fence document to
-// decide (nil when it is missing), and commits the writes decide returns.
-// It returns the transaction's id, for the next attempt's prev.
+// chunkTx is one chunk's transaction, as every attempt of it runs: the
+// name of the fence document it reads; prepare, run while that read is on
+// its way (so that encoding the chunk's documents costs no round trip);
+// and decide, handed the fence document (nil when it is missing), which
+// returns the writes to commit.
+type chunkTx struct {
+	fence   string
+	prepare func() error
+	decide  func(fence *pb.Document) ([]*pb.Write, error)
+}
+
+// chunkTxn runs one attempt of chunk transaction c: it reads the fence
+// document in a new transaction (retrying prev, the attempt before, when
+// that one was aborted: the server then gives this one priority), runs
+// c.prepare while the read is on its way, hands the fence document to
+// c.decide, and commits the writes it returns. It returns the
+// transaction's id, for the next attempt's prev.
 //
 // A commit error whose outcome is unknown comes back as an *unknownOutcome
 // marked retry.Transient, as txn's do.
-func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte, prepare func() error,
-	decide func(fence *pb.Document) ([]*pb.Write, error)) (tid []byte, err error) {
-	db := databaseOf(fence)
+func (w *Writer) chunkTxn(ctx context.Context, c chunkTx, prev []byte) (tid []byte, err error) {
+	db := databaseOf(c.fence)
 	// The header the Firestore client sends on every call: the service
 	// routes requests by it.
 	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
 	opts := &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{
 		ReadWrite: &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}}}
-	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: []string{fence}}
+	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: []string{c.fence}}
 	if w.cfg.inlineBegin {
 		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_NewTransaction{NewTransaction: opts}
 	} else {
@@ -117,7 +126,7 @@ func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte, prepar
 		w.rollback(ctx, db, tid)
 		return tid, err
 	}
-	if err := prepare(); err != nil {
+	if err := c.prepare(); err != nil {
 		// Drain the read, so that the transaction it began is known
 		// and rolled back.
 		for {
@@ -152,7 +161,7 @@ func (w *Writer) chunkTxn(ctx context.Context, fence string, prev []byte, prepar
 	if len(tid) == 0 {
 		return nil, status.Error(codes.Internal, "the read that begins the chunk's transaction returned no transaction")
 	}
-	writes, err := decide(found)
+	writes, err := c.decide(found)
 	if err != nil {
 		w.rollback(ctx, db, tid)
 		return tid, err

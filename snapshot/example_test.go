@@ -111,6 +111,6 @@ func ExampleWriter_Repair() {
 	case err != nil:
 		log.Fatal(err)
 	}
-	fmt.Println("complete:", res.Complete, "skipped:", res.Skipped)
-	// Output: complete: true skipped: true
+	fmt.Println("outcome:", res.Outcome)
+	// Output: outcome: skipped
 }

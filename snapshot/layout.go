@@ -3,7 +3,6 @@ package snapshot
 import (
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -165,20 +164,6 @@ type rootInput struct {
 	// for the inline form (see paginate); pageOf: district id → its page.
 	pageSize int
 	pageOf   map[string]int
-	// contended is set once a transaction of this write met another's
-	// lock, so that it is explained in one WARNING, not one per retry.
-	contended *atomic.Bool
-	// superseded, when set and true, stops the finish's attempts: the
-	// lost lock has passed to a newer writer (see watchSuperseded).
-	superseded *atomic.Bool
-	// rootCommits counts the commits of this write that wrote the root.
-	rootCommits *atomic.Int32
-	// lockWait is how long acquiring the lock took.
-	lockWait time.Duration
-	// shed admits the write's chunks, fewer at once while the store (and
-	// so the lock's renewals) answers slowly; nil admits them all, up to
-	// the concurrency.
-	shed *shedder
 }
 
 // keptDistrict is the manifest's record of a stored district document

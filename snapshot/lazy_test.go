@@ -183,7 +183,7 @@ func TestRepairLazyInput(t *testing.T) {
 		t.Fatalf("Repair: %v", err)
 	}
 	checkInvariants(t, rep)
-	if !rep.Complete || rep.DistrictsWritten != 50 || lazy.DataLoads() != 50 {
+	if rep.Outcome != OutcomeComplete || rep.DistrictsWritten != 50 || lazy.DataLoads() != 50 {
 		t.Errorf("repair wrote %d districts, read %d back: %+v", rep.DistrictsWritten, lazy.DataLoads(), rep)
 	}
 	if back := e.get(day); !model.Equal(back, src) {

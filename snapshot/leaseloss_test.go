@@ -68,7 +68,7 @@ func TestLeaseLostBeforeRoot(t *testing.T) {
 			if err != nil && (!strings.Contains(err.Error(), tc.says) || strings.Contains(err.Error(), ErrRootFailed.Error())) {
 				t.Errorf("err says %q; want %q, and not %q", err, tc.says, ErrRootFailed)
 			}
-			if res == nil || res.DistrictsWritten != 0 || len(res.BatchResults) != 1 || res.Complete {
+			if res == nil || res.DistrictsWritten != 0 || len(res.BatchResults) != 1 || res.Outcome != OutcomeNotWritten {
 				t.Errorf("result %s; want the root's failure alone", brief(res))
 			}
 			if n := len(e.stored(day)); n != 0 {

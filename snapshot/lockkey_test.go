@@ -486,7 +486,7 @@ func TestLegacyRootRepair(t *testing.T) {
 	e.makeLegacy(day)
 
 	rep, err := e.writer().Repair(ctx, day, in)
-	if err != nil || !rep.Complete {
+	if err != nil || rep.Outcome != OutcomeComplete {
 		t.Fatalf("repair of a legacy root: %+v, %v", rep, err)
 	}
 	if f, h := e.rootWriter(day); f != rep.Fence || h != locking.HashKey(e.lockKey(day)) {
@@ -507,8 +507,9 @@ func TestForeignLockKeyRefused(t *testing.T) {
 	const foreign = "0123456789abcdef01234567"
 	e.setRoot(day, firestore.Update{Path: "metadata.writerLockKeyHash", Value: foreign})
 	_, err := e.writer().Write(ctx, day, gen(6, 2))
-	if !errors.Is(err, ErrLockKeySwitch) || !strings.Contains(err.Error(), foreign) || !strings.Contains(err.Error(), "--allow-lock-backend-switch") {
-		t.Fatalf("write over a foreign key's root: %v; want ErrLockKeySwitch", err)
+	var se *Error
+	if !errors.Is(err, ErrLockKeySwitch) || !strings.Contains(err.Error(), foreign) || !errors.As(err, &se) || se.Kind != LockKeySwitch || se.ID != day {
+		t.Fatalf("write over a foreign key's root: %v; want ErrLockKeySwitch, an *Error of kind LockKeySwitch for %s", err, day)
 	}
 	if _, h := e.rootWriter(day); h != foreign {
 		t.Errorf("refused write changed the root's key hash to %q", h)

@@ -76,22 +76,24 @@ func transactionClosed(err error) bool {
 	return false
 }
 
-// resolve decides the chunks of res whose commit outcome is unknown by
+// resolve decides the chunks of the job's Result whose commit outcome is
+// unknown by
 // reading their documents in tx: a district is written when its document
 // carries this writer's fence, a stale district deleted when its document
-// is gone. It returns res and out with those chunks decided, leaving the
-// originals alone (the transaction may run again). Run in the transaction
+// is gone. It returns the job's Result and out with those chunks decided,
+// leaving the originals alone (the transaction may run again). Run in the transaction
 // that records the manifest, the reads make the record exact: a late commit
 // of such a chunk either comes before it, and is seen, or conflicts with
 // it, and one of the two is aborted.
-func (w *Writer) resolve(tx *firestore.Transaction, in rootInput, res *Result, out districtOutcome) (Result, districtOutcome, error) {
+func (j *job) resolve(tx *firestore.Transaction, out districtOutcome) (Result, districtOutcome, error) {
+	in, res := &j.in, j.res
 	r := *res
 	r.BatchResults = slices.Clone(res.BatchResults)
 	var refs []*firestore.DocumentRef
 	for _, b := range r.BatchResults {
 		if b.unsure {
 			for _, o := range b.ops {
-				refs = append(refs, w.root(in.id).Collection("districts").Doc(districtDocID(o.districtID)))
+				refs = append(refs, j.w.root(in.id).Collection("districts").Doc(districtDocID(o.districtID)))
 			}
 		}
 	}
@@ -133,7 +135,7 @@ func (w *Writer) resolve(tx *firestore.Transaction, in rootInput, res *Result, o
 			b.Err = fmt.Errorf("not written (%w)", b.Err)
 		}
 	}
-	w.tally(&r)
+	j.w.tally(&r)
 	return r, decided, nil
 }
 

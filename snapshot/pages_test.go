@@ -167,7 +167,7 @@ func TestTwentyThousandDistricts(t *testing.T) {
 	e.f.setRule(nil)
 	t0 = time.Now()
 	rres, err := w.Repair(ctx, day, in)
-	if err != nil || !rres.Complete || rres.DistrictsWritten != 500*len(denied) {
+	if err != nil || rres.Outcome != OutcomeComplete || rres.DistrictsWritten != 500*len(denied) {
 		t.Fatalf("repair: %s, %v", brief(rres), err)
 	}
 	t.Logf("repair: %s, %d districts written", time.Since(t0), rres.DistrictsWritten)

@@ -101,7 +101,7 @@ func TestPropertyWriteReadEquivalence(t *testing.T) {
 			rt.Fatalf("generated snapshot invalid: %v", err)
 		}
 		res, err := w.Write(context.Background(), id, s)
-		if err != nil || !res.Complete {
+		if err != nil || res.Outcome != OutcomeComplete {
 			rt.Fatalf("write: %v %+v", err, res)
 		}
 		got, err := r.Get(context.Background(), id)

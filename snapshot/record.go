@@ -49,31 +49,30 @@ type recorder struct {
 	done   chan struct{}      // closed when run returns
 }
 
-// startRecorder starts the recorder of a write whose root is committed. It
-// records under ctx, the write's work context: when the lease is lost or
-// the grace period ends, recording stops, and the finish records all.
-func (w *Writer) startRecorder(ctx context.Context, in rootInput, log *zap.Logger) *recorder {
+// startRecorder starts the recorder of a job whose root is committed. It
+// records under the job's wctx: when the lease is lost or the grace
+// period ends, recording stops, and the finish records all.
+func (j *job) startRecorder() *recorder {
 	commit := func(ctx context.Context, st rootState, pages []int) error {
-		err := w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			return w.recordTxn(tx, in, st, pages)
+		err := j.w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			return j.recordTxn(tx, st, pages)
 		})
 		if err == nil {
-			in.rootCommits.Add(1)
+			j.rootCommits.Add(1)
 		}
 		return err
 	}
-	paged := func(id string) (int, bool) { p, ok := in.pageOf[id]; return p, ok }
-	return startRecorder(ctx, commit, paged, w.cfg.recordEvery, w.cfg.retry.AttemptTimeout, log)
+	paged := func(id string) (int, bool) { p, ok := j.in.pageOf[id]; return p, ok }
+	r := &recorder{commit: commit, paged: paged, log: j.log, every: j.w.cfg.recordEvery, timeout: j.w.cfg.retry.AttemptTimeout}
+	return r.start(j.wctx)
 }
 
-// startRecorder starts a recorder that commits with commit, at most once
-// every every.
-func startRecorder(ctx context.Context, commit func(context.Context, rootState, []int) error,
-	paged func(string) (int, bool), every, timeout time.Duration, log *zap.Logger) *recorder {
-	ctx, cancel := context.WithCancel(ctx)
-	r := &recorder{commit: commit, paged: paged, log: log, every: every, timeout: timeout,
-		written: make(map[string]string), dirty: make(map[int]bool),
-		changed: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+// start starts r, whose commit, paged, log, every and timeout are set: it
+// records under ctx, with commit, at most once every r.every.
+func (r *recorder) start(ctx context.Context) *recorder {
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.written, r.dirty = make(map[string]string), make(map[int]bool)
+	r.changed, r.done = make(chan struct{}, 1), make(chan struct{})
 	go r.run(ctx)
 	return r
 }
@@ -196,11 +195,12 @@ func (r *recorder) record(ctx context.Context) error {
 // root: a record commit delayed past the finish would otherwise overwrite
 // the finished root with a stale one, whereas with the root read, the
 // finish's write of the root makes such a commit fail.
-func (w *Writer) recordTxn(tx *firestore.Transaction, in rootInput, st rootState, pages []int) error {
-	if err := w.requireFence(tx, in); err != nil {
+func (j *job) recordTxn(tx *firestore.Transaction, st rootState, pages []int) error {
+	in := &j.in
+	if err := j.requireFence(tx); err != nil {
 		return err
 	}
-	ref := w.root(in.id)
+	ref := j.w.root(in.id)
 	if _, err := tx.Get(ref); err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (w *Writer) recordTxn(tx *firestore.Transaction, in rootInput, st rootState
 		return err
 	}
 	for _, p := range pages {
-		if err := tx.Set(w.pagesRef(in.id).Doc(pageID(p)), all[p]); err != nil {
+		if err := tx.Set(j.w.pagesRef(in.id).Doc(pageID(p)), all[p]); err != nil {
 			return err
 		}
 	}

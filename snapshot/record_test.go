@@ -73,7 +73,7 @@ func TestRecorderPacing(t *testing.T) {
 					return nil
 				}
 				paged := func(string) (int, bool) { return 0, false }
-				r := startRecorder(t.Context(), commit, paged, tc.every, time.Minute, zap.NewNop())
+				r := (&recorder{commit: commit, paged: paged, every: tc.every, timeout: time.Minute, log: zap.NewNop()}).start(t.Context())
 				added := map[string]time.Time{}
 				for i := range 40 {
 					id := fmt.Sprint(i)
@@ -235,7 +235,7 @@ func TestChunksLeaveTheRootToTheRecorder(t *testing.T) {
 				in := gen(1000, int64(conc))
 				core, logs := observer.New(zapcore.DebugLevel)
 				run := writeWatched(t, e, day, in, WithConcurrency(conc), WithLogger(zap.New(core)))
-				if run.err != nil || !run.res.Complete {
+				if run.err != nil || run.res.Outcome != OutcomeComplete {
 					t.Fatalf("write: %s, %v", brief(run.res), run.err)
 				}
 				roots := 0
@@ -391,7 +391,7 @@ func TestUnrecordedDistrictsAreRecordedNotRewritten(t *testing.T) {
 				} else {
 					res, err = w.Write(ctx, day, in)
 				}
-				if err != nil || !res.Complete {
+				if err != nil || res.Outcome != OutcomeComplete {
 					t.Fatalf("%s: %s, %v", how, brief(res), err)
 				}
 				rewritten := map[string]bool{}

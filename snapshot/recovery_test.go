@@ -76,7 +76,7 @@ func TestStalledTransactionIsOutlasted(t *testing.T) {
 	close(release)
 	<-stalled
 	r := <-done
-	if r.err != nil || !r.res.Complete {
+	if r.err != nil || r.res.Outcome != OutcomeComplete {
 		t.Fatalf("with a contention wait: %s, %v", brief(r.res), r.err)
 	}
 	if n := logs.FilterMessageSnippet("root locked by another transaction").Len(); n != 1 {
@@ -141,11 +141,11 @@ func TestUnknownCommitOutcomes(t *testing.T) {
 				res, err := e.writer().Write(context.Background(), day, in)
 				checkEnding(t, res, err)
 				checkInvariants(t, res)
-				if !res.ManifestRecorded {
-					t.Error("manifest not recorded")
+				if res.Outcome != OutcomeComplete && res.Outcome != OutcomePartial {
+					t.Errorf("manifest not recorded: %v", res.Outcome)
 				}
-				if res.Complete != tc.wantComplete {
-					t.Errorf("complete = %v, want %v (failed %v)", res.Complete, tc.wantComplete, res.FailedDistricts)
+				if (res.Outcome == OutcomeComplete) != tc.wantComplete {
+					t.Errorf("outcome %v, want complete %v (failed %v)", res.Outcome, tc.wantComplete, res.FailedDistricts)
 				}
 				if n := e.f.commitsFor(target); tc.before != nil && n < 2 {
 					t.Errorf("the chunk was committed %d times; an unknown outcome must be retried", n)
@@ -202,7 +202,7 @@ func TestFinishFencesOnlyUnknownOutcomes(t *testing.T) {
 	if n, fenced := finishes(e); n != 1 || !fenced {
 		t.Errorf("a chunk of unknown outcome: %d finishes, fence written %v; want 1, true", n, fenced)
 	}
-	if !res.Complete {
+	if res.Outcome != OutcomeComplete {
 		t.Errorf("write %s; want complete", brief(res))
 	}
 }
@@ -219,7 +219,7 @@ func TestFinishNotRecorded(t *testing.T) {
 		if !errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockLost) {
 			t.Fatalf("err = %v, want ErrManifestNotRecorded alone", err)
 		}
-		if res == nil || res.ManifestRecorded || res.DistrictsWritten != 80 {
+		if res == nil || res.Outcome != OutcomeNotRecorded || res.DistrictsWritten != 80 {
 			t.Fatalf("result %+v", res)
 		}
 		if logs.FilterMessageSnippet("manifest was not recorded").Len() != 1 {
@@ -242,7 +242,7 @@ func TestFinishNotRecorded(t *testing.T) {
 		e.f.setRule(nil)
 		before := len(e.f.commits())
 		rres, err := e.writer().Repair(context.Background(), day, in)
-		if err != nil || !rres.Complete || rres.DistrictsKept != 80 || rres.DistrictsWritten != 0 {
+		if err != nil || rres.Outcome != OutcomeComplete || rres.DistrictsKept != 80 || rres.DistrictsWritten != 0 {
 			t.Fatalf("Repair = %s (kept %d), %v; want complete, the 80 kept", brief(rres), rres.DistrictsKept, err)
 		}
 		for _, c := range e.f.commits()[before:] {

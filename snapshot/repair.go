@@ -14,15 +14,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
-
-// ErrMismatch: the input given to Repair is not the snapshot that was
-// written (other districts, another root payload, or districts whose
-// stored, intact documents hold other data). Nothing was written.
-var ErrMismatch = errors.New("input does not match the stored snapshot")
 
 // errReplace: WithRewriteChanged found the input's root payload differs
 // from the stored one; the repair becomes a whole write.
@@ -45,50 +39,58 @@ const maxListed = 5
 // districts too (and the whole snapshot when the root payload differs).
 // Either way a repaired snapshot never mixes two inputs.
 //
-// A complete snapshot is left alone: the Result has Skipped set and the
-// error is nil. A snapshot that does not exist is written whole, as Write
-// does (a writer that died before its root leaves nothing to repair but
-// the snapshot still to be written). An input that does not match the
+// A complete snapshot is left alone: the Result's Outcome is
+// OutcomeSkipped and the error is nil. A snapshot that does not exist is
+// written whole, as Write does (a writer that died before its root leaves
+// nothing to repair but the snapshot still to be written). An input that does not match the
 // stored manifest is ErrMismatch. Errors are those of Write.
 func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
-	return w.run(ctx, "repair", id, snap, w.repair)
+	return w.run(ctx, opRepair, id, snap)
 }
 
 // repair is Repair once the lock is held: take the root over, write what
 // is missing, finish.
-func (w *Writer) repair(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error) {
-	in.repairing = true
-	return w.complete(ctx, wctx, lease, in, false, log)
+func (j *job) repair() error {
+	return j.complete(false)
 }
 
 // complete takes the stored root over, writes what is missing and
 // finishes: a repair, or (resume) a Write that found an unfinished write
 // of its own input stored, which rewrites what differs instead of
 // refusing it and writes the whole snapshot when the district sets differ.
-func (w *Writer) complete(ctx, wctx context.Context, lease *locking.Lease, in rootInput, resume bool, log *zap.Logger) (*Result, error) {
-	todo, kept, rootRes, err := w.takeOver(wctx, in, resume || w.cfg.rewriteChanged, log)
+func (j *job) complete(resume bool) error {
+	t, err := j.takeOver(resume || j.w.cfg.rewriteChanged)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		log.Info("nothing is stored under this date; writing the whole snapshot")
-		return w.writeAll(ctx, wctx, lease, in, false, log)
+		j.log.Info("nothing is stored under this date; writing the whole snapshot")
+		return j.writeAll(false)
 	case errors.Is(err, errReplace):
-		log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
-		return w.writeAll(ctx, wctx, lease, in, false, log)
+		j.log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
+		return j.writeAll(false)
 	case resume && errors.Is(err, ErrMismatch):
-		log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
-		return w.writeAll(ctx, wctx, lease, in, false, log)
+		j.log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
+		return j.writeAll(false)
 	case errors.Is(err, errSkip):
-		return w.skipped(in, log, "snapshot is complete; nothing to repair"), nil
+		j.skip("snapshot is complete; nothing to repair")
+		return nil
 	}
-	log = log.With(zap.String("fence", in.fence))
-	res, err := w.rooted(in, lease, rootRes, err, log)
-	if err != nil {
-		return res, err
+	j.log = j.log.With(zap.String("fence", j.in.fence))
+	if err := j.startResult(t.root, err); err != nil {
+		return err
 	}
-	res.DistrictsKept = len(kept)
-	log.Info("writing the districts not stored", zap.Int("districts", len(todo)), zap.Int("districtsKept", len(kept)))
-	in.kept = kept
-	return w.districts(ctx, wctx, lease, in, in.ops(todo), res, log)
+	j.res.DistrictsKept = len(t.kept)
+	j.log.Info("writing the districts not stored", zap.Int("districts", len(t.todo)), zap.Int("districtsKept", len(t.kept)))
+	j.in.kept = t.kept
+	return j.writeDistricts(j.in.ops(t.todo))
+}
+
+// takeover is what takeOver found: the districts to write, those kept as
+// they are stored, and its root transaction (nil when it never ran or
+// was refused).
+type takeover struct {
+	todo map[string]bool
+	kept map[string]keptDistrict
+	root *BatchResult
 }
 
 // takeOver reads the stored root and district documents in a
@@ -100,8 +102,9 @@ func (w *Writer) complete(ctx, wctx context.Context, lease *locking.Lease, in ro
 // (snapwriter, an earlier version, or the application). Chunks of an older
 // writer still in flight are refused from now on. It returns errSkip for a
 // complete snapshot.
-func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *zap.Logger) (map[string]bool, map[string]keptDistrict, *BatchResult, error) {
-	ref := w.root(in.id)
+func (j *job) takeOver(rewrite bool) (takeover, error) {
+	in := &j.in
+	ref := j.w.root(in.id)
 	var todo map[string]bool
 	var kept map[string]keptDistrict
 	var refused error // repairSet's ErrMismatch or errReplace
@@ -113,7 +116,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 	// learns of the input outlives the transaction's retries.
 	inData := newInputData(in.snap, in.dataHashes, in.repairing)
 	t0 := time.Now()
-	st, _, err := w.do(ctx, in, log, func(ctx context.Context, tx *firestore.Transaction) error {
+	st, _, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
 		doc, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
 			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
@@ -122,7 +125,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 			return err
 		}
 		data := doc.Data()
-		if err := w.checkPrior(ctx, data, in); err != nil {
+		if err := j.checkPrior(ctx, data); err != nil {
 			return retry.Permanent(err)
 		}
 		stored, err := readStoredDistricts(tx.Documents(ref.Collection("districts")), inData)
@@ -131,7 +134,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		}
 		// The pages of a paged root hold its entries; any other page is
 		// stale and deleted below.
-		pages, err := tx.Documents(w.pagesRef(in.id)).GetAll()
+		pages, err := tx.Documents(j.w.pagesRef(in.id)).GetAll()
 		if err != nil {
 			return fmt.Errorf("reading manifest pages: %w", err)
 		}
@@ -140,7 +143,7 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		for i, p := range pages {
 			storedPages[i] = p.Ref.ID
 		}
-		todo, kept, err = repairSet(data, in, inData, stored, rewrite)
+		todo, kept, err = in.repairSet(data, inData, stored, rewrite)
 		if err != nil {
 			refused = err
 			return retry.Permanent(err)
@@ -148,40 +151,46 @@ func (w *Writer) takeOver(ctx context.Context, in rootInput, rewrite bool, log *
 		if len(todo) == 0 && writtenWhole(asMap(data["metadata"])) && !legacyRoot(data) {
 			return retry.Permanent(errSkip)
 		}
-		taken := in
-		taken.kept = kept
-		root, newPages, err := taken.rootDoc()
+		root, newPages, err := in.keeping(kept).rootDoc()
 		if err != nil {
 			return retry.Permanent(err)
 		}
 		if err := tx.Set(ref, root); err != nil {
 			return err
 		}
-		if err := w.setPages(tx, in.id, newPages, storedPages); err != nil {
+		if err := j.w.setPages(tx, in.id, newPages, storedPages); err != nil {
 			return err
 		}
-		return w.setFence(tx, in, in.startedAt)
-	})
+		return j.setFence(tx, in.startedAt)
+	}))
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	switch {
 	case errors.Is(err, errSkip):
-		return nil, nil, nil, err
+		return takeover{}, err
 	case refused != nil:
 		// The input's own problem, found on the first attempt: no
 		// "after 1 attempt" prefix.
-		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", in.id, refused)
+		return takeover{}, withID(in.id, refused)
 	case errors.Is(err, ErrNotFound):
-		return nil, nil, nil, err
+		return takeover{}, err
 	case err != nil:
 		r.Err = err
 		if refusedByPrior(err) {
-			return nil, nil, &r, fmt.Errorf("snapshot %s: %w", in.id, err)
+			return takeover{root: &r}, withID(in.id, err)
 		}
-		return nil, nil, &r, fmt.Errorf("snapshot %s: %w: %w", in.id, ErrRootFailed, err)
+		return takeover{root: &r}, &Error{Kind: RootFailed, ID: in.id, Err: err}
 	}
 	r.Success = true
-	in.rootCommits.Add(1)
-	return todo, kept, &r, nil
+	j.rootCommits.Add(1)
+	return takeover{todo: todo, kept: kept, root: &r}, nil
+}
+
+// keeping is in as the root of a takeover records it: with the districts
+// it keeps as they are stored. in holds no state of the write (the job
+// does), so the copy shares nothing that changes.
+func (in rootInput) keeping(kept map[string]keptDistrict) rootInput {
+	in.kept = kept
+	return in
 }
 
 // unrecorded reports whether stored district s, which the root md does
@@ -255,7 +264,7 @@ func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[str
 // intact with other data than the input's (inData compares them), or
 // another root payload, is ErrMismatch — or, WithRewriteChanged, a
 // district to write again and errReplace.
-func repairSet(root map[string]any, in rootInput, inData *inputData, stored map[string]storedDistrict, rewrite bool) (map[string]bool, map[string]keptDistrict, error) {
+func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map[string]storedDistrict, rewrite bool) (map[string]bool, map[string]keptDistrict, error) {
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {

@@ -123,7 +123,7 @@ func TestRepairCompletesPartial(t *testing.T) {
 			t.Fatalf("Repair: %v", err)
 		}
 		checkInvariants(t, rep)
-		if !rep.Complete || rep.Skipped || rep.DistrictsWritten != len(failed) || rep.Fence <= res.Fence {
+		if rep.Outcome != OutcomeComplete || rep.DistrictsWritten != len(failed) || rep.Fence <= res.Fence {
 			t.Errorf("repair result = %+v (first write fence %s)", rep, res.Fence)
 		}
 		for _, c := range e.f.commits()[before:] {
@@ -159,7 +159,7 @@ func TestRepairOfCompleteSnapshotIsNoop(t *testing.T) {
 		first := mustWrite(t, e.writer(), day, in)
 		before := len(e.f.commits())
 		rep, err := e.writer().Repair(context.Background(), day, in)
-		if err != nil || !rep.Skipped || !rep.Complete {
+		if err != nil || rep.Outcome != OutcomeSkipped {
 			t.Fatalf("Repair = %+v, %v; want skipped", rep, err)
 		}
 		if n := len(e.f.commits()) - before; n != 0 {
@@ -209,7 +209,7 @@ func TestRepairIgnoresSnapshotID(t *testing.T) {
 		other := gen(120, 8)
 		other.SnapshotID = "1795244400000"
 		res, err := e.writer().Repair(context.Background(), day, other)
-		if err != nil || !res.Complete {
+		if err != nil || res.Outcome != OutcomeComplete {
 			t.Fatalf("Repair = %+v, %v", res, err)
 		}
 		if w, f := checkExact(t, e, day); w != 120 || f != 0 {
@@ -232,7 +232,7 @@ func TestRepairOfMissingSnapshotWritesIt(t *testing.T) {
 	e := newEnv(t)
 	in := model.Generate("2026-01-01", 60, 1)
 	res, err := e.writer().Repair(context.Background(), "2026-01-01", in)
-	if err != nil || !res.Complete || !res.ManifestRecorded || res.DistrictsWritten != 60 {
+	if err != nil || res.Outcome != OutcomeComplete || res.DistrictsWritten != 60 {
 		t.Fatalf("Repair = %+v, %v", res, err)
 	}
 	checkInvariants(t, res)
@@ -261,7 +261,7 @@ func TestStopLetsChunksInFlightFinish(t *testing.T) {
 			return nil
 		})
 		res, err := e.writer(WithConcurrency(1), WithGracePeriod(10*time.Second)).Write(ctx, day, in)
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrPartial) || res == nil || res.Complete {
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrPartial) || res == nil || res.Outcome != OutcomePartial {
 			t.Fatalf("Write = %s, %v; want a partial result, ErrPartial and context.Canceled", brief(res), err)
 		}
 		checkInvariants(t, res)
@@ -281,7 +281,7 @@ func TestStopLetsChunksInFlightFinish(t *testing.T) {
 		}
 		e.f.setRule(nil)
 		rep, err := e.writer().Repair(context.Background(), day, in)
-		if err != nil || !rep.Complete || rep.DistrictsWritten != 200 {
+		if err != nil || rep.Outcome != OutcomeComplete || rep.DistrictsWritten != 200 {
 			t.Fatalf("Repair = %+v, %v", rep, err)
 		}
 		if got := e.get(day); !model.Equal(in, got) {
@@ -325,7 +325,7 @@ func TestSkipComplete(t *testing.T) {
 		first := mustWrite(t, e.writer(), day, in)
 		before := len(e.f.commits())
 		res, err := e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
-		if err != nil || !res.Skipped || !res.Complete {
+		if err != nil || res.Outcome != OutcomeSkipped {
 			t.Fatalf("Write = %+v, %v; want skipped", res, err)
 		}
 		if n := len(e.f.commits()) - before; n != 0 {
@@ -340,7 +340,7 @@ func TestSkipComplete(t *testing.T) {
 		mustPartial(t)(e.writer().Write(context.Background(), day, in))
 		e.f.setRule(nil)
 		res, err = e.writer(WithSkipComplete(true)).Write(context.Background(), day, in)
-		if err != nil || res.Skipped || !res.Complete {
+		if err != nil || res.Outcome != OutcomeComplete {
 			t.Fatalf("Write over a partial snapshot = %+v, %v", res, err)
 		}
 	})
@@ -370,7 +370,7 @@ func TestRepairWithAnotherExport(t *testing.T) {
 			t.Error("the root changed")
 		}
 		res, err := e.writer(WithRewriteChanged(true)).Repair(context.Background(), day, b)
-		if err != nil || !res.Complete {
+		if err != nil || res.Outcome != OutcomeComplete {
 			t.Fatalf("repair --rewrite-changed: %+v, %v", res, err)
 		}
 		if got := e.get(day); !model.Equal(got, b) {
@@ -400,7 +400,7 @@ func TestRepairRewritesMissingAndAltered(t *testing.T) {
 			t.Fatal(err)
 		}
 		res, err := e.writer().Repair(ctx, day, in)
-		if err != nil || !res.Complete || res.DistrictsWritten != 2 {
+		if err != nil || res.Outcome != OutcomeComplete || res.DistrictsWritten != 2 {
 			t.Fatalf("Repair = %+v, %v; want the 2 damaged districts re-written", res, err)
 		}
 		if got := e.get(day); !model.Equal(got, in) {
@@ -440,7 +440,7 @@ func TestLegacyRootMigratesOnRepair(t *testing.T) {
 	}
 	before := len(e.f.commits())
 	res, err := e.writer().Repair(context.Background(), day, in)
-	if err != nil || res.Skipped || !res.Complete || res.DistrictsWritten != 0 {
+	if err != nil || res.Outcome != OutcomeComplete || res.DistrictsWritten != 0 {
 		t.Fatalf("Repair = %+v, %v; want the root rewritten, no district", res, err)
 	}
 	for _, c := range e.f.commits()[before:] {
@@ -455,7 +455,7 @@ func TestLegacyRootMigratesOnRepair(t *testing.T) {
 	if w, f := checkExact(t, e, day); w != 60 || f != 0 {
 		t.Errorf("manifest %d/%d", w, f)
 	}
-	if rep, err := e.writer().Repair(context.Background(), day, in); err != nil || !rep.Skipped {
+	if rep, err := e.writer().Repair(context.Background(), day, in); err != nil || rep.Outcome != OutcomeSkipped {
 		t.Errorf("second Repair = %+v, %v; want skipped", rep, err)
 	}
 }

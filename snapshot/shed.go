@@ -26,6 +26,11 @@ type LockRenewals struct {
 	// Pauses counts the renewals that went unanswered TTL/6 past their
 	// due time, during which the write started no chunk.
 	Pauses int `json:"pauses"`
+	// Lost: the lease ended mid-write (a renewal could not be made
+	// before it expired), and no newer writer took the snapshot over: the
+	// write started no chunk after it (ErrLockLost). The Result's JSON
+	// says it as "lockLost".
+	Lost bool `json:"-"`
 }
 
 // shedPolicy decides how many chunks a write runs at once, so that the

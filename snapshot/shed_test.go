@@ -488,7 +488,7 @@ func TestWriterShedsChunksWhenRenewalsSlow(t *testing.T) {
 	waitFor(t, commits.changed, "8 chunk commits in flight again", func() bool { return commits.held() == 8 })
 	commits.open()
 	got := <-done
-	if got.err != nil || !got.res.Complete {
+	if got.err != nil || got.res.Outcome != OutcomeComplete {
 		t.Fatalf("write: %v", got.err)
 	}
 	r := got.res.LockRenewals

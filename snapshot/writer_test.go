@@ -169,15 +169,16 @@ func mustWrite(t *testing.T, w *Writer, id string, s *model.Snapshot) *Result {
 	if err != nil {
 		t.Fatalf("Write: %v", err)
 	}
-	if !res.Complete {
+	if res.Outcome != OutcomeComplete && res.Outcome != OutcomeSkipped {
 		t.Fatalf("Write incomplete: %+v", res)
 	}
 	return res
 }
 
 // mustPartial asserts that a write or repair ended partial, the one way
-// the package says so: a Result with Complete false and the manifest
-// recorded, beside an error matching ErrPartial and no other ending.
+// the package says so: a Result whose Outcome is OutcomePartial (the
+// manifest recorded), beside an error matching ErrPartial and no other
+// ending.
 func mustPartial(t *testing.T) func(*Result, error) *Result {
 	return func(res *Result, err error) *Result {
 		t.Helper()
@@ -190,20 +191,25 @@ func checkPartial(t *testing.T, res *Result, err error) *Result {
 	if !errors.Is(err, ErrPartial) || errors.Is(err, ErrFencedOut) || errors.Is(err, ErrManifestNotRecorded) || errors.Is(err, ErrRootFailed) {
 		t.Fatalf("err = %v, want ErrPartial alone", err)
 	}
-	if res == nil || res.Complete || !res.ManifestRecorded || len(res.FailedDistricts) == 0 {
+	if res == nil || res.Outcome != OutcomePartial || len(res.FailedDistricts) == 0 {
 		t.Fatalf("want a partial result with its manifest recorded, got %s", brief(res))
 	}
 	return res
 }
 
 // checkEnding asserts the contract between a Result and its error: nil
-// exactly when complete, ErrPartial when a recorded write is incomplete.
+// exactly when complete (or skipped), ErrPartial when a recorded write is
+// incomplete, and no other outcome.
 func checkEnding(t *testing.T, res *Result, err error) {
 	t.Helper()
 	switch {
 	case res == nil:
 		t.Fatalf("no result (err %v)", err)
-	case res.Complete && err != nil, !res.Complete && !errors.Is(err, ErrPartial):
+	case res.Outcome == OutcomeComplete || res.Outcome == OutcomeSkipped:
+		if err != nil {
+			t.Fatalf("result %s with err %v", brief(res), err)
+		}
+	case res.Outcome != OutcomePartial || !errors.Is(err, ErrPartial):
 		t.Fatalf("result %s with err %v", brief(res), err)
 	}
 }
@@ -245,8 +251,9 @@ func checkInvariants(t *testing.T, res *Result) {
 	if fmt.Sprint(got) != fmt.Sprint(failed) && !(len(got) == 0 && len(failed) == 0) {
 		t.Errorf("failedDistricts = %v, failed batches hold %v", got, failed)
 	}
-	if res.Complete != (bad == 0) {
-		t.Errorf("complete = %v with %d failed batches", res.Complete, bad)
+	// complete() is the result's "complete" in JSON (see Outcome).
+	if res.complete() != (bad == 0) {
+		t.Errorf("complete = %v (outcome %v) with %d failed batches", res.complete(), res.Outcome, bad)
 	}
 }
 
@@ -400,7 +407,7 @@ func TestPermanentChunkFailureIsPartial(t *testing.T) {
 		e.deny(victim)
 		res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
 		checkInvariants(t, res)
-		if res.Complete || res.FailedBatches != 1 {
+		if res.Outcome != OutcomePartial || res.FailedBatches != 1 {
 			t.Fatalf("want one failed batch, got %+v", res)
 		}
 		if n := e.f.commitsFor(victim); n != 1 {
@@ -480,7 +487,7 @@ func TestRootFailureWritesNothing(t *testing.T) {
 	if !errors.Is(err, ErrRootFailed) {
 		t.Fatalf("err = %v, want ErrRootFailed", err)
 	}
-	if res == nil || res.Complete || len(res.BatchResults) != 1 || res.BatchResults[0].RetryAttempts != 2 {
+	if res == nil || res.Outcome != OutcomeNotWritten || len(res.BatchResults) != 1 || res.BatchResults[0].RetryAttempts != 2 {
 		t.Errorf("result = %+v", res)
 	}
 	for _, c := range e.f.commits() {
@@ -686,8 +693,8 @@ func TestLeaseLossCancelsChunks(t *testing.T) {
 		if !errors.Is(err, ErrLockLost) || !errors.Is(err, locking.ErrLeaseLost) || errors.Is(err, ErrFencedOut) {
 			t.Fatalf("err = %v, want ErrLockLost wrapping ErrLeaseLost", err)
 		}
-		if !res.LockLost || !res.ManifestRecorded {
-			t.Errorf("result: lockLost %v, manifestRecorded %v; want both", res.LockLost, res.ManifestRecorded)
+		if !res.LockRenewals.Lost || res.Outcome != OutcomePartial {
+			t.Errorf("result: lock lost %v, outcome %v; want lost, partial with the manifest recorded", res.LockRenewals.Lost, res.Outcome)
 		}
 		if res.DistrictsWritten != 0 || len(e.stored(day)) != 0 {
 			t.Errorf("chunks ran after the lease was lost: %d written", res.DistrictsWritten)
@@ -723,8 +730,8 @@ func TestSupersededWriterSkipsItsFinish(t *testing.T) {
 			t.Fatal(newer, err)
 		}
 	})
-	if !errors.Is(err, ErrFencedOut) || res.ManifestRecorded {
-		t.Fatalf("err = %v, manifestRecorded %v; want fenced out, the manifest left to the newer writer", err, res.ManifestRecorded)
+	if !errors.Is(err, ErrFencedOut) || res.Outcome != OutcomeFencedOut {
+		t.Fatalf("err = %v, outcome %v; want fenced out, the manifest left to the newer writer", err, res.Outcome)
 	}
 	after := e.rootData(day)
 	if md := asMap(after["metadata"]); md["writeState"] != stateWriting || !reflect.DeepEqual(after["manifest"], before["manifest"]) {

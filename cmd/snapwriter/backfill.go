@@ -213,7 +213,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	}
 	defer closeLocker()
 	res := backfill.Run(ctx, mine, backfill.Options{
-		Writer:       w,
+		Writer:       hintingWriter{w},
 		SkipComplete: b.skipComplete,
 		Reader:       reader,
 		ReadTimeout:  a.bound(),

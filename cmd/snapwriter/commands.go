@@ -218,7 +218,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 			return err
 		}
 	}
-	return a.writeWait(werr, f)
+	return withHint(a.writeWait(werr, f))
 }
 
 // printResult prints what a write or repair did; werr, its error, tells
@@ -227,7 +227,7 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if asJSON {
 		return printJSON(a.stdout, res)
 	}
-	if res.Skipped {
+	if res.Outcome == snapshot.OutcomeSkipped {
 		_, err := fmt.Fprintf(a.stdout, "snapshot %s: already complete — nothing written\n", res.SnapshotID)
 		return err
 	}
@@ -235,7 +235,10 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	switch {
 	case errors.Is(werr, snapshot.ErrNothingWritten):
 		state = "NOT WRITTEN"
-	case !res.Complete:
+	case res.Outcome != snapshot.OutcomeComplete && (res.Outcome == snapshot.OutcomePartial || res.FailedBatches > 0 || res.TotalBatches == 0):
+		// Not complete (the JSON's "complete" false): a partial write, or
+		// one whose outcome was not recorded with batches that failed, or
+		// none run.
 		state = "PARTIAL"
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d batches (%d failed), fence %s, %d ms\n",
@@ -246,7 +249,8 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if len(res.FailedDistricts) > 0 {
 		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
 	}
-	if !res.ManifestRecorded && res.TotalBatches > 1 {
+	recorded := res.Outcome == snapshot.OutcomeComplete || res.Outcome == snapshot.OutcomePartial
+	if !recorded && res.TotalBatches > 1 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
 	}
 	if r := res.LockRenewals; r.Sheds > 0 || r.Pauses > 0 {

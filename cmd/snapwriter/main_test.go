@@ -173,10 +173,10 @@ func TestWriteGetListEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)
 	}
-	if !res.Complete || res.TotalBatches != 4 || res.DistrictsWritten != 132 || res.Fence != "000000000000001" || len(res.BatchResults) != 4 {
+	if res.Outcome != snapshot.OutcomeComplete || res.TotalBatches != 4 || res.DistrictsWritten != 132 || res.Fence != "000000000000001" || len(res.BatchResults) != 4 {
 		t.Errorf("result = %+v", res)
 	}
-	for _, key := range []string{`"snapshotId"`, `"complete"`, `"totalBatches"`, `"successfulBatches"`, `"failedBatches"`,
+	for _, key := range []string{`"snapshotId"`, `"outcome": "complete"`, `"complete": true`, `"manifestRecorded": true`, `"totalBatches"`, `"successfulBatches"`, `"failedBatches"`,
 		`"districtsWritten"`, `"failedDistricts"`, `"totalDurationMs"`, `"fence"`, `"batchResults"`, `"batchIndex"`,
 		`"operationCount"`, `"success"`, `"retryAttempts"`, `"durationMs"`, `"districtIds"`} {
 		if !strings.Contains(out, key) {

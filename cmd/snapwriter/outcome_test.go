@@ -104,8 +104,14 @@ func TestLockLostExit3(t *testing.T) {
 		t.Fatalf("exit %d, want 3 with \"lost the lock\"\n%s\n%s", code, out, errs)
 	}
 	var res snapshot.Result
-	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.LockLost || !res.ManifestRecorded || res.Complete {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.LockRenewals.Lost || res.Outcome != snapshot.OutcomePartial {
 		t.Fatalf("result %+v, %v", res, err)
+	}
+	// The JSON still says it with the booleans it always had.
+	for _, kv := range []string{`"outcome": "partial"`, `"complete": false`, `"manifestRecorded": true`, `"lockLost": true`} {
+		if !strings.Contains(out, kv) {
+			t.Errorf("--json lacks %s:\n%s", kv, out)
+		}
 	}
 	written, failed := manifestExact(t, c, day)
 	if written+failed != 150 || written != res.DistrictsWritten {
@@ -137,8 +143,9 @@ func TestManifestNotRecordedExit1(t *testing.T) {
 		t.Fatalf("exit %d, want 1 saying the manifest was not recorded\n%s", code, errs)
 	}
 	var res snapshot.Result
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.ManifestRecorded {
-		t.Fatalf("result %+v, %v", res, err)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome != snapshot.OutcomeNotRecorded ||
+		!strings.Contains(out, `"manifestRecorded": false`) || !strings.Contains(out, `"outcome": "notRecorded"`) {
+		t.Fatalf("result %+v, %v\n%s", res, err, out)
 	}
 	c.interceptors = nil
 	if code, _, errs := c.run(in, "repair", "--date", day, "--input", "-"); code != exitOK {

@@ -77,7 +77,7 @@ func TestWriteWithPostgresLock(t *testing.T) {
 		t.Fatalf("write: exit %d\n%s\n%s", code, out, errs)
 	}
 	var res snapshot.Result
-	if err := json.Unmarshal([]byte(out), &res); err != nil || !res.Complete || res.Fence != "000000000000001" {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome != snapshot.OutcomeComplete || res.Fence != "000000000000001" {
 		t.Fatalf("result: %v %+v", err, res)
 	}
 	if b, f := rootMetadata(t, c, day); b != "postgres" || f != res.Fence {

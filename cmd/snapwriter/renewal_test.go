@@ -198,7 +198,7 @@ func TestAcquireTimeoutMessage(t *testing.T) {
 func TestPrintResultSaysShed(t *testing.T) {
 	var out bytes.Buffer
 	a := newApp(strings.NewReader(""), &out, &out, func(string) (string, bool) { return "", false })
-	res := &snapshot.Result{SnapshotID: day, Complete: true, FailedDistricts: []string{},
+	res := &snapshot.Result{SnapshotID: day, Outcome: snapshot.OutcomeComplete, TotalBatches: 1, SuccessfulBatches: 1, FailedDistricts: []string{},
 		LockRenewals: snapshot.LockRenewals{Count: 9, SlowestMs: 1900, Sheds: 2, MinConcurrency: 4, Pauses: 1}}
 	if err := a.printResult(res, nil, false); err != nil {
 		t.Fatal(err)

@@ -99,7 +99,7 @@ func TestSIGTERMDuringWrite(t *testing.T) {
 		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
 	}
 	var res snapshot.Result
-	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.Complete || res.DistrictsWritten < 100 || res.DistrictsWritten >= 1000 {
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil || res.Outcome != snapshot.OutcomePartial || res.DistrictsWritten < 100 || res.DistrictsWritten >= 1000 {
 		t.Fatalf("result %+v, %v", res, err)
 	}
 	t.Logf("exited at %s", time.Since(t0))
@@ -124,7 +124,7 @@ func TestSIGTERMDuringWrite(t *testing.T) {
 		t.Fatalf("repair: %v\n%s", err, out)
 	}
 	var rep snapshot.Result
-	if err := json.Unmarshal(out, &rep); err != nil || !rep.Complete || rep.DistrictsWritten != failed {
+	if err := json.Unmarshal(out, &rep); err != nil || rep.Outcome != snapshot.OutcomeComplete || rep.DistrictsWritten != failed {
 		t.Errorf("repair result %+v, %v; want %d districts", rep, err, failed)
 	}
 	t.Logf("repaired at %s", time.Since(t0))

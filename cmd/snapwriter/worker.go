@@ -114,7 +114,7 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 		Input:      src,
 		Write: func(ctx context.Context, date string, snap *model.Snapshot) (*snapshot.Result, error) {
 			res, err := w.Write(ctx, date, snap)
-			return res, a.writeWait(err, f)
+			return res, withHint(a.writeWait(err, f))
 		},
 		Log:      a.log,
 		ExitCode: exitCode,

@@ -1,0 +1,237 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/batching"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// op is one write of a chunk: a district set or a stale district delete.
+// A set's document is built when its chunk is written, and not kept.
+type op struct {
+	districtID string
+	district   *model.DistrictStatistics // the district to set; nil: delete
+	bytes      int
+}
+
+// ops are the sets of the districts want selects (every district when
+// want is nil), in input order.
+func (in rootInput) ops(want map[string]bool) []op {
+	ops := make([]op, 0, len(in.snap.Payload.Districts))
+	for i := range in.snap.Payload.Districts {
+		d := &in.snap.Payload.Districts[i]
+		if want == nil || want[d.DistrictID] {
+			ops = append(ops, op{districtID: d.DistrictID, district: d, bytes: in.opBytes[d.DistrictID]})
+		}
+	}
+	return ops
+}
+
+// document builds the document a set writes, reading its district's data
+// (from the input file, for a lazily read snapshot).
+func (in rootInput) document(o op) (map[string]any, error) {
+	data, err := o.district.LoadData()
+	if err != nil {
+		return nil, fmt.Errorf("district %s: %w", o.districtID, err)
+	}
+	return districtDoc(in.snap, *o.district, data, in.fence), nil
+}
+
+// districtOutcome is what the chunks of a write or repair did, per district.
+type districtOutcome struct {
+	status, msgs map[string]string // district → manifest entry status, error message
+	times        map[string]string // district → when its chunk committed (isoMillis)
+	fenced       bool              // a chunk was refused for a newer fence
+}
+
+// commitChunks adds deletes of the stale district documents to ops,
+// commits them all in chunks (starting chunks only while the job's ctx is
+// live, running them under its wctx), and records the outcome in its
+// Result.
+func (j *job) commitChunks(ops []op) (districtOutcome, error) {
+	res, log := j.res, j.log
+	stale, err := j.findStale()
+	if err != nil {
+		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
+	}
+	for _, sid := range stale {
+		ops = append(ops, op{districtID: sid, bytes: 256})
+	}
+	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
+		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
+	if err != nil {
+		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
+	}
+	first := len(res.BatchResults)
+	rec := j.startRecorder()
+	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+		// Fewer at once while the store answers slowly (shedder).
+		var epoch int
+		admitted := false
+		if j.shed != nil {
+			if epoch, admitted = j.shed.enter(ctx, j.wctx); admitted {
+				defer j.shed.leave()
+			}
+		}
+		t0 := time.Now()
+		r := j.writeChunk(first+i, chunk)
+		if admitted && r.Success {
+			j.shed.committed(time.Since(t0), epoch)
+		}
+		if r.Success {
+			rec.add(r.DistrictIDs, r.committed)
+		}
+		logBatch(log, r)
+		return r
+	})
+	rec.close()
+	res.BatchResults = append(res.BatchResults, results...)
+	j.w.tally(res)
+	return outcomeOf(results), nil
+}
+
+// outcomeOf reads the per-district outcome from chunk results.
+func outcomeOf(results []BatchResult) districtOutcome {
+	out := districtOutcome{status: map[string]string{}, msgs: map[string]string{}, times: map[string]string{}}
+	for _, r := range results {
+		st := entrySuccess
+		if !r.Success {
+			st = entryFailed
+			out.fenced = out.fenced || errors.Is(r.Err, ErrFencedOut)
+		}
+		for _, d := range r.DistrictIDs {
+			out.status[d], out.msgs[d] = st, errText(r.Err)
+			if r.Success {
+				out.times[d] = isoMillis(r.committed)
+			}
+		}
+	}
+	return out
+}
+
+// writeChunk commits one chunk as a transaction that first verifies the
+// fence, and writes the chunk's district documents and nothing else: no
+// two chunks in flight write the same document, and none writes the root
+// (the recorder does). The chunk starts only while the job's ctx is live;
+// once started it runs under its wctx, which outlives ctx by the grace
+// period. Its documents are encoded once, and every attempt commits the
+// same messages: every write is a set or a delete, so an attempt that
+// repeats one applied before (its outcome lost) changes nothing.
+func (j *job) writeChunk(index int, chunk []op) BatchResult {
+	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
+	for _, o := range chunk {
+		if o.district != nil {
+			r.DistrictIDs = append(r.DistrictIDs, o.districtID)
+		} else {
+			r.deletes++
+		}
+	}
+	t0 := time.Now()
+	for _, c := range []context.Context{j.ctx, j.wctx} {
+		if c.Err() != nil {
+			// Never started: the write was stopped or the lease lost.
+			r.Err = fmt.Errorf("not attempted: %w", context.Cause(c))
+			return r
+		}
+	}
+	var writes []*pb.Write // encoded once, during the first attempt's fence read
+	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
+	tx.prepare = func() error {
+		if writes != nil {
+			return nil
+		}
+		var err error
+		if writes, err = j.chunkWrites(chunk); err != nil {
+			return retry.Permanent(err)
+		}
+		return nil
+	}
+	tx.decide = func(fence *pb.Document) ([]*pb.Write, error) {
+		if err := j.in.fenceProblem(fence); err != nil {
+			return nil, retry.Permanent(err)
+		}
+		return writes, nil
+	}
+	var prev []byte // the last attempt's transaction, when it was aborted
+	st, unsure, err := j.retry(j.wctx, j.w.cfg.retry, func(ctx context.Context) error {
+		if prev != nil {
+			r.AbortedRetries++ // this attempt retries an aborted one
+		}
+		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		prev = nil
+		if status.Code(err) == codes.Aborted {
+			prev = tid
+		}
+		return err
+	})
+	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
+	if err != nil {
+		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		r.Err = err
+		r.unsure = unsure && !errors.Is(err, ErrFencedOut)
+		return r
+	}
+	r.Success, r.committed = true, time.Now()
+	return r
+}
+
+// chunkWrites encodes a chunk's sets and deletes. Each district's
+// document is built (its data read back from a lazily read input) and
+// encoded in turn, so that only its encoding outlives this call.
+func (j *job) chunkWrites(chunk []op) ([]*pb.Write, error) {
+	districts := j.w.root(j.in.id).Collection("districts")
+	writes := make([]*pb.Write, 0, len(chunk))
+	for _, o := range chunk {
+		name := districts.Doc(districtDocID(o.districtID)).Path
+		if o.district == nil {
+			writes = append(writes, deleteWrite(name))
+			continue
+		}
+		doc, err := j.in.document(o)
+		if err != nil {
+			return nil, err
+		}
+		set, err := wireSetWrite(name, doc)
+		if err != nil {
+			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
+		}
+		writes = append(writes, set)
+	}
+	return writes, nil
+}
+
+// findStale lists district documents of an earlier write of this
+// snapshot that the new snapshot no longer has.
+func (j *job) findStale() ([]string, error) {
+	snap := j.in.snap
+	keep := make(map[string]bool, len(snap.Payload.Districts))
+	for _, d := range snap.Payload.Districts {
+		keep[districtDocID(d.DistrictID)] = true
+	}
+	refs, err := j.w.root(j.in.id).Collection("districts").Select().Documents(j.wctx).GetAll()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, d := range refs {
+		if !keep[d.Ref.ID] {
+			stale = append(stale, strings.TrimPrefix(d.Ref.ID, "district_"))
+		}
+	}
+	sort.Strings(stale)
+	return stale, nil
+}

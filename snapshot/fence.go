@@ -1,0 +1,149 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// refusedByPrior reports whether err is checkPrior's refusal to replace the
+// stored root, which is not a failure to write it.
+func refusedByPrior(err error) bool {
+	return errors.Is(err, ErrFencedOut) || errors.Is(err, ErrLockBackendSwitch) || errors.Is(err, ErrLockKeySwitch) ||
+		errors.Is(err, ErrLockHeld)
+}
+
+// checkPrior decides whether a stored root may be replaced by this writer.
+// Fence counters are per lock backend and per key, so the stored
+// writerFence is compared with ours only when it was issued on our backend
+// (writerLockBackend) and our key (writerLockKeyHash):
+//
+//   - another backend: ErrLockBackendSwitch, unless allowed;
+//   - another key on our backend: ErrLockKeySwitch, unless allowed;
+//   - a fence but no key: the root of a snapwriter from before keys named
+//     the snapshot's document, whose fence counts on LegacyLockKey(id). It
+//     is replaced (once: the new root records our key) unless a live lock
+//     holds that key on our backend — a writer of that version at work —
+//     which is ErrLockHeld (see checkLegacy);
+//   - our key: ErrFencedOut when the stored fence is newer than ours.
+func (j *job) checkPrior(ctx context.Context, data map[string]any) error {
+	in := &j.in
+	md := asMap(data["metadata"])
+	storedBackend, _ := md["writerLockBackend"].(string)
+	storedFence, _ := md["writerFence"].(string)
+	storedKey, _ := md["writerLockKeyHash"].(string)
+	ourKey := in.keyHash
+	switch {
+	case storedBackend != "" && storedBackend != in.backend:
+		if j.w.cfg.allowSwitch {
+			return nil
+		}
+		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.backend)
+	case storedKey == "" && storedFence != "":
+		return j.w.checkLegacy(ctx, in.id)
+	case storedKey != "" && storedKey != ourKey:
+		if j.w.cfg.allowSwitch {
+			return nil
+		}
+		return fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable",
+			ErrLockKeySwitch, storedKey, ourKey)
+	}
+	if fenceNewer(storedFence, in.fence) {
+		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, storedFence, in.fence)
+	}
+	return nil
+}
+
+// checkLegacy decides whether a root written under LegacyLockKey(id), by
+// a snapwriter from before keys named the snapshot's document, may be
+// replaced: only while no live lock holds that key on this writer's
+// backend. Writers of that version do not take our key, so a live one
+// would not be excluded by our lock; while one is at work on the snapshot
+// this is ErrLockHeld. Its fence and ours count on different keys and are
+// not compared.
+func (w *Writer) checkLegacy(ctx context.Context, id string) error {
+	key := LegacyLockKey(id)
+	live, err := w.locker.IsLocked(ctx, key)
+	if err != nil {
+		return fmt.Errorf("checking the lock of earlier snapwriter versions on this snapshot (key hash %s): %w", locking.HashKey(key), err)
+	}
+	if live {
+		return fmt.Errorf("%w: a writer of an earlier snapwriter version holds its lock on this snapshot's date (the key snapshot:<date>, hash %s), which our lock does not exclude; let it finish and stop every writer of that version, then rerun",
+			ErrLockHeld, locking.HashKey(key))
+	}
+	return nil
+}
+
+// requireFence is the check the progress records and the finish make
+// inside their transaction (chunks make it on the Firestore API, see
+// fenceProblem): the snapshot must still carry this writer's fence. It
+// reads the fence document, which every chunk reads too: a newer writer's
+// root commit writes it, and so conflicts with the read.
+func (j *job) requireFence(tx *firestore.Transaction) error {
+	doc, err := tx.Get(j.w.fenceRef(j.in.id))
+	if status.Code(err) == codes.NotFound {
+		return retry.Permanent(j.in.fenceProblem(nil))
+	}
+	if err != nil {
+		return err
+	}
+	md := doc.Data()
+	f, _ := md["writerFence"].(string)
+	b, _ := md["writerLockBackend"].(string)
+	if err := j.in.fenceMismatch(f, b); err != nil {
+		return retry.Permanent(err)
+	}
+	return nil
+}
+
+// fenceProblem is requireFence's check on the fence document as the
+// Firestore API returns it (nil when it is missing).
+func (in rootInput) fenceProblem(doc *pb.Document) error {
+	if doc == nil {
+		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
+	}
+	f := doc.GetFields()
+	return in.fenceMismatch(f["writerFence"].GetStringValue(), f["writerLockBackend"].GetStringValue())
+}
+
+// fenceMismatch is ErrFencedOut unless the snapshot's fence document names
+// this writer's fence and lock backend.
+func (in rootInput) fenceMismatch(fence, backend string) error {
+	if fence != in.fence {
+		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.fence)
+	}
+	if backend != in.backend {
+		return fmt.Errorf("%w: the snapshot was taken over by a %q-locked writer", ErrFencedOut, backend)
+	}
+	return nil
+}
+
+// fenceRef is snapshot id's fence document.
+func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
+	return w.root(id).Collection(fenceCollection).Doc(fenceDocID)
+}
+
+// setFence adds to tx the write of the fence document with this writer's
+// fence, as of at: every transaction that moves the root to this writer or
+// records its outcome makes it, so chunk transactions in flight conflict.
+func (j *job) setFence(tx *firestore.Transaction, at time.Time) error {
+	return tx.Set(j.w.fenceRef(j.in.id), j.in.fenceDoc(at))
+}
+
+// fenceNewer reports whether fence a is newer than b. Fences compare as
+// equal-width decimal strings; a longer one is larger.
+func fenceNewer(a, b string) bool {
+	if len(a) != len(b) {
+		return len(a) > len(b)
+	}
+	return a > b
+}

@@ -1,0 +1,178 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// errSuperseded ends a finish whose lease, already lost, has passed to a
+// newer holder.
+var errSuperseded = errors.New("the lock has passed to a newer writer")
+
+// supersededPoll is how often a writer whose lease is lost asks the lock
+// store, while it records its manifest, whether a newer writer holds the
+// lock.
+const supersededPoll = time.Second
+
+// watchSuperseded sets j.superseded once the lease, already lost, has
+// passed to a newer holder: the lock on the snapshot's key is held under a
+// higher fence. That writer is about to write the root (or waiting to), so
+// this one's finish would only contend with its root transaction for the
+// fence and root documents — on the emulator the two kept aborting each
+// other for the whole contention wait, and the newer writer gave up (chaos
+// row 4) — and the fence check would refuse the finish once the newer root
+// landed. A superseded writer leaves the snapshot to the newer one, as a
+// fenced-out writer does; its root says writing, recording no more than
+// was written, until the newer writer replaces it (or a repair completes
+// it). The store is asked once before it returns, so that a writer already
+// superseded makes no attempt of its finish, then every supersededPoll (a
+// partition may hide the newer holder at first, and the finish retries
+// contention for minutes); lookups that fail decide nothing. The finish
+// stops between attempts (retry), never inside one: a transaction cut off
+// by a cancelled context is not rolled back, and would hold its reads for
+// Firestore's 60 s against the newer writer. stop ends the watch.
+func (j *job) watchSuperseded() (stop func()) {
+	lease := j.lease
+	if lease.Err() == nil || lease.Fence() == "" {
+		return func() {}
+	}
+	newer := func(ctx context.Context) bool {
+		lctx, lcancel := context.WithTimeout(ctx, 2*supersededPoll)
+		defer lcancel()
+		info, err := locking.GetByKey(lctx, j.w.locker, lease.Key())
+		// Fences are fixed-width digit strings: they compare as strings.
+		return err == nil && info != nil && info.Fence > lease.Fence()
+	}
+	wctx, end := context.WithCancel(context.WithoutCancel(j.ctx))
+	if newer(wctx) {
+		j.superseded.Store(true)
+		end()
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(supersededPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-tick.C:
+			}
+			if newer(wctx) {
+				j.superseded.Store(true)
+				return
+			}
+		}
+	}()
+	return func() { end(); <-done }
+}
+
+// finishTimeout bounds the finish: long enough to outlast a stalled
+// transaction (the contention wait) plus one attempt.
+func (w *Writer) finishTimeout() time.Duration {
+	return max(w.cfg.contention+w.cfg.retry.AttemptTimeout, time.Minute)
+}
+
+// finish records the outcome in the root: manifest entries, lists,
+// counts, status (recordOutcome), and with it replaces the job's Result.
+// It runs even when the job's ctx was cancelled or the lease lost: the
+// manifest must say what happened, and its fence check keeps it from
+// touching a newer writer's snapshot. It stops before its first attempt,
+// or between two, once the lost lease has passed to a newer writer
+// (watchSuperseded): then it returns errSuperseded.
+func (j *job) finish(out districtOutcome) error {
+	stop := j.watchSuperseded()
+	defer stop()
+	j.log.Info("recording the manifest")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), j.w.finishTimeout())
+	defer cancel()
+	var done Result
+	// The finish retries transient failures until its own deadline, not
+	// --max-retries: a manifest not recorded leaves the snapshot "in
+	// progress" until a repair, and on a connection reset every second
+	// (chaos row 6) four attempts were not enough. Short waits, so that
+	// more attempts fit.
+	p := j.w.cfg.retry
+	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
+	_, _, err := j.retry(ctx, p, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+		r, err := j.recordOutcome(tx, out)
+		if err == nil {
+			done = r
+		}
+		return err
+	}))
+	if err != nil {
+		return err
+	}
+	j.rootCommits.Add(1)
+	*j.res = done
+	return nil
+}
+
+// recordOutcome adds to tx the record of the job's outcome: chunks whose
+// outcome is unknown are decided inside the same transaction, by reading
+// their documents, so the manifest it records is exact; it writes the
+// fence document, so that no chunk commit still in flight can land after
+// it. It returns the Result as recorded, its Outcome complete or partial.
+func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Result, error) {
+	in := &j.in
+	if err := j.requireFence(tx); err != nil {
+		return Result{}, err
+	}
+	r, out, err := j.resolve(tx, out)
+	if err != nil {
+		return Result{}, err
+	}
+	now := j.w.cfg.now()
+	st := rootState{status: in.snap.Status, complete: r.FailedBatches == 0, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
+	for _, id := range districtIDs(in.snap) {
+		st.complete = st.complete && in.stored(st, id)
+	}
+	if !st.complete {
+		st.status = statusPartial
+	}
+	md, err := in.metadata(st)
+	if err != nil {
+		return Result{}, retry.Permanent(err)
+	}
+	r.Outcome = OutcomePartial
+	if st.complete {
+		r.Outcome = OutcomeComplete
+	}
+	mf, pages := in.split(in.manifest(st))
+	if err := tx.Update(j.w.root(in.id), []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
+		return Result{}, err
+	}
+	if err := j.w.setPages(tx, in.id, pages, nil); err != nil {
+		return Result{}, err
+	}
+	if !anyUnsure(j.res) {
+		return r, nil
+	}
+	// A chunk whose commit outcome is unknown may still land: writing the
+	// fence document, which every chunk reads, makes such a commit
+	// conflict with this one, so the outcome recorded is exact. Only
+	// then: a chunk whose fence read began its transaction and lost its
+	// answer holds that document until Firestore expires the transaction
+	// (60 s), and a finish writing it would wait as long.
+	return r, j.setFence(tx, now)
+}
+
+// anyUnsure reports whether a chunk of res has a commit of unknown outcome.
+func anyUnsure(res *Result) bool {
+	for _, b := range res.BatchResults {
+		if b.unsure {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,245 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// job is one write or repair of a snapshot, from the lock's acquisition
+// to its release. It carries what every step of the write uses — the
+// lease, the input, the logger, the write's two contexts and its Result —
+// as a firestore.Transaction carries its context, id and writes, so that
+// each step's method takes only what varies. A job is used by one write
+// only; its chunks, its recorder and its watch of the lock share its
+// mutable state, the atomic fields below, and nothing of it is copied.
+type job struct {
+	w     *Writer
+	lease *locking.Lease
+	// in is what the documents are built from, fixed before the lock is
+	// used but for the districts a takeover keeps (complete sets
+	// in.kept once, before any chunk starts).
+	in rootInput
+	// log names the snapshot and the op, and the fence from the root
+	// transaction on.
+	log *zap.Logger
+	// ctx is the caller's context: once it ends no chunk starts. wctx is
+	// the work's, which what was started runs under: it ends a grace
+	// period after ctx, or at once when the lease is lost (see begin).
+	ctx, wctx context.Context
+	// res is the write's Result, set from the root transaction on
+	// (startResult, skip); nil before.
+	res *Result
+
+	// lockWait is how long acquiring the lock took.
+	lockWait time.Duration
+	// shed admits the write's chunks, fewer at once while the store (and
+	// so the lock's renewals) answers slowly; nil admits them all, up to
+	// the concurrency.
+	shed *shedder
+	// contended is set once a transaction of this write met another's
+	// lock, so that it is explained in one WARNING, not one per retry.
+	contended atomic.Bool
+	// superseded, once true, stops the finish's attempts: the lost lock
+	// has passed to a newer writer (see watchSuperseded).
+	superseded atomic.Bool
+	// rootCommits counts the commits of this write that wrote the root.
+	rootCommits atomic.Int32
+}
+
+// operation is what a job does under the lock.
+type operation string
+
+const (
+	opWrite  operation = "write"
+	opRepair operation = "repair"
+)
+
+// run is the common part of Write and Repair: validate snap before any
+// I/O, take the snapshot's lock, build the documents, do op under the
+// lock (see begin for the job's ctx and wctx) and release the lock after.
+func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (*Result, error) {
+	if err := model.Validate(snap, id); err != nil {
+		return nil, err
+	}
+	start := w.cfg.now()
+	j := &job{w: w, ctx: ctx, log: w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
+	end, err := j.begin(id)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	j.shed.start(time.Now())
+	defer j.shed.stop()
+	j.lockWait = w.cfg.now().Sub(start)
+	if j.in, err = j.newInput(id, snap, start); err != nil {
+		return nil, err
+	}
+	j.in.repairing = op == opRepair
+	w.paginate(&j.in)
+	if op == opRepair {
+		err = j.repair()
+	} else {
+		err = j.write()
+	}
+	return j.res, err
+}
+
+// retry is how a job retries: it runs try, one transaction per call,
+// under policy p (the writer's retry policy, or the finish's). Contention
+// (ABORTED) is retried for the contention wait, and the first time it
+// happens in this write one WARNING says why. A commit whose outcome is
+// unknown is retried as a fresh transaction: every write is a set or a
+// delete, so repeating one that was applied changes nothing. Once the job
+// is superseded no attempt starts. unsure reports whether any attempt's
+// commit had an unknown outcome.
+func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
+	st, err = retry.Do(ctx, p, func(ctx context.Context) error {
+		if j.superseded.Load() {
+			return retry.Permanent(errSuperseded)
+		}
+		err := try(ctx)
+		unsure = unsure || errors.As(err, new(*unknownOutcome))
+		return err
+	}, retry.WithNotify(func(err error, wait time.Duration) {
+		if status.Code(err) == codes.Aborted && j.contended.CompareAndSwap(false, true) {
+			j.log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
+				zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))
+		}
+	}))
+	return st, unsure, err
+}
+
+// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
+func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
+	return func(ctx context.Context) error { return w.txn(ctx, fn) }
+}
+
+// newInput is what a write or repair by the job's lease builds its
+// documents from: every district's document size and hash, and the
+// payload's hash. The documents themselves are built chunk by chunk
+// (document), so that a write never holds more than its chunks in flight.
+func (j *job) newInput(id string, snap *model.Snapshot, start time.Time) (rootInput, error) {
+	n := len(snap.Payload.Districts)
+	in := rootInput{id: id, snap: snap, fence: j.lease.Fence(), backend: j.w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start,
+		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n)}
+	sums, err := summarizeDistricts(snap, in.fence)
+	if err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	for i, d := range snap.Payload.Districts {
+		s := sums[i]
+		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
+		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
+	}
+	if in.payloadHash, err = payloadHash(snap); err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// write is Write once the lock is held: root, chunks, finish — or, when
+// the stored snapshot is an unfinished write of this same input (a writer
+// killed, or a partial write), its completion: the districts it stored
+// are recorded as they are, and only what is missing is written.
+func (j *job) write() error {
+	return j.writeAll(!j.in.repairing)
+}
+
+// writeAll writes the whole snapshot: root, chunks, finish — unless resume
+// and the root transaction finds an unfinished write of the same input
+// stored, which it then completes (complete).
+func (j *job) writeAll(resume bool) error {
+	rootRes, err := j.writeRoot(resume)
+	switch {
+	case errors.Is(err, errResume):
+		j.log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
+		return j.complete(true)
+	case errors.Is(err, errSkip):
+		j.skip("stored snapshot is complete; skipped")
+		return nil
+	}
+	j.log = j.log.With(zap.String("fence", j.in.fence))
+	if err := j.startResult(&rootRes, err); err != nil {
+		return err
+	}
+	if j.w.cfg.beforeChunks != nil {
+		j.w.cfg.beforeChunks(j.wctx)
+	}
+	return j.writeDistricts(j.in.ops(nil))
+}
+
+// writeDistricts writes ops in chunks after the root, then records the
+// outcome in the manifest: the rest of a write or repair.
+func (j *job) writeDistricts(ops []op) error {
+	out, err := j.commitChunks(ops)
+	if err != nil {
+		j.res.Outcome = OutcomeNotRecorded
+		return err
+	}
+	finishErr := j.finish(out) // which sets the Outcome when it records it
+	superseded := errors.Is(finishErr, errSuperseded)
+	if superseded {
+		// Fenced out in all but the root: see watchSuperseded.
+		out.fenced, finishErr = true, nil
+	}
+	if finishErr != nil || superseded {
+		j.res.Outcome = OutcomeNotRecorded
+		if out.fenced || errors.Is(finishErr, ErrFencedOut) {
+			j.res.Outcome = OutcomeFencedOut
+		}
+	}
+	j.summarize()
+	return j.conclude(finishErr, out.fenced)
+}
+
+// conclude is the error a write or repair that got as far as its chunks
+// ends with, most telling first, and the log line that says so.
+func (j *job) conclude(finishErr error, fenced bool) error {
+	id, res, log := j.in.id, j.res, j.log
+	lost := j.lease.Err()
+	res.LockRenewals.Lost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
+	switch {
+	case errors.Is(finishErr, ErrFencedOut):
+		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
+		return &Error{Kind: FencedOut, ID: id, Err: finishErr}
+	case fenced:
+		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written")
+		return &Error{Kind: FencedOut, ID: id}
+	case finishErr != nil:
+		cause := fmt.Errorf("%w; the root still says the write is in progress", finishErr)
+		if lost != nil {
+			cause = fmt.Errorf("%w; the root still says the write is in progress (and %w)", finishErr, &Error{Kind: LockLost, Err: lost})
+		}
+		err := &Error{Kind: ManifestNotRecorded, ID: id, Err: cause}
+		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
+			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
+		return err
+	case lost != nil && res.Outcome != OutcomeComplete:
+		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
+		return &Error{Kind: Partial, ID: id, Err: &Error{Kind: LockLost, Err: fmt.Errorf("%w; the manifest records what was written", lost)}}
+	case lost != nil:
+		// Every chunk and the finish passed the fence check: what is
+		// stored is this writer's complete snapshot.
+		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
+	case j.ctx.Err() != nil && res.Outcome != OutcomeComplete:
+		return &Error{Kind: Partial, ID: id,
+			Err: fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx))}
+	case res.Outcome != OutcomeComplete:
+		return &Error{Kind: Partial, ID: id, Err: fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
+			res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))}
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package snapshot
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// BatchResult is one chunk's outcome. Batch 0 is the root document.
+type BatchResult struct {
+	BatchIndex     int  `json:"batchIndex"`
+	OperationCount int  `json:"operationCount"`
+	Success        bool `json:"success"`
+	RetryAttempts  int  `json:"retryAttempts"`
+	// AbortedRetries counts the retries that followed an ABORTED answer
+	// (contention: another transaction held a document this one needed).
+	AbortedRetries int      `json:"abortedRetries"`
+	DurationMs     int64    `json:"durationMs"`
+	DistrictIDs    []string `json:"districtIds"`
+	// Err is why the chunk failed (nil on success): match it with
+	// errors.Is, e.g. against ErrFencedOut or context.Canceled, or a gRPC
+	// status with status.Code. JSON renders it as its message, "error".
+	Err     error `json:"-"`
+	deletes int
+	// unsure: a commit of this chunk may have been applied although no
+	// attempt was seen to succeed; the finish reads its documents to decide.
+	unsure    bool
+	ops       []op
+	committed time.Time // when the chunk's commit succeeded
+}
+
+// MarshalJSON renders Err as "error", its message, in the field order of
+// the other results.
+func (r BatchResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		BatchIndex     int      `json:"batchIndex"`
+		OperationCount int      `json:"operationCount"`
+		Success        bool     `json:"success"`
+		RetryAttempts  int      `json:"retryAttempts"`
+		AbortedRetries int      `json:"abortedRetries"`
+		DurationMs     int64    `json:"durationMs"`
+		Error          string   `json:"error,omitempty"`
+		DistrictIDs    []string `json:"districtIds"`
+	}{r.BatchIndex, r.OperationCount, r.Success, r.RetryAttempts, r.AbortedRetries, r.DurationMs, errText(r.Err), r.DistrictIDs})
+}
+
+// Result is what a write or repair did: how it ended, its chunks, the
+// districts written and not, and the fence it wrote under.
+type Result struct {
+	SnapshotID string `json:"snapshotId"`
+	// Outcome is how the write or repair ended: what is stored, and
+	// whether the root's manifest says so.
+	Outcome           Outcome       `json:"outcome"`
+	TotalBatches      int           `json:"totalBatches"`
+	SuccessfulBatches int           `json:"successfulBatches"`
+	FailedBatches     int           `json:"failedBatches"`
+	DistrictsWritten  int           `json:"districtsWritten"`
+	FailedDistricts   []string      `json:"failedDistricts"`
+	StaleDeleted      int           `json:"staleDistrictsDeleted"`
+	TotalDurationMs   int64         `json:"totalDurationMs"`
+	Fence             string        `json:"fence"`
+	BatchResults      []BatchResult `json:"batchResults"`
+	// DistrictsKept counts the districts a repair, or a write resuming an
+	// unfinished write of the same input, found stored intact and recorded
+	// without writing them again.
+	DistrictsKept int `json:"districtsKept,omitempty"`
+	// RootCommits counts the commits of this write that wrote the root
+	// document — the root transaction, the progress records and the
+	// finish: Firestore serialises commits to one document and rewrites
+	// it whole, so this is what a write costs its hottest document. It
+	// stays within the write's seconds + 5.
+	RootCommits int `json:"rootCommits"`
+	// LockWaitMs is how long acquiring the snapshot's lock took.
+	LockWaitMs int64 `json:"lockWaitMs"`
+	// LockRenewals is how the lock's renewals went during the write, and
+	// whether it ran fewer chunks at once to keep them fast (shedding).
+	LockRenewals LockRenewals `json:"lockRenewals"`
+}
+
+// firstFailure says which chunk failed first, and why: its error names
+// what did not answer in time (its commit, within the retry policy's
+// attempt timeout) or what refused it.
+func firstFailure(res *Result) string {
+	for _, b := range res.BatchResults {
+		if !b.Success && b.Err != nil {
+			return fmt.Sprintf("the first, chunk %d: %v", b.BatchIndex, b.Err)
+		}
+	}
+	return "chunks whose outcome could not be confirmed"
+}
+
+// tally fills the aggregate counts from the batch results (property 7).
+func (w *Writer) tally(res *Result) {
+	res.TotalBatches = len(res.BatchResults)
+	res.SuccessfulBatches, res.FailedBatches, res.DistrictsWritten, res.StaleDeleted = 0, 0, 0, 0
+	res.FailedDistricts = []string{}
+	for _, r := range res.BatchResults {
+		if r.Success {
+			res.SuccessfulBatches++
+			res.DistrictsWritten += len(r.DistrictIDs)
+			res.StaleDeleted += r.deletes
+		} else {
+			res.FailedBatches++
+			res.FailedDistricts = append(res.FailedDistricts, r.DistrictIDs...)
+		}
+	}
+}
+
+// summarize completes the job's Result — counts, duration, root commits,
+// the lock's renewals — and logs it.
+func (j *job) summarize() {
+	res := j.res
+	if res.TotalBatches == 0 {
+		j.w.tally(res)
+	}
+	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.startedAt).Milliseconds()
+	res.RootCommits, res.LockWaitMs = int(j.rootCommits.Load()), j.lockWait.Milliseconds()
+	if j.shed != nil {
+		res.LockRenewals = j.shed.summary()
+	}
+	lvl := zap.InfoLevel
+	if !res.complete() {
+		lvl = zap.WarnLevel
+	}
+	j.log.Log(lvl, "snapshot write finished",
+		zap.Bool("complete", res.complete()),
+		zap.Int("totalBatches", res.TotalBatches),
+		zap.Int("successfulBatches", res.SuccessfulBatches),
+		zap.Int("failedBatches", res.FailedBatches),
+		zap.Int("districtsWritten", res.DistrictsWritten),
+		zap.Strings("failedDistricts", res.FailedDistricts),
+		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
+		zap.Int("rootCommits", res.RootCommits),
+		zap.Int64("lockWaitMs", res.LockWaitMs),
+		zap.Int("lockRenewals", res.LockRenewals.Count),
+		zap.Int64("slowestLockRenewalMs", res.LockRenewals.SlowestMs),
+		zap.Int("concurrencySheds", res.LockRenewals.Sheds),
+		zap.Int("minConcurrency", res.LockRenewals.MinConcurrency),
+		zap.Int("renewalPauses", res.LockRenewals.Pauses),
+		zap.Int64("totalDurationMs", res.TotalDurationMs))
+}
+
+func logBatch(log *zap.Logger, r BatchResult) {
+	fields := []zap.Field{
+		zap.Int("batchIndex", r.BatchIndex),
+		zap.Int("operationCount", r.OperationCount),
+		zap.Bool("success", r.Success),
+		zap.Int("retryAttempts", r.RetryAttempts),
+		zap.Int64("durationMs", r.DurationMs),
+		zap.Int("districts", len(r.DistrictIDs)),
+	}
+	if r.Err != nil {
+		log.Warn("batch failed", append(fields, zap.String("error", r.Err.Error()))...)
+		return
+	}
+	log.Info("batch committed", fields...)
+}
+
+// Outcome says how a write or repair ended: what is stored now, and
+// whether the root's manifest says so. Its error, when it has one, says
+// why (Kind).
+type Outcome int
+
+const (
+	// OutcomeComplete: every district is stored and the manifest records
+	// it. The error is nil.
+	OutcomeComplete Outcome = iota + 1
+	// OutcomeSkipped: the stored snapshot was complete already
+	// (WithSkipComplete, or a Repair with nothing to repair): nothing was
+	// written. The error is nil.
+	OutcomeSkipped
+	// OutcomePartial: the manifest records which districts were not
+	// written (FailedDistricts): chunks failed, the write was stopped, or
+	// the lease was lost (ErrPartial). Repair completes the snapshot.
+	OutcomePartial
+	// OutcomeNotRecorded: the write's outcome could not be recorded
+	// (ErrManifestNotRecorded): the root still describes a write in
+	// progress, and the Result's lists are this process's own account.
+	// Repair (or writing the snapshot again) completes it.
+	OutcomeNotRecorded
+	// OutcomeFencedOut: a writer with a newer fence took the snapshot
+	// over (ErrFencedOut), before this one's root or after it; what this
+	// writer had not committed was refused, and its outcome is not
+	// recorded.
+	OutcomeFencedOut
+	// OutcomeNotWritten: no district was attempted. The root document
+	// could not be written (ErrRootFailed), the stored snapshot was not
+	// this writer's to replace (ErrLockBackendSwitch, ErrLockKeySwitch,
+	// ErrLockHeld, ErrMismatch), or the lease was lost first (ErrLockLost;
+	// see ErrNothingWritten).
+	OutcomeNotWritten
+)
+
+var outcomeNames = map[Outcome]string{
+	OutcomeComplete: "complete", OutcomeSkipped: "skipped", OutcomePartial: "partial",
+	OutcomeNotRecorded: "notRecorded", OutcomeFencedOut: "fencedOut", OutcomeNotWritten: "notWritten",
+}
+
+// String returns the outcome's name in the Result's JSON: "complete",
+// "skipped", "partial", "notRecorded", "fencedOut", "notWritten".
+func (o Outcome) String() string {
+	if n, ok := outcomeNames[o]; ok {
+		return n
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// MarshalText renders o by its name ("" for no outcome).
+func (o Outcome) MarshalText() ([]byte, error) {
+	if o == 0 {
+		return []byte{}, nil
+	}
+	if _, ok := outcomeNames[o]; !ok {
+		return nil, fmt.Errorf("snapshot: unknown outcome %d", int(o))
+	}
+	return []byte(o.String()), nil
+}
+
+// UnmarshalText reads an outcome by its name.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*o = 0
+		return nil
+	}
+	for k, n := range outcomeNames {
+		if n == string(b) {
+			*o = k
+			return nil
+		}
+	}
+	return fmt.Errorf("snapshot: unknown outcome %q", b)
+}
+
+// recorded reports whether the root's manifest records r's outcome (or,
+// for a skipped write, already recorded a complete one).
+func (r *Result) recorded() bool {
+	return r.Outcome == OutcomeComplete || r.Outcome == OutcomeSkipped || r.Outcome == OutcomePartial
+}
+
+// complete is the JSON's "complete": true for a complete or skipped
+// write, false for a partial one, and for an outcome that is not
+// recorded, whether every chunk this process ran committed (as it counted
+// them, and so false when it ran none, the root's included).
+func (r *Result) complete() bool {
+	switch r.Outcome {
+	case OutcomeComplete, OutcomeSkipped:
+		return true
+	case OutcomePartial:
+		return false
+	}
+	return r.TotalBatches > 0 && r.FailedBatches == 0
+}
+
+// resultJSON is Result's JSON beyond its fields: the booleans Outcome
+// replaced, which the CLI's --json has always printed.
+type resultJSON struct {
+	Complete         bool `json:"complete"`
+	Skipped          bool `json:"skipped,omitempty"`
+	ManifestRecorded bool `json:"manifestRecorded"`
+	LockLost         bool `json:"lockLost,omitempty"`
+}
+
+// MarshalJSON renders r with its Outcome ("outcome") and the booleans it
+// replaced: "complete" (see Outcome), "skipped", "manifestRecorded" (the
+// root's manifest records the outcome) and "lockLost" (LockRenewals.Lost).
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	return json.Marshal(struct {
+		SnapshotID string  `json:"snapshotId"`
+		Outcome    Outcome `json:"outcome"`
+		Complete   bool    `json:"complete"`
+		Skipped    bool    `json:"skipped,omitempty"`
+		plain
+		ManifestRecorded bool `json:"manifestRecorded"`
+		LockLost         bool `json:"lockLost,omitempty"`
+	}{r.SnapshotID, r.Outcome, r.complete(), r.Outcome == OutcomeSkipped, plain(r), r.recorded(), r.LockRenewals.Lost})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, and the JSON of earlier
+// versions, which had no "outcome": it is read from their booleans.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	type plain Result
+	var v struct {
+		plain
+		resultJSON
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Result(v.plain)
+	r.LockRenewals.Lost = v.LockLost
+	if r.Outcome == 0 {
+		switch {
+		case v.Skipped:
+			r.Outcome = OutcomeSkipped
+		case v.ManifestRecorded && v.Complete:
+			r.Outcome = OutcomeComplete
+		case v.ManifestRecorded:
+			r.Outcome = OutcomePartial
+		default:
+			r.Outcome = OutcomeNotRecorded
+		}
+	}
+	return nil
+}
