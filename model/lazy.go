@@ -81,12 +81,10 @@ func (d DistrictStatistics) Summary() (DataSummary, error) {
 	if d.Lazy() {
 		return d.lazy.summary, nil
 	}
-	b, err := Marshal(d.Data)
-	if err != nil {
-		return DataSummary{}, err
-	}
-	return DataSummary{Digest: sha256.Sum256(b), FirestoreSize: FirestoreSize(d.Data), EncodedSize: EncodedSize(d.Data),
-		NoWholeDoubles: !holdsWholeDouble(d.Data)}, nil
+	sc := scratchPool.Get().(*summaryScratch)
+	defer scratchPool.Put(sc)
+	sum, _, err := summarizeData(d.Data, "", nil, sc)
+	return sum, err
 }
 
 // DataLoads reports how many times LoadData has read a district of s back
@@ -156,14 +154,8 @@ func newLazyData(in *lazyInput, path string, o Object, start, end int64) *lazyDa
 	return l
 }
 
-// summaryScratch is the space one summarizing goroutine reuses from
-// district to district.
-type summaryScratch struct {
-	raw, json []byte
-	enc       canonicalEncoder
-}
-
-// summarize checks, hashes and sizes l's data o, read from src.
+// summarize checks, hashes and sizes l's data o, read from src, in one
+// walk (summarizeData).
 func (l *lazyData) summarize(src io.ReaderAt, o Object, sc *summaryScratch) error {
 	if int64(cap(sc.raw)) < l.n {
 		sc.raw = make([]byte, l.n)
@@ -173,18 +165,13 @@ func (l *lazyData) summarize(src io.ReaderAt, o Object, sc *summaryScratch) erro
 		return fmt.Errorf("reading input: %w", err)
 	}
 	l.rawSum = sha256.Sum256(raw)
-	w := walker{add: func(path, format string, args ...any) {
+	sum, _, err := summarizeData(o, "", func(path, format string, args ...any) {
 		l.problems = append(l.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}}
-	l.summary.FirestoreSize = w.check(o, 1, false)
-	l.summary.NoWholeDoubles = !w.wholeDouble
-	l.summary.EncodedSize = EncodedSize(o)
-	b, err := appendMarshal(sc.json[:0], &sc.enc, o)
+	}, sc)
 	if err != nil {
 		return fmt.Errorf("hashing district data: %w", err)
 	}
-	sc.json = b
-	l.summary.Digest = sha256.Sum256(b)
+	l.summary = sum
 	return nil
 }
 
