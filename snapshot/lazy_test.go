@@ -58,7 +58,11 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 			if d.Data == nil && s == lazy {
 				continue // read from the file, it has the minimal data
 			}
-			got, err := summarizeDistrict(s, s.Payload.Districts[i], fence)
+			sum, err := s.Payload.Districts[i].Summary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
 			if err != nil {
 				t.Fatal(err)
 			}

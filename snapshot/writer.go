@@ -446,7 +446,8 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 // lock (see begin for ctx and wctx) and release the lock after.
 func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	body func(ctx, wctx context.Context, lease *locking.Lease, in rootInput, log *zap.Logger) (*Result, error)) (*Result, error) {
-	if err := model.Validate(snap, id); err != nil {
+	data, err := model.Prepare(snap, id)
+	if err != nil {
 		return nil, err
 	}
 	start := w.cfg.now()
@@ -460,7 +461,7 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 	shed.start(time.Now())
 	defer shed.stop()
 	lockWait := w.cfg.now().Sub(start)
-	in, err := w.newInput(id, snap, lease, start)
+	in, err := w.newInput(id, snap, data, lease, start)
 	if err != nil {
 		return nil, err
 	}
@@ -470,15 +471,16 @@ func (w *Writer) run(ctx context.Context, op, id string, snap *model.Snapshot,
 }
 
 // newInput is what a write or repair by this lease builds its documents
-// from: every district's document size and hash, and the payload's hash.
-// The documents themselves are built chunk by chunk (document), so that a
-// write never holds more than its chunks in flight.
-func (w *Writer) newInput(id string, snap *model.Snapshot, lease *locking.Lease, start time.Time) (rootInput, error) {
+// from: every district's document size and hash, from its data's (data,
+// model.Prepare), and the payload's hash. The documents themselves are
+// built chunk by chunk (document), so that a write never holds more than
+// its chunks in flight.
+func (w *Writer) newInput(id string, snap *model.Snapshot, data []model.DataSummary, lease *locking.Lease, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
 	in := rootInput{id: id, snap: snap, fence: lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(lease.Key()), startedAt: start,
 		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
 		contended: new(atomic.Bool), rootCommits: new(atomic.Int32)}
-	sums, err := summarizeDistricts(snap, in.fence)
+	sums, err := summarizeDistricts(snap, data, in.fence)
 	if err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)
 	}
