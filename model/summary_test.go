@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func oddValues() []Object {
 		{"": 1.0, "__x__": int64(1), "\xffk": "v", strings.Repeat("k", 1501): nil, "a": []any{[]any{int64(1), []string{"x"}}}},
 		{"int": 7, "strs": []string{"a", "bb"}, "n": Object{"f": 1.5}},
 		{"func": func() {}},
-		{"struct": struct{ A int }{3}, "whole": -0.0},
+		{"struct": struct{ A int }{3}, "whole": math.Copysign(0, -1)},
 		{"bad \xff": "\xed\xa0\x80", "ctl": "\x00\n\u2028"},
 	}
 }
@@ -127,7 +128,7 @@ func TestOneWalkMatchesReference(t *testing.T) {
 		values = append(values, o)
 	}
 	for _, d := range Generate("2026-11-20", 20, 5).Payload.Districts {
-		values = append(values, d.Data)
+		values = append(values, d.data)
 	}
 	sc := new(summaryScratch)
 	for i, o := range values {
@@ -170,8 +171,48 @@ func TestOneWalkHashesLargeData(t *testing.T) {
 	if err != nil || len(b) < 4*hashFlush {
 		t.Fatalf("%d bytes, %v", len(b), err)
 	}
-	sum, err := DistrictStatistics{Data: o}.Summary()
+	sum, err := DistrictStatistics{data: o}.Summary()
 	if err != nil || sum.Digest != sha256.Sum256(b) {
 		t.Fatalf("digest differs from Marshal's (%v)", err)
+	}
+}
+
+// A district built in memory holds its data and reads its ids from it;
+// one read lazily has the same data, read back by Data, never nil.
+func TestDistrictData(t *testing.T) {
+	t.Parallel()
+	data := Object{"districtId": "42", "asOfDate": "2026-11-20", "n": 1.5}
+	d := NewDistrict(data)
+	got, err := d.Data()
+	if d.DistrictID != "42" || d.AsOfDate != "2026-11-20" || d.Lazy() || err != nil {
+		t.Fatalf("NewDistrict: %+v, lazy %v, %v", d, d.Lazy(), err)
+	}
+	got["m"] = int64(2) // the district's own map, not a copy
+	if data["m"] != int64(2) {
+		t.Error("Data returned a copy of the district's data")
+	}
+	mem := Generate("2026-11-20", 3, 9)
+	b, err := Marshal(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := t.TempDir() + "/in.json"
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lazy, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ld := range lazy.Payload.Districts {
+		data, err := ld.Data()
+		if !ld.Lazy() || err != nil || data == nil || Diff(&Snapshot{Payload: Payload{Districts: []DistrictStatistics{NewDistrict(data)}}},
+			&Snapshot{Payload: Payload{Districts: mem.Payload.Districts[i : i+1]}}) != "" {
+			t.Errorf("district %d read lazily: lazy %v, %v, data differs from the input's", i, ld.Lazy(), err)
+		}
+	}
+	lazy.Close()
+	if _, err := lazy.Payload.Districts[0].Data(); err == nil {
+		t.Error("Data of a closed snapshot's district succeeded")
 	}
 }

@@ -75,12 +75,12 @@ func walkDistricts(s *Snapshot, hash bool) []districtWalk {
 				dw.problems = append(dw.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 			}
 			if !hash {
-				dw.size = checkValue(ds[i].Data, path, 1, false, add)
+				dw.size = checkValue(ds[i].data, path, 1, false, add)
 				return nil
 			}
 			sc := scratchPool.Get().(*summaryScratch)
 			defer scratchPool.Put(sc)
-			dw.sum, dw.size, dw.err = summarizeData(ds[i].Data, path, add, sc)
+			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, path, add, sc)
 			return nil
 		})
 	}

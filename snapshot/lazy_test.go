@@ -43,19 +43,19 @@ func lazyCopy(t *testing.T, s *model.Snapshot) *model.Snapshot {
 func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 	t.Parallel()
 	mem := gen(30, 4)
-	mem.Payload.Districts[2].Data["odd"] = model.Object{"f": 2.0, "s": "<é>", "l": []any{nil, true, int64(-3)}}
+	memData(mem.Payload.Districts[2])["odd"] = model.Object{"f": 2.0, "s": "<é>", "l": []any{nil, true, int64(-3)}}
 	mem.Payload.Districts = append(mem.Payload.Districts, model.DistrictStatistics{DistrictID: "77"}) // no data at all
 	lazy := lazyCopy(t, mem)
 	const fence = "000000000000042"
 	for i, d := range mem.Payload.Districts {
-		doc := districtDoc(mem, d, d.Data, fence)
+		doc := districtDoc(mem, d, memData(d), fence)
 		h, dh, err := districtHashes(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: encodedSize(doc)}
 		for _, s := range []*model.Snapshot{mem, lazy} {
-			if d.Data == nil && s == lazy {
+			if memData(d) == nil && s == lazy {
 				continue // read from the file, it has the minimal data
 			}
 			sum, err := s.Payload.Districts[i].Summary()
@@ -195,7 +195,7 @@ func TestRepairLazyInput(t *testing.T) {
 	}
 	// An input whose district differs is refused by its hash, unread.
 	other := gen(132, 7)
-	other.Payload.Districts[3].Data["membership"].(model.Object)["total"] = int64(-1)
+	memData(other.Payload.Districts[3])["membership"].(model.Object)["total"] = int64(-1)
 	lo := lazyCopy(t, other)
 	if _, err := e.writer().Repair(context.Background(), day, lo); err == nil || !bytes.Contains([]byte(err.Error()), []byte("district "+districtIDs(src)[3])) {
 		t.Errorf("repair with another district's data: %v", err)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +63,7 @@ func TestSummariesGolden(t *testing.T) {
 func TestPrepareFirstProblem(t *testing.T) {
 	s := model.Generate(day, 40, 3)
 	for _, i := range []int{37, 11, 25} {
-		s.Payload.Districts[i].Data["bad"] = func() {} // not encodable
+		memData(s.Payload.Districts[i])["bad"] = func() {} // not encodable
 	}
 	for range 20 {
 		_, err := model.Prepare(s, day)
@@ -71,4 +72,14 @@ func TestPrepareFirstProblem(t *testing.T) {
 			t.Fatalf("err = %v, want district 11's problem first", err)
 		}
 	}
+}
+
+// memData is the data of district d, held in memory, for a test to read
+// or change.
+func memData(d model.DistrictStatistics) model.Object {
+	data, err := d.Data()
+	if err != nil || d.Lazy() {
+		panic(fmt.Sprintf("district %s: not in memory (%v)", d.DistrictID, err))
+	}
+	return data
 }

@@ -762,7 +762,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	bad := gen(3, 1)
 	bad.Payload.Districts[1].DistrictID = "no/slash"
-	bad.Payload.Districts[1].Data["districtId"] = "no/slash"
+	memData(bad.Payload.Districts[1])["districtId"] = "no/slash"
 	_, err := e.writer().Write(context.Background(), day, bad)
 	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("err = %v, want model.ErrInvalid", err)

@@ -456,7 +456,7 @@ func TestWriteFromFileAndDirectory(t *testing.T) {
 	for _, d := range src.Payload.Districts[:3] {
 		name := "district_" + d.DistrictID + ".json"
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(mustJSON(t, map[string]any{
-			"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": d.Data,
+			"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": memData(d),
 		})), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -517,4 +517,13 @@ func TestStdinIsSpooledAndRemoved(t *testing.T) {
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("the spooled input was left behind: %v", left)
 	}
+}
+
+// memData is the data of district d, for a test to read or change.
+func memData(d model.DistrictStatistics) model.Object {
+	data, err := d.Data()
+	if err != nil {
+		panic(fmt.Sprintf("district %s: %v", d.DistrictID, err))
+	}
+	return data
 }
