@@ -145,9 +145,9 @@ func TestLazyWriteIsTheInMemoryWrite(t *testing.T) {
 	}
 	// A chunk's documents are read back and encoded once; a retried
 	// attempt commits the same encoded writes.
-	if n, chunks := lazy.DataLoads(), len(failed); n != int64(len(src.Payload.Districts)) || chunks != res.TotalBatches-1 {
+	if n, chunks := lazy.DataLoads(), len(failed); n != int64(len(src.Payload.Districts)) || chunks != res.Chunks {
 		t.Errorf("%d district reads for %d districts (%d chunks failed once of %d), want one per district",
-			n, len(src.Payload.Districts), chunks, res.TotalBatches-1)
+			n, len(src.Payload.Districts), chunks, res.Chunks)
 	}
 
 	got, want := e.storedDocs(day), memEnv.storedDocs(day)

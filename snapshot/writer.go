@@ -386,9 +386,12 @@ type Result struct {
 	// Skipped: WithSkipComplete found the stored snapshot complete, or
 	// Repair found nothing to repair; nothing was written.
 	Skipped           bool          `json:"skipped,omitempty"`
-	TotalBatches      int           `json:"totalBatches"`
+	TotalBatches      int           `json:"totalBatches"` // the root's transaction (batch 0) and the chunks
 	SuccessfulBatches int           `json:"successfulBatches"`
 	FailedBatches     int           `json:"failedBatches"`
+	Chunks            int           `json:"chunks"` // the district chunks alone; Root reports batch 0
+	SuccessfulChunks  int           `json:"successfulChunks"`
+	FailedChunks      int           `json:"failedChunks"`
 	DistrictsWritten  int           `json:"districtsWritten"`
 	FailedDistricts   []string      `json:"failedDistricts"`
 	StaleDeleted      int           `json:"staleDistrictsDeleted"`
@@ -786,7 +789,7 @@ func (w *Writer) ending(ctx context.Context, id string, res *Result, lease *lock
 			id, ErrPartial, context.Cause(ctx))
 	case !res.Complete:
 		return fmt.Errorf("snapshot %s: %w: %d of %d chunks failed, %d districts not written (%s); the manifest records them — `snapwriter repair` completes it",
-			id, ErrPartial, res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))
+			id, ErrPartial, res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res))
 	}
 	return nil
 }
@@ -1328,6 +1331,7 @@ func (w *Writer) tally(res *Result) {
 		}
 	}
 	res.Complete = res.FailedBatches == 0
+	countChunks(res)
 }
 
 func (w *Writer) summarize(log *zap.Logger, res *Result, in rootInput) {

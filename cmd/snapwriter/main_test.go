@@ -173,10 +173,11 @@ func TestWriteGetListEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)
 	}
-	if !res.Complete || res.TotalBatches != 4 || res.DistrictsWritten != 132 || res.Fence != "000000000000001" || len(res.BatchResults) != 4 {
+	if !res.Complete || res.TotalBatches != 4 || res.Chunks != 3 || res.SuccessfulChunks != 3 || res.DistrictsWritten != 132 || res.Fence != "000000000000001" || len(res.BatchResults) != 4 {
 		t.Errorf("result = %+v", res)
 	}
 	for _, key := range []string{`"snapshotId"`, `"complete"`, `"totalBatches"`, `"successfulBatches"`, `"failedBatches"`,
+		`"chunks"`, `"successfulChunks"`, `"failedChunks"`,
 		`"districtsWritten"`, `"failedDistricts"`, `"totalDurationMs"`, `"fence"`, `"batchResults"`, `"batchIndex"`,
 		`"operationCount"`, `"success"`, `"retryAttempts"`, `"durationMs"`, `"districtIds"`} {
 		if !strings.Contains(out, key) {
