@@ -83,8 +83,9 @@ func (d DistrictStatistics) Data() (Object, error) {
 // Deprecated: use Data.
 func (d DistrictStatistics) LoadData() (Object, error) { return d.Data() }
 
-// Summary returns the district data's hash and sizes: computed when it was
-// read for a lazily read district, from Data for the others.
+// Summary returns the district data's hash and sizes: found when it was
+// read for a lazily read district; for one in memory, by walking its data
+// once (Prepare finds all of a snapshot's in the walk that validates it).
 func (d DistrictStatistics) Summary() (DataSummary, error) {
 	if d.Lazy() {
 		return d.lazy.summary, nil
@@ -235,8 +236,9 @@ func (s *summarizer) wait() error {
 }
 
 // Open reads the Snapshot JSON file at path, leaving its districts' data
-// in the file (see DistrictStatistics.Data) until Close. It checks the file as Decode
-// does; a file that cannot be read at an offset (a pipe) is spooled first.
+// in the file (see DistrictStatistics.Data) until Close. It checks the
+// file as Decode does; a file that cannot be read at an offset (a pipe) is
+// spooled first.
 func Open(path string) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {

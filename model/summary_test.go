@@ -216,3 +216,22 @@ func TestDistrictData(t *testing.T) {
 		t.Error("Data of a closed snapshot's district succeeded")
 	}
 }
+
+// An Encoder reused from value to value writes what Marshal writes, and
+// fails where it fails, without that failure reaching the next value.
+func TestEncoderIsMarshal(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(26, 7))
+	var e Encoder
+	for i := range 2000 {
+		v := randomValue(r, 4)
+		if i%50 == 0 {
+			v = Object{"m": Object{"bad": math.NaN()}, "a": Object{"x": 1.0}}
+		}
+		want, wantErr := Marshal(v)
+		got, err := e.Marshal(v)
+		if (err == nil) != (wantErr == nil) || err == nil && string(got) != string(want) {
+			t.Fatalf("value %d: %q, %v; want %q, %v", i, got, err, want, wantErr)
+		}
+	}
+}

@@ -23,6 +23,25 @@ func Marshal(v any) ([]byte, error) {
 	return appendMarshal(nil, new(canonicalEncoder), v)
 }
 
+// Encoder writes canonical JSON as Marshal does, reusing its space from
+// one value to the next: for a caller that encodes many small values.
+// Its zero value is ready to use; it is not safe for concurrent use.
+type Encoder struct {
+	enc canonicalEncoder
+	buf []byte
+}
+
+// Marshal returns Marshal(v), in space that e's next call reuses.
+func (e *Encoder) Marshal(v any) ([]byte, error) {
+	b, err := appendMarshal(e.buf[:0], &e.enc, v)
+	if err != nil {
+		e.enc = canonicalEncoder{} // a failed map leaves its keys behind
+		return nil, err
+	}
+	e.buf = b[:0]
+	return b, nil
+}
+
 // appendMarshal appends Marshal(v) to dst, writing with e: a caller that
 // marshals many values reuses dst's space and e's.
 func appendMarshal(dst []byte, e *canonicalEncoder, v any) ([]byte, error) {
