@@ -84,20 +84,7 @@ func (e *canonicalEncoder) appendValue(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case map[string]any:
-		// encoding/json sorts a map's keys by strings.Compare.
-		base := len(e.keys)
-		if len(e.sorted) <= e.depth {
-			e.sorted = append(e.sorted, nil)
-		}
-		keys := e.sorted[e.depth]
-		if !sameKeys(x, keys) {
-			for k := range x {
-				e.keys = append(e.keys, k)
-			}
-			keys = e.keys[base:]
-			slices.Sort(keys) // byte order, as strings.Compare
-			e.sorted[e.depth] = append(e.sorted[e.depth][:0], keys...)
-		}
+		keys, base := e.sortedKeys(x)
 		e.depth++
 		dst = append(dst, '{')
 		for i, k := range keys {
@@ -113,11 +100,36 @@ func (e *canonicalEncoder) appendValue(dst []byte, v any) ([]byte, error) {
 			}
 		}
 		e.depth--
-		clear(e.keys[base:])
-		e.keys = e.keys[:base]
+		e.release(base)
 		return append(dst, '}'), nil
 	}
 	return dst, errNotCanonical
+}
+
+// sortedKeys returns m's keys in the order canonical JSON writes them
+// (encoding/json sorts a map's keys by strings.Compare), for a map at the
+// encoder's depth; release(base) frees them once the map is written.
+func (e *canonicalEncoder) sortedKeys(m map[string]any) (keys []string, base int) {
+	base = len(e.keys)
+	if len(e.sorted) <= e.depth {
+		e.sorted = append(e.sorted, nil)
+	}
+	keys = e.sorted[e.depth]
+	if !sameKeys(m, keys) {
+		for k := range m {
+			e.keys = append(e.keys, k)
+		}
+		keys = e.keys[base:]
+		slices.Sort(keys) // byte order, as strings.Compare
+		e.sorted[e.depth] = append(e.sorted[e.depth][:0], keys...)
+	}
+	return keys, base
+}
+
+// release frees the keys sortedKeys returned with base.
+func (e *canonicalEncoder) release(base int) {
+	clear(e.keys[base:])
+	e.keys = e.keys[:base]
 }
 
 // appendFloat appends f as floatNumber writes it: as encoding/json formats

@@ -13,7 +13,7 @@ func tinySnapshot(n int) *Snapshot {
 	s.Rankings = nil
 	s.Payload.Districts = make([]DistrictStatistics, n)
 	for i, id := range GeneratedDistrictIDs(n) {
-		s.Payload.Districts[i] = DistrictStatistics{DistrictID: id, AsOfDate: day, Data: Object{"districtId": id, "asOfDate": day}}
+		s.Payload.Districts[i] = DistrictStatistics{DistrictID: id, AsOfDate: day, data: Object{"districtId": id, "asOfDate": day}}
 	}
 	return s
 }

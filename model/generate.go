@@ -47,7 +47,7 @@ func Generate(date string, n int, seed int64) *Snapshot {
 		},
 	}
 	for i, id := range ids {
-		s.Payload.Districts[i] = DistrictStatistics{DistrictID: id, AsOfDate: date, Data: district(r, id, date)}
+		s.Payload.Districts[i] = DistrictStatistics{DistrictID: id, AsOfDate: date, data: district(r, id, date)}
 	}
 	ranks := make([]any, 0, min(n, rankedDistricts))
 	for i, id := range ids[:min(n, rankedDistricts)] {

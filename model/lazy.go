@@ -18,7 +18,7 @@ import (
 // so a snapshot of thousands of districts would take gigabytes. One
 // streaming pass decodes everything else, and checks, hashes and sizes
 // each district's data one district at a time; the data is read back, and
-// decoded again, only when it is needed (DistrictStatistics.LoadData).
+// decoded again, only when it is needed (DistrictStatistics.Data).
 
 // lazyInput is what a lazily read snapshot's districts are read back from.
 type lazyInput struct {
@@ -61,35 +61,42 @@ type DataSummary struct {
 }
 
 // Lazy reports whether the district's data is left in the input file,
-// to be read back by LoadData.
-func (d DistrictStatistics) Lazy() bool { return d.Data == nil && d.lazy != nil }
+// to be read back by Data.
+func (d DistrictStatistics) Lazy() bool { return d.data == nil && d.lazy != nil }
 
-// LoadData returns the district's data: Data, or for a lazily read
-// district (Lazy) its object read back from the input file. Each call
-// reads and decodes it again, so that nothing holds it longer than its
-// caller does.
-func (d DistrictStatistics) LoadData() (Object, error) {
+// Data returns the district's data: the object it holds in memory (not a
+// copy), or for a lazily read district (Lazy) its object read back from
+// the input file and decoded. Each call reads and decodes a lazy
+// district's data again, so that nothing holds it longer than its caller
+// does; it fails when the file was closed (Snapshot.Close) or changed
+// since it was read. A district built with neither (a DistrictStatistics
+// literal) has no data: nil.
+func (d DistrictStatistics) Data() (Object, error) {
 	if !d.Lazy() {
-		return d.Data, nil
+		return d.data, nil
 	}
 	return d.lazy.load()
 }
 
-// Summary returns the district data's hash and sizes: computed when it was
-// read for a lazily read district, from Data for the others.
+// LoadData is Data.
+//
+// Deprecated: use Data.
+func (d DistrictStatistics) LoadData() (Object, error) { return d.Data() }
+
+// Summary returns the district data's hash and sizes: found when it was
+// read for a lazily read district; for one in memory, by walking its data
+// once (Prepare finds all of a snapshot's in the walk that validates it).
 func (d DistrictStatistics) Summary() (DataSummary, error) {
 	if d.Lazy() {
 		return d.lazy.summary, nil
 	}
-	b, err := Marshal(d.Data)
-	if err != nil {
-		return DataSummary{}, err
-	}
-	return DataSummary{Digest: sha256.Sum256(b), FirestoreSize: FirestoreSize(d.Data), EncodedSize: EncodedSize(d.Data),
-		NoWholeDoubles: !holdsWholeDouble(d.Data)}, nil
+	sc := scratchPool.Get().(*summaryScratch)
+	defer scratchPool.Put(sc)
+	sum, _, err := summarizeData(d.data, "", nil, sc)
+	return sum, err
 }
 
-// DataLoads reports how many times LoadData has read a district of s back
+// DataLoads reports how many times Data has read a district of s back
 // from its input: zero for a snapshot held in memory.
 func (s *Snapshot) DataLoads() int64 {
 	if s.lazy == nil {
@@ -99,7 +106,7 @@ func (s *Snapshot) DataLoads() int64 {
 }
 
 // Close releases the input file a snapshot read by Open or Spool keeps its
-// districts in; LoadData fails after it. It is a no-op for other
+// districts in; Data fails after it. It is a no-op for other
 // snapshots.
 func (s *Snapshot) Close() error {
 	if s.lazy == nil || s.lazy.f == nil {
@@ -156,14 +163,8 @@ func newLazyData(in *lazyInput, path string, o Object, start, end int64) *lazyDa
 	return l
 }
 
-// summaryScratch is the space one summarizing goroutine reuses from
-// district to district.
-type summaryScratch struct {
-	raw, json []byte
-	enc       canonicalEncoder
-}
-
-// summarize checks, hashes and sizes l's data o, read from src.
+// summarize checks, hashes and sizes l's data o, read from src, in one
+// walk (summarizeData).
 func (l *lazyData) summarize(src io.ReaderAt, o Object, sc *summaryScratch) error {
 	if int64(cap(sc.raw)) < l.n {
 		sc.raw = make([]byte, l.n)
@@ -173,18 +174,13 @@ func (l *lazyData) summarize(src io.ReaderAt, o Object, sc *summaryScratch) erro
 		return fmt.Errorf("reading input: %w", err)
 	}
 	l.rawSum = sha256.Sum256(raw)
-	w := walker{add: func(path, format string, args ...any) {
+	sum, _, err := summarizeData(o, "", func(path, format string, args ...any) {
 		l.problems = append(l.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}}
-	l.summary.FirestoreSize = w.check(o, 1, false)
-	l.summary.NoWholeDoubles = !w.wholeDouble
-	l.summary.EncodedSize = EncodedSize(o)
-	b, err := appendMarshal(sc.json[:0], &sc.enc, o)
+	}, sc)
 	if err != nil {
 		return fmt.Errorf("hashing district data: %w", err)
 	}
-	sc.json = b
-	l.summary.Digest = sha256.Sum256(b)
+	l.summary = sum
 	return nil
 }
 
@@ -240,8 +236,9 @@ func (s *summarizer) wait() error {
 }
 
 // Open reads the Snapshot JSON file at path, leaving its districts' data
-// in the file (see LoadData) until Close. It checks the file as Decode
-// does; a file that cannot be read at an offset (a pipe) is spooled first.
+// in the file (see DistrictStatistics.Data) until Close. It checks the
+// file as Decode does; a file that cannot be read at an offset (a pipe) is
+// spooled first.
 func Open(path string) (*Snapshot, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -289,7 +286,7 @@ func spool(f *os.File, r io.Reader) (*Snapshot, error) {
 	return decodeLazy(f, "the input")
 }
 
-// decodeLazy decodes f as Open does, and keeps f for LoadData; f is closed
+// decodeLazy decodes f as Open does, and keeps f for Data; f is closed
 // when it fails.
 func decodeLazy(f *os.File, name string) (*Snapshot, error) {
 	fi, err := f.Stat()

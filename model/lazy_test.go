@@ -94,15 +94,15 @@ func TestOpenRefusesAsDecodeDoes(t *testing.T) {
 		"too deep":          `{"payload":{"metadata":{},"districts":[{"districtId":"1","x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}]}}`,
 		"bad district id":   gen(func(s *Snapshot) { setID(s, 2, "4/2") }),
 		"duplicate id":      gen(func(s *Snapshot) { setID(s, 3, "2") }),
-		"missing id":        gen(func(s *Snapshot) { delete(s.Payload.Districts[1].Data, "districtId") }),
-		"bad asOfDate":      gen(func(s *Snapshot) { s.Payload.Districts[1].Data["asOfDate"] = "2026-02-30" }),
-		"oversize district": gen(func(s *Snapshot) { s.Payload.Districts[0].Data["blob"] = strings.Repeat("x", 1<<20) }),
-		"nested array":      gen(func(s *Snapshot) { s.Payload.Districts[0].Data["m"] = []any{[]any{int64(1)}} }),
-		"reserved key":      gen(func(s *Snapshot) { s.Payload.Districts[4].Data["__x__"] = int64(1) }),
+		"missing id":        gen(func(s *Snapshot) { delete(s.Payload.Districts[1].data, "districtId") }),
+		"bad asOfDate":      gen(func(s *Snapshot) { s.Payload.Districts[1].data["asOfDate"] = "2026-02-30" }),
+		"oversize district": gen(func(s *Snapshot) { s.Payload.Districts[0].data["blob"] = strings.Repeat("x", 1<<20) }),
+		"nested array":      gen(func(s *Snapshot) { s.Payload.Districts[0].data["m"] = []any{[]any{int64(1)}} }),
+		"reserved key":      gen(func(s *Snapshot) { s.Payload.Districts[4].data["__x__"] = int64(1) }),
 		"several districts": gen(func(s *Snapshot) {
-			s.Payload.Districts[0].Data["__a__"], s.Payload.Districts[0].Data[""] = int64(1), true
+			s.Payload.Districts[0].data["__a__"], s.Payload.Districts[0].data[""] = int64(1), true
 		}),
-		"too deep for store": gen(func(s *Snapshot) { s.Payload.Districts[2].Data["d"] = nest(25) }),
+		"too deep for store": gen(func(s *Snapshot) { s.Payload.Districts[2].data["d"] = nest(25) }),
 		"root too large":     gen(func(s *Snapshot) { s.Rankings["blob"] = strings.Repeat("r", 1<<20) }),
 		"bad status":         gen(func(s *Snapshot) { s.Status = "done" }),
 	}
@@ -124,10 +124,10 @@ func nest(n int) any {
 
 // A lazily read snapshot is the decoded one: the same districts, data,
 // hashes and sizes, and the same canonical JSON; each district's data is
-// read back from the file once per LoadData, never before.
+// read back from the file once per Data call, never before.
 func TestOpenIsDecode(t *testing.T) {
 	src := Generate("2026-11-20", 40, 7)
-	src.Payload.Districts[3].Data["odd"] = Object{"f": 1.0, "i": int64(1), "s": "<&>", "n": nil, "u": "\u00e9\U0001F600"}
+	src.Payload.Districts[3].data["odd"] = Object{"f": 1.0, "i": int64(1), "s": "<&>", "n": nil, "u": "\u00e9\U0001F600"}
 	b, err := Marshal(src)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestOpenIsDecode(t *testing.T) {
 	}
 	for i, d := range lazy.Payload.Districts {
 		m := mem.Payload.Districts[i]
-		if !d.Lazy() || d.Data != nil || d.DistrictID != m.DistrictID || d.AsOfDate != m.AsOfDate {
+		if !d.Lazy() || d.data != nil || d.DistrictID != m.DistrictID || d.AsOfDate != m.AsOfDate {
 			t.Fatalf("district %d: %+v, want %s %s", i, d, m.DistrictID, m.AsOfDate)
 		}
 		ls, err := d.Summary()
@@ -159,11 +159,11 @@ func TestOpenIsDecode(t *testing.T) {
 	if got := lazy.DataLoads(); got != 0 {
 		t.Fatalf("Summary read %d districts back", got)
 	}
-	data, err := lazy.Payload.Districts[3].LoadData()
+	data, err := lazy.Payload.Districts[3].Data()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(mustMarshal(t, data), mustMarshal(t, mem.Payload.Districts[3].Data)) || lazy.DataLoads() != 1 {
+	if !bytes.Equal(mustMarshal(t, data), mustMarshal(t, mem.Payload.Districts[3].data)) || lazy.DataLoads() != 1 {
 		t.Errorf("district 3 read back as %v (%d reads)", data, lazy.DataLoads())
 	}
 	if a, b := mustMarshal(t, lazy), mustMarshal(t, mem); !bytes.Equal(a, b) {
@@ -196,7 +196,7 @@ func TestSpoolLeavesNothing(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Payload.Districts[0].LoadData(); err == nil {
+	if _, err := s.Payload.Districts[0].Data(); err == nil {
 		t.Error("district read back after Close")
 	}
 	// Bad input is refused as from a file, and leaves nothing either.
@@ -226,7 +226,7 @@ func TestOpenNoticesAChangedFile(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Payload.Districts[0].LoadData(); err == nil || !strings.Contains(err.Error(), "changed after it was read") {
+	if _, err := s.Payload.Districts[0].Data(); err == nil || !strings.Contains(err.Error(), "changed after it was read") {
 		t.Errorf("changed file read back: %v", err)
 	}
 }

@@ -28,7 +28,7 @@ func inputErr(path string, err error) error {
 // data} or bare DistrictStatistics), and an optional
 // all-districts-rankings.json. Without manifest.json every district_*.json
 // is read, in name order. Each district's data stays in its file until it
-// is needed (DistrictStatistics.LoadData).
+// is needed (DistrictStatistics.Data).
 func LoadDir(dir string) (*Snapshot, error) {
 	md, err := readObject(filepath.Join(dir, "metadata.json"))
 	if err != nil {

@@ -120,7 +120,7 @@ func TestMarshalGolden(t *testing.T) {
 			`{"dataAsOfDate":"","districtCount":0,"districtErrors":[{"e":2.0}],"fetchedAt":"","processingDurationMs":0,"source":"s"}`},
 		{"Snapshot", Snapshot{SnapshotID: "1", Status: "success", Errors: []string{"<e>"}, Rankings: Object{"r": 1.0}, Extra: Object{"x": []any{}}},
 			`{"calculation_version":"","created_at":"","errors":["<e>"],"payload":{"districts":[],"metadata":{"dataAsOfDate":"","districtCount":0,"fetchedAt":"","processingDurationMs":0,"source":""}},"rankings":{"r":1.0},"schema_version":"","snapshot_id":"1","status":"success","x":[]}`},
-		{"*Snapshot", &Snapshot{SnapshotID: "2", Payload: Payload{Districts: []DistrictStatistics{{DistrictID: "9", AsOfDate: "d"}, {Data: Object{"districtId": "8", "f": 8.0}}}, Extra: Object{"p": "q"}}},
+		{"*Snapshot", &Snapshot{SnapshotID: "2", Payload: Payload{Districts: []DistrictStatistics{{DistrictID: "9", AsOfDate: "d"}, {data: Object{"districtId": "8", "f": 8.0}}}, Extra: Object{"p": "q"}}},
 			`{"calculation_version":"","created_at":"","errors":[],"payload":{"districts":[{"asOfDate":"d","districtId":"9"},{"districtId":"8","f":8.0}],"metadata":{"dataAsOfDate":"","districtCount":0,"fetchedAt":"","processingDurationMs":0,"source":""},"p":"q"},"schema_version":"","snapshot_id":"2","status":""}`},
 		{"other type: map[string]string", map[string]string{"b": "<", "a": "&"},
 			`{"a":"\u0026","b":"\u003c"}`},

@@ -40,7 +40,7 @@ const minimal = `{"snapshot_id":"1","created_at":"c","schema_version":"1","calcu
 
 func TestDecodeKeepsTypesAndUnknownFields(t *testing.T) {
 	s := mustDecode(t, minimal)
-	d := s.Payload.Districts[0].Data
+	d := s.Payload.Districts[0].data
 	if v, ok := d["n"].(int64); !ok || v != 3 {
 		t.Errorf("n = %T %v, want int64 3", d["n"], d["n"])
 	}
@@ -83,7 +83,7 @@ func jsonEqual(a, b any) bool {
 func TestEqualIsTypeStrict(t *testing.T) {
 	a := mustDecode(t, minimal)
 	b := mustDecode(t, minimal)
-	b.Payload.Districts[0].Data["n"] = float64(3)
+	b.Payload.Districts[0].data["n"] = float64(3)
 	if Equal(a, b) {
 		t.Error("int64 3 and float64 3 compare equal")
 	}
@@ -91,7 +91,7 @@ func TestEqualIsTypeStrict(t *testing.T) {
 		t.Errorf("diff does not name the path: %q", d)
 	}
 	b = mustDecode(t, minimal)
-	delete(b.Payload.Districts[0].Data, "newField")
+	delete(b.Payload.Districts[0].data, "newField")
 	if Equal(a, b) || !strings.Contains(Diff(a, b), "newField") {
 		t.Errorf("missing key not reported: %q", Diff(a, b))
 	}
@@ -148,13 +148,13 @@ func TestValidate(t *testing.T) {
 		{"long district id", day, func(s *Snapshot) { setID(s, 1, strings.Repeat("9", 65)) }, "$.payload.districts[1].districtId", "not a district id"},
 		{"duplicate", day, func(s *Snapshot) { setID(s, 3, "2") }, "$.payload.districts[3].districtId", "duplicate district id \"2\" (also at districts[1])"},
 		{"no districts", day, func(s *Snapshot) { s.Payload.Districts = nil }, "$.payload.districts", "no districts"},
-		{"oversize", day, func(s *Snapshot) { s.Payload.Districts[0].Data["blob"] = strings.Repeat("x", 1<<20) }, "$.payload.districts[0]", "1 MiB"},
-		{"NaN", day, func(s *Snapshot) { s.Payload.Districts[0].Data["membership"].(Object)["changePercent"] = math.NaN() }, "$.payload.districts[0].membership.changePercent", "finite"},
+		{"oversize", day, func(s *Snapshot) { s.Payload.Districts[0].data["blob"] = strings.Repeat("x", 1<<20) }, "$.payload.districts[0]", "1 MiB"},
+		{"NaN", day, func(s *Snapshot) { s.Payload.Districts[0].data["membership"].(Object)["changePercent"] = math.NaN() }, "$.payload.districts[0].membership.changePercent", "finite"},
 		{"Inf in rankings", day, func(s *Snapshot) { s.Rankings["x"] = math.Inf(1) }, "$.rankings.x", "finite"},
-		{"nested array", day, func(s *Snapshot) { s.Payload.Districts[0].Data["m"] = []any{[]any{int64(1)}} }, "$.payload.districts[0].m[0]", "array directly inside an array"},
+		{"nested array", day, func(s *Snapshot) { s.Payload.Districts[0].data["m"] = []any{[]any{int64(1)}} }, "$.payload.districts[0].m[0]", "array directly inside an array"},
 		{"reserved key", day, func(s *Snapshot) { s.Extra = Object{"__name__": int64(1)} }, "$.__name__", "reserved"},
 		{"empty key", day, func(s *Snapshot) { s.Payload.Metadata.Extra = Object{"": int64(1)} }, `$.payload.metadata[""]`, "empty field name"},
-		{"bad utf8", day, func(s *Snapshot) { s.Payload.Districts[0].Data["s"] = "\xff" }, "$.payload.districts[0].s", "UTF-8"},
+		{"bad utf8", day, func(s *Snapshot) { s.Payload.Districts[0].data["s"] = "\xff" }, "$.payload.districts[0].s", "UTF-8"},
 		{"id mismatch", day, func(s *Snapshot) { s.Payload.Districts[0].DistrictID = "999" }, "$.payload.districts[0].districtId", "disagrees"},
 		{"bad status", day, func(s *Snapshot) { s.Status = "done" }, "$.status", "done"},
 		{"root too large", day, func(s *Snapshot) { s.Rankings["blob"] = strings.Repeat("r", 1<<20) }, "$", "root document"},
@@ -192,7 +192,7 @@ func TestValidate(t *testing.T) {
 
 func setID(s *Snapshot, i int, id string) {
 	s.Payload.Districts[i].DistrictID = id
-	s.Payload.Districts[i].Data["districtId"] = id
+	s.Payload.Districts[i].data["districtId"] = id
 }
 
 func TestValidDate(t *testing.T) {
@@ -214,7 +214,7 @@ func TestGenerate(t *testing.T) {
 			t.Fatalf("n=%d: %d districts", n, len(s.Payload.Districts))
 		}
 		for _, d := range s.Payload.Districts {
-			b := mustMarshal(t, d.Data)
+			b := mustMarshal(t, d.data)
 			if len(b) < 2000 || len(b) > 20000 {
 				t.Errorf("district %s is %d bytes, want 2–20 KB", d.DistrictID, len(b))
 			}
@@ -272,9 +272,9 @@ func TestLoadDir(t *testing.T) {
 		Object{"districtId": "2", "fileName": "district_2.json", "status": "success"},
 	}})
 	ds := src.Payload.Districts
-	write("district_1.json", Object{"districtId": "1", "districtName": "District 1", "status": "success", "data": ds[0].Data})
-	write("district_2.json", ds[1].Data)
-	write("district_3.json", Object{"districtId": "3", "districtName": "District 3", "status": "success", "data": ds[2].Data})
+	write("district_1.json", Object{"districtId": "1", "districtName": "District 1", "status": "success", "data": ds[0].data})
+	write("district_2.json", ds[1].data)
+	write("district_3.json", Object{"districtId": "3", "districtName": "District 3", "status": "success", "data": ds[2].data})
 	write("all-districts-rankings.json", src.Rankings)
 
 	s, err := LoadDir(dir)
@@ -363,8 +363,8 @@ func value(depth int) *rapid.Generator[any] {
 // The one-walk size Validate uses is FirestoreSize.
 func TestCheckValueSizeIsFirestoreSize(t *testing.T) {
 	for _, d := range Generate("2026-11-20", 20, 5).Payload.Districts {
-		got := checkValue(d.Data, "$", 1, false, func(string, string, ...any) {})
-		if want := FirestoreSize(d.Data); got != want {
+		got := checkValue(d.data, "$", 1, false, func(string, string, ...any) {})
+		if want := FirestoreSize(d.data); got != want {
 			t.Errorf("district %s: walk size %d, FirestoreSize %d", d.DistrictID, got, want)
 		}
 	}

@@ -21,7 +21,7 @@ func IntegerValue(f float64) (int64, bool) {
 
 // holdsWholeDouble reports whether canonical value v holds, at any depth,
 // a double equal to an integer (IntegerValue). The lazy reader finds the
-// same in the walk that checks the data (walker.wholeDouble).
+// same in the walk that checks the data (valueWalk.wholeDouble).
 func holdsWholeDouble(v any) bool {
 	switch x := v.(type) {
 	case float64:

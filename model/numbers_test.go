@@ -55,12 +55,12 @@ func TestSummaryNoWholeDoubles(t *testing.T) {
 		if !d.Lazy() || err != nil || sum.NoWholeDoubles != c.want {
 			t.Errorf("%s: lazy %v, NoWholeDoubles %v, %v; want %v", c.data, d.Lazy(), sum.NoWholeDoubles, err, c.want)
 		}
-		data, err := d.LoadData()
+		data, err := d.Data()
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
-		mem := DistrictStatistics{DistrictID: "1", AsOfDate: "2026-11-20", Data: data}
+		mem := DistrictStatistics{DistrictID: "1", AsOfDate: "2026-11-20", data: data}
 		if sum, err := mem.Summary(); err != nil || sum.NoWholeDoubles != c.want {
 			t.Errorf("%s: in memory NoWholeDoubles %v, %v; want %v", c.data, sum.NoWholeDoubles, err, c.want)
 		}

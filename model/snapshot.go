@@ -53,18 +53,29 @@ type PayloadMetadata struct {
 	Extra Object
 }
 
-// DistrictStatistics is one district's statistics. Data is the district's
-// whole JSON object (membership, clubs, education, dashboard rows, and any
-// field the model does not name), stored and returned verbatim; DistrictID
-// and AsOfDate are read from it for convenience and must agree with it.
+// DistrictStatistics is one district's statistics. Its data (Data) is the
+// district's whole JSON object (membership, clubs, education, dashboard
+// rows, and any field the model does not name), stored and returned
+// verbatim; DistrictID and AsOfDate are read from it for convenience and
+// must agree with it.
 //
-// A district read by Open, Spool or LoadDir has no Data: its data stays in
-// the input file, and LoadData reads it back.
+// A district read by Open, Spool or LoadDir keeps its data in the input
+// file (Lazy), and Data reads it back; one built in memory holds it
+// (NewDistrict, Generate, Decode).
 type DistrictStatistics struct {
 	DistrictID string
 	AsOfDate   string
-	Data       Object
-	lazy       *lazyData // where the data is when Data is nil
+	data       Object    // the data held in memory; nil when lazy
+	lazy       *lazyData // where the data is when it is left in the input file
+}
+
+// NewDistrict is the district whose data is data, held in memory (not
+// copied: changes to data are the district's). Its DistrictID and
+// AsOfDate are data's districtId and asOfDate, when they are strings.
+func NewDistrict(data Object) DistrictStatistics {
+	id, _ := data["districtId"].(string)
+	asOf, _ := data["asOfDate"].(string)
+	return DistrictStatistics{DistrictID: id, AsOfDate: asOf, data: data}
 }
 
 // Snapshot JSON keys, in the application's spelling.
@@ -156,7 +167,7 @@ func fromTree(o Object) (*Snapshot, error) {
 				var ds DistrictStatistics
 				switch d := e.(type) {
 				case map[string]any:
-					ds = DistrictStatistics{Data: d}
+					ds = DistrictStatistics{data: d}
 				case *lazyData:
 					ds = DistrictStatistics{lazy: d}
 				default:
@@ -241,13 +252,13 @@ func (s Snapshot) tree() (Object, error) {
 	return o, nil
 }
 
-// head is what the district's districtId and asOfDate are read from: Data,
-// or what was kept of a lazily read district's data.
+// head is what the district's districtId and asOfDate are read from: its
+// data, or what was kept of a lazily read district's data.
 func (d DistrictStatistics) head() Object {
 	if d.Lazy() {
 		return d.lazy.head
 	}
-	return d.Data
+	return d.data
 }
 
 // tree is the district's object: its data, or a minimal object when it has
@@ -256,8 +267,8 @@ func (d DistrictStatistics) tree() (Object, error) {
 	if d.Lazy() {
 		return d.lazy.load()
 	}
-	if d.Data != nil {
-		return d.Data, nil
+	if d.data != nil {
+		return d.data, nil
 	}
 	o := Object{"districtId": d.DistrictID}
 	if d.AsOfDate != "" {

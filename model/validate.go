@@ -2,9 +2,12 @@ package model
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Statuses the application gives a scrape.
@@ -30,10 +33,66 @@ func ValidDistrictID(id string) bool {
 // *ValidationError (errors.Is(err, ErrInvalid)). It writes nothing and is
 // cheap enough to run before taking the lock.
 func Validate(s *Snapshot, id string) error {
+	_, err := validate(s, id, false)
+	return err
+}
+
+// Prepare validates s as Validate does and returns every district's
+// DataSummary, in input order: all that a writer needs of the districts'
+// data before it writes them. The summaries come from the walk that checks
+// the data — made when the input was read, for a district read lazily —
+// so that a district's data is walked once, not again to hash and size it.
+func Prepare(s *Snapshot, id string) ([]DataSummary, error) {
+	return validate(s, id, true)
+}
+
+// districtWalk is what walking a district's data in memory found: its
+// problems (paths from the snapshot's root), its size as checked, and,
+// when hashed, its summary or why it has none.
+type districtWalk struct {
+	problems []Problem
+	size     int
+	sum      DataSummary
+	err      error
+}
+
+// walkDistricts walks the data of s's districts held in memory, hashing
+// it when hash is set, on up to GOMAXPROCS goroutines; each district's
+// findings go to its own slot, so they are what one pass finds.
+func walkDistricts(s *Snapshot, hash bool) []districtWalk {
+	ds := s.Payload.Districts
+	walks := make([]districtWalk, len(ds))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range ds {
+		if ds[i].Lazy() {
+			continue
+		}
+		g.Go(func() error {
+			dw := &walks[i]
+			path := fmt.Sprintf("$.payload.districts[%d]", i)
+			add := func(path, format string, args ...any) {
+				dw.problems = append(dw.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+			}
+			if !hash {
+				dw.size = checkValue(ds[i].data, path, 1, false, add)
+				return nil
+			}
+			sc := scratchPool.Get().(*summaryScratch)
+			defer scratchPool.Put(sc)
+			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, path, add, sc)
+			return nil
+		})
+	}
+	_ = g.Wait() // the districts report through walks
+	return walks
+}
+
+func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
 	var p problems
 	if s == nil {
 		p.add("$", "no snapshot")
-		return p.err()
+		return nil, p.err()
 	}
 	switch {
 	case id == "":
@@ -67,6 +126,7 @@ func Validate(s *Snapshot, id string) error {
 		p.add("$.payload.districts", "no districts: a snapshot needs at least one")
 	}
 	seen := make(map[string]int, len(s.Payload.Districts))
+	walks := walkDistricts(s, hash)
 	for i, d := range s.Payload.Districts {
 		path := fmt.Sprintf("$.payload.districts[%d]", i)
 		switch {
@@ -100,7 +160,8 @@ func Validate(s *Snapshot, id string) error {
 			}
 			size = d.lazy.summary.FirestoreSize
 		} else {
-			size = checkValue(d.Data, path, 1, false, p.add)
+			p.list = append(p.list, walks[i].problems...)
+			size = walks[i].size
 		}
 		if n := size + len("data") + 1 + DistrictEnvelopeBudget; n > MaxDocumentBytes {
 			p.add(path, "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
@@ -128,7 +189,21 @@ func Validate(s *Snapshot, id string) error {
 		p.add("$.payload.districts", "%d districts need about %d bytes of manifest entries, over the %d bytes written with the root in one transaction (Firestore's 10 MiB commit limit)",
 			len(s.Payload.Districts), entries, MaxManifestEntriesBytes)
 	}
-	return p.err()
+	if err := p.err(); err != nil || !hash {
+		return nil, err
+	}
+	sums := make([]DataSummary, len(s.Payload.Districts))
+	for i, d := range s.Payload.Districts {
+		if d.Lazy() {
+			sums[i] = d.lazy.summary
+			continue
+		}
+		if err := walks[i].err; err != nil {
+			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
+		}
+		sums[i] = walks[i].sum
+	}
+	return sums, nil
 }
 
 // rootPart is one top-level field of the root document as it would be

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 )
 
 // Object is a JSON object in canonical form: its values are nil, bool,
@@ -23,6 +21,25 @@ type Object = map[string]any
 // snapshots, so they never change.
 func Marshal(v any) ([]byte, error) {
 	return appendMarshal(nil, new(canonicalEncoder), v)
+}
+
+// Encoder writes canonical JSON as Marshal does, reusing its space from
+// one value to the next: for a caller that encodes many small values.
+// Its zero value is ready to use; it is not safe for concurrent use.
+type Encoder struct {
+	enc canonicalEncoder
+	buf []byte
+}
+
+// Marshal returns Marshal(v), in space that e's next call reuses.
+func (e *Encoder) Marshal(v any) ([]byte, error) {
+	b, err := appendMarshal(e.buf[:0], &e.enc, v)
+	if err != nil {
+		e.enc = canonicalEncoder{} // a failed map leaves its keys behind
+		return nil, err
+	}
+	e.buf = b[:0]
+	return b, nil
 }
 
 // appendMarshal appends Marshal(v) to dst, writing with e: a caller that
@@ -215,10 +232,11 @@ func FirestoreSize(v any) int {
 // checkValue reports what Firestore cannot store: NaN and infinities (they
 // have no JSON form either), invalid UTF-8, arrays directly inside arrays,
 // reserved or oversize field names, and nesting deeper than Firestore allows.
-// It returns v's FirestoreSize, so one walk serves both checks.
+// It returns v's FirestoreSize, so one walk serves both checks (valueWalk).
 func checkValue(v any, path string, depth int, inArray bool, add func(path, format string, args ...any)) int {
-	w := walker{root: path, add: add}
-	return w.check(v, depth, inArray)
+	w := valueWalk{root: path, add: add}
+	size, _ := w.walk(v, depth, inArray, false)
+	return size
 }
 
 // pathElem is one step of a JSON path: a key or an array index.
@@ -240,75 +258,6 @@ func formatPath(root string, steps []pathElem) string {
 		}
 	}
 	return p
-}
-
-// walker checks a value tree, keeping the current path as a stack of steps
-// so that walking a large snapshot allocates nothing per value.
-type walker struct {
-	root  string
-	steps []pathElem
-	add   func(path, format string, args ...any)
-	// wholeDouble: a double equal to an integer (IntegerValue) was seen.
-	wholeDouble bool
-}
-
-func (w *walker) path() string { return formatPath(w.root, w.steps) }
-
-func (w *walker) check(v any, depth int, inArray bool) (size int) {
-	if depth > maxDepth {
-		w.add(w.path(), "nested more than %d levels deep, Firestore's limit", maxDepth)
-		return FirestoreSize(v)
-	}
-	switch x := v.(type) {
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			w.add(w.path(), "%v is not a finite number", x)
-		}
-		if !w.wholeDouble {
-			_, w.wholeDouble = IntegerValue(x)
-		}
-		return 8
-	case string:
-		if !utf8.ValidString(x) {
-			w.add(w.path(), "string is not valid UTF-8")
-		}
-		return len(x) + 1
-	case []any:
-		if inArray {
-			w.add(w.path(), "an array directly inside an array cannot be stored in Firestore")
-			return FirestoreSize(v)
-		}
-		for i, e := range x {
-			w.steps = append(w.steps, pathElem{index: i})
-			size += w.check(e, depth+1, true)
-			w.steps = w.steps[:len(w.steps)-1]
-		}
-		return size
-	case map[string]any:
-		for k, e := range x {
-			w.steps = append(w.steps, pathElem{key: k, isKey: true})
-			switch {
-			case k == "":
-				w.add(w.path(), "empty field name cannot be stored in Firestore")
-			case len(k) > maxFieldNameBytes:
-				w.add(w.path(), "field name is %d bytes, over Firestore's %d", len(k), maxFieldNameBytes)
-			case len(k) >= 4 && strings.HasPrefix(k, "__") && strings.HasSuffix(k, "__"):
-				w.add(w.path(), "field name %q is reserved by Firestore (__name__ form)", k)
-			case !utf8.ValidString(k):
-				w.add(w.path(), "field name is not valid UTF-8")
-			}
-			size += len(k) + 1 + w.check(e, depth+1, false)
-			w.steps = w.steps[:len(w.steps)-1]
-		}
-		return size
-	case int64:
-		return 8
-	case nil, bool:
-		return 1
-	default:
-		w.add(w.path(), "a %T is not a JSON value", v)
-		return 8
-	}
 }
 
 // childPath appends a key to a JSON path, quoting keys that are not plain

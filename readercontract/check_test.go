@@ -414,7 +414,7 @@ func inspect(ctx context.Context, c *firestore.Client, date string, w want) (_ v
 		if w.input != nil {
 			byID := map[string]model.Object{}
 			for _, d := range w.input.Payload.Districts {
-				byID[d.DistrictID] = d.Data
+				byID[d.DistrictID] = memData(d)
 			}
 			var differ []string
 			for _, d := range snap.Districts {

@@ -2,6 +2,7 @@ package readercontract
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -30,7 +31,7 @@ func appFixture(date string, in *model.Snapshot, written []string, status string
 			"districtName": "District " + id,
 			"collectedAt":  pm.FetchedAt,
 			"status":       "success",
-			"data":         d.Data,
+			"data":         memData(d),
 		}
 		size, _ := model.Marshal(doc)
 		e := map[string]any{
@@ -111,4 +112,13 @@ func putFixture(t *testing.T, c *firestore.Client, date string, root map[string]
 			t.Fatalf("storing a district document: %v", err)
 		}
 	}
+}
+
+// memData is the data of district d, for a test to read or change.
+func memData(d model.DistrictStatistics) model.Object {
+	data, err := d.Data()
+	if err != nil {
+		panic(fmt.Sprintf("district %s: %v", d.DistrictID, err))
+	}
+	return data
 }

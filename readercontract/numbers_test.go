@@ -23,8 +23,8 @@ func TestApplicationWholeNumbersRepair(t *testing.T) {
 	const date = "2026-11-20"
 	_, in := genInput(t, date, 40, 7)
 	for _, d := range in.Payload.Districts {
-		d.Data["membership"].(map[string]any)["changePercent"] = 39.0
-		d.Data["clubPerformance"].([]any)[0].(map[string]any)["% Club Growth"] = math.Copysign(0, -1)
+		memData(d)["membership"].(map[string]any)["changePercent"] = 39.0
+		memData(d)["clubPerformance"].([]any)[0].(map[string]any)["% Club Growth"] = math.Copysign(0, -1)
 	}
 	b, err := model.Marshal(in)
 	if err != nil {

@@ -26,7 +26,7 @@ const (
 // application's client stores as integers.
 func withWholeNumbers(s *model.Snapshot) *model.Snapshot {
 	for i, d := range s.Payload.Districts {
-		data := d.Data
+		data := memData(d)
 		asMap(data["membership"])["changePercent"] = 39.0
 		asMap(data["ranking"])["aggregateScore"] = float64(100 + i)
 		row := asMap(data["clubPerformance"].([]any)[0])
@@ -64,7 +64,7 @@ func putAppSnapshot(t *testing.T, e *env, id string, in *model.Snapshot, written
 		}
 		ok = append(ok, d.DistrictID)
 		entries = append(entries, entry)
-		data := jsclient.Numbers(d.Data).(map[string]any)
+		data := jsclient.Numbers(memData(d)).(map[string]any)
 		if alter != nil {
 			alter(d.DistrictID, data)
 		}
@@ -207,7 +207,7 @@ func TestRepairStillRefusesRealNumberDifferences(t *testing.T) {
 			ctx := context.Background()
 			in := withWholeNumbers(gen(3, 43))
 			victim := in.Payload.Districts[1].DistrictID
-			asMap(in.Payload.Districts[1].Data["membership"])["changePercent"] = c.input
+			asMap(memData(in.Payload.Districts[1])["membership"])["changePercent"] = c.input
 			putAppSnapshot(t, e, day, in, districtIDs(in)[:2], func(id string, data map[string]any) {
 				if id == victim {
 					asMap(data["membership"])["changePercent"] = c.stored
@@ -295,7 +295,7 @@ func TestWriteResumeKeepsOnlyExactData(t *testing.T) {
 	e.f.setRule(nil)
 	b := withWholeNumbers(gen(120, 45))
 	changed := b.Payload.Districts[0].DistrictID
-	asMap(b.Payload.Districts[0].Data["membership"])["changePercent"] = int64(39)
+	asMap(memData(b.Payload.Districts[0])["membership"])["changePercent"] = int64(39)
 
 	before := len(e.f.commits())
 	res, err := e.writer().Write(ctx, day, b)
@@ -355,7 +355,7 @@ func TestRecordedHashesStayExact(t *testing.T) {
 // past 2^53 would stay a double, and still be read back to be compared.)
 func jsExport(s *model.Snapshot) *model.Snapshot {
 	for i := range s.Payload.Districts {
-		s.Payload.Districts[i].Data = jsclient.Numbers(s.Payload.Districts[i].Data).(map[string]any)
+		s.Payload.Districts[i] = model.NewDistrict(jsclient.Numbers(memData(s.Payload.Districts[i])).(map[string]any))
 	}
 	s.Rankings = jsclient.Numbers(s.Rankings).(map[string]any)
 	return s
@@ -375,7 +375,7 @@ func TestRepairLazyInputReadsBackOnlyWhatItMust(t *testing.T) {
 	safe := func() *model.Snapshot {
 		s := withWholeNumbers(gen(120, 48))
 		for _, d := range s.Payload.Districts {
-			delete(d.Data, "history")
+			delete(memData(d), "history")
 		}
 		return s
 	}
@@ -386,7 +386,7 @@ func TestRepairLazyInputReadsBackOnlyWhatItMust(t *testing.T) {
 
 	other := jsExport(safe())
 	victim := other.Payload.Districts[2].DistrictID
-	asMap(other.Payload.Districts[2].Data["membership"])["changePercent"] = 39.5
+	asMap(memData(other.Payload.Districts[2])["membership"])["changePercent"] = 39.5
 	lo := lazyCopy(t, other)
 	if _, err := e.writer().Repair(ctx, day, lo); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "stored in district "+victim+";") {
 		t.Errorf("Repair with district %s's changePercent 39.5: %v; want ErrMismatch naming it alone", victim, err)

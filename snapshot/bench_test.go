@@ -57,7 +57,7 @@ func newInput(n int) input {
 	snap := model.Generate(day, n, 1)
 	in := input{snap: snap, docs: make([]map[string]any, n), seedDocs: make([]map[string]any, n)}
 	for i, d := range snap.Payload.Districts {
-		in.docs[i] = districtDoc(snap, d, d.Data, "")
+		in.docs[i] = districtDoc(snap, d, memData(d), "")
 		in.seedDocs[i] = maps.Clone(in.docs[i])
 		delete(in.seedDocs[i], "writerFence")
 	}
@@ -487,7 +487,7 @@ func seedRoot(id string, in input) map[string]any {
 			"districtId":   d.DistrictID,
 			"fileName":     districtDocID(d.DistrictID),
 			"status":       "success",
-			"fileSize":     int64(model.FirestoreSize(d.Data)),
+			"fileSize":     int64(model.FirestoreSize(memData(d))),
 			"lastModified": s.CreatedAt,
 		}
 	}

@@ -42,7 +42,7 @@ func (in rootInput) ops(want map[string]bool) []op {
 // document builds the document a set writes, reading its district's data
 // (from the input file, for a lazily read snapshot).
 func (in rootInput) document(o op) (map[string]any, error) {
-	data, err := o.district.LoadData()
+	data, err := o.district.Data()
 	if err != nil {
 		return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 	}

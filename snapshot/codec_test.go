@@ -207,7 +207,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 
 	s := model.Generate(day, 1, 5)
 	d := s.Payload.Districts[0]
-	data, err := d.LoadData()
+	data, err := d.Data()
 	if err != nil {
 		t.Fatal(err)
 	}

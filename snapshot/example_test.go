@@ -46,7 +46,7 @@ func ExampleWriter_Write() {
 	res, err := w.Write(ctx, "2026-11-20", snap)
 	switch {
 	case err == nil:
-		fmt.Printf("complete: %d districts in %d chunks\n", res.DistrictsWritten, res.TotalBatches-1)
+		fmt.Printf("complete: %d districts in %d chunks\n", res.DistrictsWritten, res.Chunks)
 	case errors.Is(err, snapshot.ErrPartial):
 		// The manifest names the districts not written; Repair with the
 		// same input writes exactly those.

@@ -4,7 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"maps"
+	"sync"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -44,12 +44,38 @@ func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
 }
 
 // envelopeHash is the hash of a district document, given its fields
-// (whatever its data field holds) and the hash of its data.
+// (whatever its data field holds) and the hash of its data: contentHash of
+// the fields without writerFence, data standing for the data's hash. It
+// is computed for every district before a write, so the map it hashes and
+// the encoder's space are reused (docHasher) rather than made each time.
 func envelopeHash(doc map[string]any, dataHash string) (string, error) {
-	c := maps.Clone(doc)
-	delete(c, "writerFence")
-	c["data"] = dataHash
-	return contentHash(c)
+	h := docHashers.Get().(*docHasher)
+	defer docHashers.Put(h)
+	return h.envelopeHash(doc, dataHash)
+}
+
+// docHasher is envelopeHash's reusable space: the fields hashed and the
+// encoder.
+type docHasher struct {
+	fields map[string]any
+	enc    model.Encoder
+}
+
+var docHashers = sync.Pool{New: func() any { return &docHasher{fields: map[string]any{}} }}
+
+func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, error) {
+	defer clear(h.fields) // hold no document's values between uses
+	for k, v := range doc {
+		if k != "writerFence" {
+			h.fields[k] = v
+		}
+	}
+	h.fields["data"] = dataHash
+	b, err := h.enc.Marshal(h.fields)
+	if err != nil {
+		return "", fmt.Errorf("hashing: %w", err)
+	}
+	return digestHash(sha256.Sum256(b)), nil
 }
 
 // dataHash is the hash of district d's data, as districtHashes gives it of

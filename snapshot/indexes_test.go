@@ -129,7 +129,7 @@ func TestIndexEntries(t *testing.T) {
 	for seed := range int64(3) {
 		s := model.Generate(day, 200, seed+1)
 		for _, d := range s.Payload.Districts {
-			doc := districtDoc(s, d, d.Data, "000000000000001")
+			doc := districtDoc(s, d, memData(d), "000000000000001")
 			n, err := today.CountMap("districts", doc)
 			if err != nil {
 				t.Fatal(err)
@@ -142,7 +142,7 @@ func TestIndexEntries(t *testing.T) {
 	districts := roots.Doc("districts").Collection("districts")
 	big := measure("district document, the largest generated", districts.Doc(districtDocID(largest["districtId"].(string))), largest)
 	tiny := smallSnapshot(day, 1)
-	small := measure("district document, almost no data", districts.Doc("district_tiny"), districtDoc(tiny, tiny.Payload.Districts[0], tiny.Payload.Districts[0].Data, "000000000000001"))
+	small := measure("district document, almost no data", districts.Doc("district_tiny"), districtDoc(tiny, tiny.Payload.Districts[0], memData(tiny.Payload.Districts[0]), "000000000000001"))
 	figures = append(figures, big)
 	constant(big, small)
 

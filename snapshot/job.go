@@ -70,7 +70,8 @@ const (
 // I/O, take the snapshot's lock, build the documents, do op under the
 // lock (see begin for the job's ctx and wctx) and release the lock after.
 func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (*Result, error) {
-	if err := model.Validate(snap, id); err != nil {
+	data, err := model.Prepare(snap, id)
+	if err != nil {
 		return nil, err
 	}
 	start := w.cfg.now()
@@ -84,7 +85,7 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 	j.shed.start(time.Now())
 	defer j.shed.stop()
 	j.lockWait = w.cfg.now().Sub(start)
-	if j.in, err = j.newInput(id, snap, start); err != nil {
+	if j.in, err = j.newInput(id, snap, data, start); err != nil {
 		return nil, err
 	}
 	j.in.repairing = op == opRepair
@@ -128,14 +129,14 @@ func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) f
 }
 
 // newInput is what a write or repair by the job's lease builds its
-// documents from: every district's document size and hash, and the
-// payload's hash. The documents themselves are built chunk by chunk
+// documents from: every district's document size and hash, from its
+// data's (data, model.Prepare), and the payload's hash. The documents themselves are built chunk by chunk
 // (document), so that a write never holds more than its chunks in flight.
-func (j *job) newInput(id string, snap *model.Snapshot, start time.Time) (rootInput, error) {
+func (j *job) newInput(id string, snap *model.Snapshot, data []model.DataSummary, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
 	in := rootInput{id: id, snap: snap, fence: j.lease.Fence(), backend: j.w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start,
 		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n)}
-	sums, err := summarizeDistricts(snap, in.fence)
+	sums, err := summarizeDistricts(snap, data, in.fence)
 	if err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)
 	}
@@ -239,7 +240,7 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 			Err: fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx))}
 	case res.Outcome != OutcomeComplete:
 		return &Error{Kind: Partial, ID: id, Err: fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
-			res.FailedBatches, res.TotalBatches, len(res.FailedDistricts), firstFailure(res))}
+			res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res))}
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ type districtDocument struct {
 }
 
 // districtDoc is the district document of d, written under fence: its
-// envelope and, under data, d's data (DistrictStatistics.LoadData). It is
+// envelope and, under data, d's data (DistrictStatistics.Data). It is
 // hashed (districtHashes) and sent (wireSetWrite) as this map.
 func districtDoc(s *model.Snapshot, d model.DistrictStatistics, data model.Object, fence string) map[string]any {
 	doc := envelope(s, d, fence)
@@ -116,15 +116,12 @@ type districtSummary struct {
 	size, bytes    int
 }
 
-// summarizeDistrict is d's districtSummary, from its data's
-// (model.DistrictStatistics.Summary): the document's hash, size and commit
-// size are those of its envelope and its data's, exactly as they would be
-// of the whole document built (districtHashes, FirestoreSize, encodedSize).
-func summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, fence string) (districtSummary, error) {
-	sum, err := d.Summary()
-	if err != nil {
-		return districtSummary{}, err
-	}
+// summarizeDistrict is d's districtSummary, from its data's summary sum
+// (model.Prepare): the document's hash, size and commit size are those of
+// its envelope and its data's, exactly as they would be of the whole
+// document built (districtHashes, FirestoreSize, encodedSize).
+func summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
+	var err error
 	env := envelope(s, d, fence)
 	const dataKey = len(fieldData)
 	ds := districtSummary{

@@ -43,22 +43,26 @@ func lazyCopy(t *testing.T, s *model.Snapshot) *model.Snapshot {
 func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 	t.Parallel()
 	mem := gen(30, 4)
-	mem.Payload.Districts[2].Data["odd"] = model.Object{"f": 2.0, "s": "<é>", "l": []any{nil, true, int64(-3)}}
+	memData(mem.Payload.Districts[2])["odd"] = model.Object{"f": 2.0, "s": "<é>", "l": []any{nil, true, int64(-3)}}
 	mem.Payload.Districts = append(mem.Payload.Districts, model.DistrictStatistics{DistrictID: "77"}) // no data at all
 	lazy := lazyCopy(t, mem)
 	const fence = "000000000000042"
 	for i, d := range mem.Payload.Districts {
-		doc := districtDoc(mem, d, d.Data, fence)
+		doc := districtDoc(mem, d, memData(d), fence)
 		h, dh, err := districtHashes(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: encodedSize(doc)}
 		for _, s := range []*model.Snapshot{mem, lazy} {
-			if d.Data == nil && s == lazy {
+			if memData(d) == nil && s == lazy {
 				continue // read from the file, it has the minimal data
 			}
-			got, err := summarizeDistrict(s, s.Payload.Districts[i], fence)
+			sum, err := s.Payload.Districts[i].Summary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,9 +145,9 @@ func TestLazyWriteIsTheInMemoryWrite(t *testing.T) {
 	}
 	// A chunk's documents are read back and encoded once; a retried
 	// attempt commits the same encoded writes.
-	if n, chunks := lazy.DataLoads(), len(failed); n != int64(len(src.Payload.Districts)) || chunks != res.TotalBatches-1 {
+	if n, chunks := lazy.DataLoads(), len(failed); n != int64(len(src.Payload.Districts)) || chunks != res.Chunks {
 		t.Errorf("%d district reads for %d districts (%d chunks failed once of %d), want one per district",
-			n, len(src.Payload.Districts), chunks, res.TotalBatches-1)
+			n, len(src.Payload.Districts), chunks, res.Chunks)
 	}
 
 	got, want := e.storedDocs(day), memEnv.storedDocs(day)
@@ -191,7 +195,7 @@ func TestRepairLazyInput(t *testing.T) {
 	}
 	// An input whose district differs is refused by its hash, unread.
 	other := gen(132, 7)
-	other.Payload.Districts[3].Data["membership"].(model.Object)["total"] = int64(-1)
+	memData(other.Payload.Districts[3])["membership"].(model.Object)["total"] = int64(-1)
 	lo := lazyCopy(t, other)
 	if _, err := e.writer().Repair(context.Background(), day, lo); err == nil || !bytes.Contains([]byte(err.Error()), []byte("district "+districtIDs(src)[3])) {
 		t.Errorf("repair with another district's data: %v", err)

@@ -168,7 +168,7 @@ func districtNumbersHash(ds model.DistrictStatistics, exact string) (string, err
 			return exact, nil
 		}
 	}
-	data, err := ds.LoadData()
+	data, err := ds.Data()
 	if err != nil {
 		return "", err
 	}

@@ -111,12 +111,12 @@ func TestContentHashStaysExact(t *testing.T) {
 	if mustHash(t, map[string]any{"n": 39.0}) == mustHash(t, map[string]any{"n": int64(39)}) {
 		t.Error("contentHash of 39.0 equals that of 39")
 	}
-	d := model.DistrictStatistics{DistrictID: "1", AsOfDate: day, Data: model.Object{"districtId": "1", "asOfDate": day, "n": 39.0}}
+	d := model.NewDistrict(model.Object{"districtId": "1", "asOfDate": day, "n": 39.0})
 	h, err := dataHash(d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := mustHash(t, d.Data); h != want {
+	if want := mustHash(t, memData(d)); h != want {
 		t.Errorf("dataHash %s, want the exact hash %s", h, want)
 	}
 }

@@ -21,8 +21,7 @@ func smallSnapshot(date string, n int) *model.Snapshot {
 	s.Payload.Metadata.DistrictCount = int64(n)
 	s.Payload.Districts = make([]model.DistrictStatistics, n)
 	for i, id := range model.GeneratedDistrictIDs(n) {
-		s.Payload.Districts[i] = model.DistrictStatistics{DistrictID: id, AsOfDate: date,
-			Data: model.Object{"districtId": id, "asOfDate": date, "membership": model.Object{"total": int64(i)}}}
+		s.Payload.Districts[i] = model.NewDistrict(model.Object{"districtId": id, "asOfDate": date, "membership": model.Object{"total": int64(i)}})
 	}
 	return s
 }

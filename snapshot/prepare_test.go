@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +38,11 @@ func TestSummariesGolden(t *testing.T) {
 	}
 	defer file.Close()
 	for name, s := range map[string]*model.Snapshot{"memory": mem, "file": file} {
-		got, err := summarizeDistricts(s, "000000000000007")
+		data, err := model.Prepare(s, day)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, err := summarizeDistricts(s, data, "000000000000007")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -51,18 +57,29 @@ func TestSummariesGolden(t *testing.T) {
 	}
 }
 
-// TestSummarizeDistrictsFirstError: of several districts that cannot be
-// summarized, the first in input order is reported, however the
-// goroutines finish.
-func TestSummarizeDistrictsFirstError(t *testing.T) {
+// TestPrepareFirstProblem: of several districts whose data cannot be
+// stored, the first in input order is reported first, however the
+// goroutines that walk them finish.
+func TestPrepareFirstProblem(t *testing.T) {
 	s := model.Generate(day, 40, 3)
 	for _, i := range []int{37, 11, 25} {
-		s.Payload.Districts[i].Data["bad"] = func() {} // not encodable
+		memData(s.Payload.Districts[i])["bad"] = func() {} // not encodable
 	}
 	for range 20 {
-		_, err := summarizeDistricts(s, "000000000000001")
-		if err == nil || !strings.Contains(err.Error(), "district "+s.Payload.Districts[11].DistrictID+":") {
-			t.Fatalf("err = %v, want district %s's", err, s.Payload.Districts[11].DistrictID)
+		_, err := model.Prepare(s, day)
+		var ve *model.ValidationError
+		if !errors.As(err, &ve) || len(ve.Problems) != 3 || !strings.HasPrefix(ve.Problems[0].Path, "$.payload.districts[11]") {
+			t.Fatalf("err = %v, want district 11's problem first", err)
 		}
 	}
+}
+
+// memData is the data of district d, held in memory, for a test to read
+// or change.
+func memData(d model.DistrictStatistics) model.Object {
+	data, err := d.Data()
+	if err != nil || d.Lazy() {
+		panic(fmt.Sprintf("district %s: not in memory (%v)", d.DistrictID, err))
+	}
+	return data
 }

@@ -13,11 +13,12 @@ import (
 // BenchmarkPrewrite measures what a write does before its first commit on
 // BENCH_PREWRITE_DISTRICTS (default 5,000) generated districts read from a
 // file, as `snapwriter write --input FILE` does: model.Open (decode, check,
-// size and hash every district), Validate, every district's summary and
-// the payload's hash (Writer.newInput). Besides ns/op (wall) it reports
+// size and hash every district), model.Prepare (Validate, and the data's
+// summaries), every district's summary and the payload's hash
+// (Writer.newInput). Besides ns/op (wall) it reports
 // cpu-ns/op, the process's user+system CPU, and cores, their ratio: how
 // much of the machine the phase keeps busy. "memory" runs the same on the
-// snapshot held in memory (model.Generate; the summaries do the hashing).
+// snapshot held in memory (model.Generate; Prepare does the hashing).
 func BenchmarkPrewrite(b *testing.B) {
 	ns, err := envInts("BENCH_PREWRITE_DISTRICTS", "5000")
 	if err != nil || len(ns) != 1 {
@@ -35,10 +36,11 @@ func BenchmarkPrewrite(b *testing.B) {
 	}
 	const fence = "000000000000001"
 	prepare := func(b *testing.B, s *model.Snapshot) {
-		if err := model.Validate(s, day); err != nil {
+		data, err := model.Prepare(s, day)
+		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := summarizeDistricts(s, fence); err != nil {
+		if _, err := summarizeDistricts(s, data, fence); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := payloadHash(s); err != nil {

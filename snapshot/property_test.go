@@ -92,7 +92,7 @@ func TestPropertyWriteReadEquivalence(t *testing.T) {
 		}
 		d := &s.Payload.Districts[rapid.IntRange(0, n-1).Draw(rt, "which")]
 		for k, v := range extra("district") {
-			d.Data[k] = v
+			memData(*d)[k] = v
 		}
 		if rapid.Bool().Draw(rt, "dropRankings") {
 			s.Rankings = nil

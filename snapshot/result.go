@@ -54,9 +54,12 @@ type Result struct {
 	// Outcome is how the write or repair ended: what is stored, and
 	// whether the root's manifest says so.
 	Outcome           Outcome       `json:"outcome"`
-	TotalBatches      int           `json:"totalBatches"`
+	TotalBatches      int           `json:"totalBatches"` // the root's transaction (batch 0) and the chunks
 	SuccessfulBatches int           `json:"successfulBatches"`
 	FailedBatches     int           `json:"failedBatches"`
+	Chunks            int           `json:"chunks"` // the district chunks alone; Root reports batch 0
+	SuccessfulChunks  int           `json:"successfulChunks"`
+	FailedChunks      int           `json:"failedChunks"`
 	DistrictsWritten  int           `json:"districtsWritten"`
 	FailedDistricts   []string      `json:"failedDistricts"`
 	StaleDeleted      int           `json:"staleDistrictsDeleted"`
@@ -107,6 +110,7 @@ func (w *Writer) tally(res *Result) {
 			res.FailedDistricts = append(res.FailedDistricts, r.DistrictIDs...)
 		}
 	}
+	countChunks(res)
 }
 
 // summarize completes the job's Result — counts, duration, root commits,

@@ -100,7 +100,7 @@ func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
 	in := rootInput{id: day, snap: s, fence: "000000000000001", backend: "firestore", startedAt: time.Now(),
 		docSizes: map[string]int{}, hashes: map[string]string{}}
 	for _, d := range s.Payload.Districts {
-		doc := districtDoc(s, d, d.Data, in.fence)
+		doc := districtDoc(s, d, memData(d), in.fence)
 		h, _, err := districtHashes(doc)
 		if err != nil {
 			t.Fatal(err)

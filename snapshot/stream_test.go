@@ -41,7 +41,7 @@ func TestWriteJSONIsGet(t *testing.T) {
 	eachForm(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		complete := gen(132, 5)
-		d := complete.Payload.Districts[7].Data
+		d := memData(complete.Payload.Districts[7])
 		d["note <&>"] = "a <b> & c \u2028 é"
 		d["whole"] = 3.0
 		complete.Rankings = model.Object{"metadata": map[string]any{"rankingVersion": "v<2>"}, "x": []any{1.5, int64(2)}}

@@ -20,7 +20,7 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 	snap := model.Generate(day, 5, 11)
 	var docs []map[string]any
 	for _, d := range snap.Payload.Districts {
-		docs = append(docs, districtDoc(snap, d, d.Data, "000000000000003"))
+		docs = append(docs, districtDoc(snap, d, memData(d), "000000000000003"))
 	}
 	docs = append(docs, map[string]any{
 		"nil": nil, "t": true, "f": false, "empty": "", "é – 😀": "\u2028\x00",

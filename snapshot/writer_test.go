@@ -242,6 +242,20 @@ func checkInvariants(t *testing.T, res *Result) {
 		res.SuccessfulBatches != ok || res.FailedBatches != bad {
 		t.Errorf("batch counts inconsistent: %+v", res)
 	}
+	// The chunks are the batches but the root's (batch 0), counted alone.
+	root, rooted := res.Root()
+	chunksOK, chunksBad := ok, bad
+	if rooted {
+		if root.Success {
+			chunksOK--
+		} else {
+			chunksBad--
+		}
+	}
+	if res.Chunks != chunksOK+chunksBad || res.SuccessfulChunks != chunksOK || res.FailedChunks != chunksBad ||
+		rooted != (len(res.BatchResults) > 0) {
+		t.Errorf("chunk counts inconsistent (root ran: %v): %+v", rooted, res)
+	}
 	if res.DistrictsWritten != written {
 		t.Errorf("districtsWritten = %d, successful batches hold %d", res.DistrictsWritten, written)
 	}
@@ -268,8 +282,8 @@ func TestChunkCountsAndRoundTrip(t *testing.T) {
 				in := gen(n, int64(n))
 				res := mustWrite(t, e.writer(), day, in)
 				checkInvariants(t, res)
-				if want := 1 + (n+49)/50; res.TotalBatches != want {
-					t.Errorf("totalBatches = %d, want %d", res.TotalBatches, want)
+				if want := 1 + (n+49)/50; res.TotalBatches != want || res.Chunks != want-1 {
+					t.Errorf("totalBatches = %d, chunks = %d; want %d and %d", res.TotalBatches, res.Chunks, want, want-1)
 				}
 				for _, b := range res.BatchResults {
 					if b.OperationCount > 50 {
@@ -769,7 +783,7 @@ func TestInvalidInputWritesNothing(t *testing.T) {
 	e := newEnv(t)
 	bad := gen(3, 1)
 	bad.Payload.Districts[1].DistrictID = "no/slash"
-	bad.Payload.Districts[1].Data["districtId"] = "no/slash"
+	memData(bad.Payload.Districts[1])["districtId"] = "no/slash"
 	_, err := e.writer().Write(context.Background(), day, bad)
 	if !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("err = %v, want model.ErrInvalid", err)

@@ -241,8 +241,11 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 		// none run.
 		state = "PARTIAL"
 	}
-	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d batches (%d failed), fence %s, %d ms\n",
-		res.SnapshotID, state, res.DistrictsWritten, res.TotalBatches, res.FailedBatches, res.Fence, res.TotalDurationMs)
+	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d chunks (%d failed), fence %s, %d ms\n",
+		res.SnapshotID, state, res.DistrictsWritten, res.Chunks, res.FailedChunks, res.Fence, res.TotalDurationMs)
+	if root, ok := res.Root(); ok && !root.Success {
+		fmt.Fprintln(a.stdout, "the root document's transaction failed: see the error for what is stored")
+	}
 	if res.DistrictsKept > 0 {
 		fmt.Fprintf(a.stdout, "%d districts were already stored by an unfinished write of this input: recorded, not written again\n", res.DistrictsKept)
 	}
@@ -250,7 +253,7 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
 	}
 	recorded := res.Outcome == snapshot.OutcomeComplete || res.Outcome == snapshot.OutcomePartial
-	if !recorded && res.TotalBatches > 1 {
+	if !recorded && res.Chunks > 0 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
 	}
 	if r := res.LockRenewals; r.Sheds > 0 || r.Pauses > 0 {

@@ -197,7 +197,7 @@ func snapshotDir(t *testing.T, dir, date string, n int) string {
 	var entries []any
 	for _, d := range src.Payload.Districts {
 		name := "district_" + d.DistrictID + ".json"
-		files[name] = map[string]any{"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": d.Data}
+		files[name] = map[string]any{"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": memData(d)}
 		entries = append(entries, map[string]any{"districtId": d.DistrictID, "fileName": name, "status": "success"})
 	}
 	files["manifest.json"] = map[string]any{"districts": entries}

@@ -173,10 +173,11 @@ func TestWriteGetListEndToEnd(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)
 	}
-	if res.Outcome != snapshot.OutcomeComplete || res.TotalBatches != 4 || res.DistrictsWritten != 132 || res.Fence != "000000000000001" || len(res.BatchResults) != 4 {
+	if res.Outcome != snapshot.OutcomeComplete || res.TotalBatches != 4 || res.Chunks != 3 || res.SuccessfulChunks != 3 || res.DistrictsWritten != 132 || res.Fence != "000000000000001" || len(res.BatchResults) != 4 {
 		t.Errorf("result = %+v", res)
 	}
 	for _, key := range []string{`"snapshotId"`, `"outcome": "complete"`, `"complete": true`, `"manifestRecorded": true`, `"totalBatches"`, `"successfulBatches"`, `"failedBatches"`,
+		`"chunks"`, `"successfulChunks"`, `"failedChunks"`,
 		`"districtsWritten"`, `"failedDistricts"`, `"totalDurationMs"`, `"fence"`, `"batchResults"`, `"batchIndex"`,
 		`"operationCount"`, `"success"`, `"retryAttempts"`, `"durationMs"`, `"districtIds"`} {
 		if !strings.Contains(out, key) {
@@ -456,7 +457,7 @@ func TestWriteFromFileAndDirectory(t *testing.T) {
 	for _, d := range src.Payload.Districts[:3] {
 		name := "district_" + d.DistrictID + ".json"
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(mustJSON(t, map[string]any{
-			"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": d.Data,
+			"districtId": d.DistrictID, "districtName": "District " + d.DistrictID, "status": "success", "data": memData(d),
 		})), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -517,4 +518,13 @@ func TestStdinIsSpooledAndRemoved(t *testing.T) {
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("the spooled input was left behind: %v", left)
 	}
+}
+
+// memData is the data of district d, for a test to read or change.
+func memData(d model.DistrictStatistics) model.Object {
+	data, err := d.Data()
+	if err != nil {
+		panic(fmt.Sprintf("district %s: %v", d.DistrictID, err))
+	}
+	return data
 }

@@ -223,7 +223,7 @@ func TestGetDistrict(t *testing.T) {
 		t.Fatalf("get --district: exit %d\n%s", code, errs)
 	}
 	got, err := model.DecodeObject(strings.NewReader(out))
-	wb, _ := model.Marshal(want.Data)
+	wb, _ := model.Marshal(memData(want))
 	gb, _ := model.Marshal(got)
 	if err != nil || !bytes.Equal(wb, gb) {
 		t.Errorf("get --district printed %s, want district %s", out, want.DistrictID)
