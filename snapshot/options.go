@@ -64,17 +64,41 @@ type config struct {
 	pageSize      int
 }
 
-// Option configures a Writer.
+// defaultConfig is a Writer's configuration before its options.
+func defaultConfig() config {
+	return config{
+		collection:  DefaultCollection,
+		batchSize:   DefaultBatchSize,
+		concurrency: DefaultConcurrency,
+		retry:       retry.DefaultPolicy(),
+		lockTTL:     DefaultLockTTL,
+		lockWait:    DefaultLockWait,
+		reqTimeout:  DefaultRequestTimeout,
+		contention:  DefaultContentionWait,
+		grace:       DefaultGracePeriod,
+		recordEvery: DefaultRecordInterval,
+		inlineBegin: true,
+		log:         zap.NewNop(),
+		now:         time.Now,
+
+		pageThreshold: defaultPageThreshold,
+		pageSize:      defaultPageSize,
+	}
+}
+
+// Option configures a Writer; NewWriter refuses one out of its bounds
+// (CheckOptions) with an *OptionError.
 type Option func(*config)
 
 // WithCollection sets the root collection (default "snapshots").
 func WithCollection(name string) Option { return func(c *config) { c.collection = name } }
 
-// WithBatchSize sets the operations per chunk (default 50, at most 500).
+// WithBatchSize sets the operations per chunk (default 50, at most
+// MaxBatchSize).
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
 // WithConcurrency sets how many chunks are in flight at once, at most
-// (default 3). A write starts at one and adds one a round trip while the
+// (default 3, at most MaxConcurrency). A write starts at one and adds one a round trip while the
 // store answers without queueing, and runs fewer while its answers or the
 // lock's renewals slow down, so that the lease is renewed in time
 // (Result.LockRenewals; docs/lease.md).
@@ -83,7 +107,8 @@ func WithConcurrency(n int) Option { return func(c *config) { c.concurrency = n 
 // WithRetryPolicy sets the per-chunk retry policy (default retry.DefaultPolicy).
 func WithRetryPolicy(p retry.Policy) Option { return func(c *config) { c.retry = p } }
 
-// WithLockTTL sets the lock's time to live; the lease renews it every TTL/3.
+// WithLockTTL sets the lock's time to live (at least MinLockTTL); the
+// lease renews it every TTL/3.
 func WithLockTTL(d time.Duration) Option { return func(c *config) { c.lockTTL = d } }
 
 // WithLockWait bounds how long Write waits for a held lock (0: try once).
@@ -109,7 +134,8 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.req
 func WithGracePeriod(d time.Duration) Option { return func(c *config) { c.grace = d } }
 
 // WithRecordInterval sets how often, at most, the write records its
-// chunks' progress in the root document (default 1 s). Chunks never write
+// chunks' progress in the root document (default 1 s, within
+// MinRecordInterval..MaxRecordInterval). Chunks never write
 // the root: one recorder per write commits every outcome since its last
 // record in one fenced transaction, so the root is written about once per
 // interval whatever the concurrency, and lags the district documents by

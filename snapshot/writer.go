@@ -32,16 +32,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
-	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
-	"github.com/snapwriter/snapwriter/retry"
 )
 
 // Writer writes snapshots. It is safe for concurrent use.
@@ -60,53 +56,17 @@ type Writer struct {
 // the collection (ScopeOf). It fails when that key cannot be formed: an
 // unknown project on a lock backend other than Firestore's.
 func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option) (*Writer, error) {
-	cfg := config{
-		collection:  DefaultCollection,
-		batchSize:   DefaultBatchSize,
-		concurrency: DefaultConcurrency,
-		retry:       retry.DefaultPolicy(),
-		lockTTL:     DefaultLockTTL,
-		lockWait:    DefaultLockWait,
-		reqTimeout:  DefaultRequestTimeout,
-		contention:  DefaultContentionWait,
-		grace:       DefaultGracePeriod,
-		recordEvery: DefaultRecordInterval,
-		inlineBegin: true,
-		log:         zap.NewNop(),
-		now:         time.Now,
-
-		pageThreshold: defaultPageThreshold,
-		pageSize:      defaultPageSize,
+	if client == nil || locker == nil {
+		return nil, errors.New("snapshot: a Firestore client and a lock backend are required")
 	}
+	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
 	}
-	switch {
-	case client == nil || locker == nil:
-		return nil, errors.New("snapshot: a Firestore client and a lock backend are required")
-	case cfg.collection == "" || strings.Contains(cfg.collection, "/"):
-		return nil, fmt.Errorf("snapshot: invalid collection name %q", cfg.collection)
-	case cfg.batchSize < 1 || cfg.batchSize > 500:
-		return nil, fmt.Errorf("snapshot: batch size %d is outside 1..500", cfg.batchSize)
-	case cfg.concurrency < 1:
-		return nil, fmt.Errorf("snapshot: concurrency %d must be at least 1", cfg.concurrency)
-	case cfg.lockTTL < 3*time.Millisecond:
-		return nil, fmt.Errorf("snapshot: lock TTL %s is too short", cfg.lockTTL)
-	case cfg.lockWait < 0:
-		return nil, fmt.Errorf("snapshot: lock wait %s is negative", cfg.lockWait)
-	case cfg.reqTimeout <= 0:
-		return nil, fmt.Errorf("snapshot: request timeout %s must be positive", cfg.reqTimeout)
-	case cfg.grace < 0:
-		return nil, fmt.Errorf("snapshot: grace period %s is negative", cfg.grace)
-	case cfg.recordEvery <= 0:
-		return nil, fmt.Errorf("snapshot: record interval %s must be positive", cfg.recordEvery)
-	case cfg.contention < 0:
-		return nil, fmt.Errorf("snapshot: contention wait %s is negative", cfg.contention)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	cfg.retry.ContentionWait = cfg.contention
-	if err := cfg.retry.Validate(); err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
 	lockName := locker.Capabilities().Backend
 	scope, err := ScopeOf(client, cfg.collection)
 	if err == nil {

@@ -1,42 +1,51 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// maxCollectionIDBytes is Firestore's limit on a collection id.
-const maxCollectionIDBytes = 1500
 
 // checkCollection refuses a --collection that Firestore would reject only
 // after the lock had created its own collections: it runs before any
-// command touches Firestore (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields).
+// command touches Firestore.
 func checkCollection(name string) error {
-	bad := func(format string, args ...any) error {
-		shown := fmt.Sprintf("%q", name)
-		if len(name) > 100 {
-			shown = fmt.Sprintf("(%d bytes)", len(name))
-		}
-		return usagef("--collection %s: %s", shown, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case name == "":
-		return bad("invalid collection name: it is empty")
-	case strings.Contains(name, "/"):
-		return bad(`invalid collection name: it contains "/" (want a top-level collection id)`)
-	case name == "." || name == "..":
-		return bad(`invalid collection name: "." and ".." are not collection ids`)
-	case len(name) >= 4 && strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__"):
-		return bad("reserved collection name: Firestore reserves ids of the form __…__")
-	case len(name) > maxCollectionIDBytes:
-		return bad("invalid collection name: %d bytes, over Firestore's %d", len(name), maxCollectionIDBytes)
-	case !utf8.ValidString(name):
-		return bad("invalid collection name: not valid UTF-8")
+	if err := snapshot.CheckCollection(name); err != nil {
+		return optionUsage(err)
 	}
 	return nil
+}
+
+// optionUsage is a usage error (exit 2) for an option the snapshot
+// library refuses (*snapshot.OptionError), named by the flag that set it:
+// the library holds the bounds, the CLI names its flags.
+func optionUsage(err error) error {
+	var oe *snapshot.OptionError
+	if !errors.As(err, &oe) {
+		return usageError{err}
+	}
+	shown := fmt.Sprint(oe.Value)
+	if s, ok := oe.Value.(string); ok {
+		shown = fmt.Sprintf("%q", s)
+		if len(s) > 100 {
+			shown = fmt.Sprintf("(%d bytes)", len(s))
+		}
+	}
+	flag, ok := map[string]string{
+		"WithCollection": "--collection", "WithBatchSize": "--batch-size", "WithConcurrency": "--concurrency",
+		"WithLockTTL": "--lock-ttl", "WithLockWait": "--lock-wait", "WithGracePeriod": "--grace-period",
+		"WithContentionWait": "--contention-wait", "WithRecordInterval": "--record-interval",
+		"WithRequestTimeout": "--timeout",
+	}[oe.Option]
+	switch {
+	case oe.Option == "WithRetryPolicy":
+		return usagef("--max-retries: %s", oe.Reason)
+	case ok:
+		return usagef("%s %s: %s", flag, shown, oe.Reason)
+	}
+	return usageError{err}
 }
 
 // checkDate refuses a --date that disagrees with the input's own

@@ -62,7 +62,7 @@ type writeFlags struct {
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, "district operations per chunk (1..500)")
+	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d)", snapshot.MaxBatchSize))
 	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once, at most: a write starts at one and runs fewer while the store is slow to answer (docs/lease.md)")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
@@ -77,25 +77,36 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 }
 
 func (f writeFlags) validate() error {
-	switch {
-	case f.batchSize < 1 || f.batchSize > 500:
-		return usagef("--batch-size %d: want 1..500", f.batchSize)
-	case f.concurrency < 1 || f.concurrency > 256:
-		return usagef("--concurrency %d: want 1..256", f.concurrency)
-	case f.maxRetries < 0 || f.maxRetries > 100:
-		return usagef("--max-retries %d: want 0..100", f.maxRetries)
-	case f.lockTTL < time.Second:
-		return usagef("--lock-ttl %s: want at least 1s", f.lockTTL)
-	case f.lockWait < 0:
-		return usagef("--lock-wait %s: must not be negative", f.lockWait)
-	case f.grace < 0:
-		return usagef("--grace-period %s: must not be negative", f.grace)
-	case f.contention < 0:
-		return usagef("--contention-wait %s: must not be negative", f.contention)
-	case f.recordEvery < 10*time.Millisecond || f.recordEvery > time.Minute:
-		return usagef("--record-interval %s: want 10ms..1m", f.recordEvery)
+	// --max-retries is the flag's own domain: the library's
+	// policy.Unlimited is not offered on the command line.
+	if f.maxRetries < 0 || f.maxRetries > maxRetriesFlag {
+		return usagef("--max-retries %d: want 0..%d", f.maxRetries, maxRetriesFlag)
+	}
+	if err := snapshot.CheckOptions(f.options()...); err != nil {
+		return optionUsage(err)
 	}
 	return f.lock.validate()
+}
+
+// maxRetriesFlag bounds --max-retries.
+const maxRetriesFlag = 100
+
+// options are the writer options the flags set; the library checks their
+// bounds (validate, NewWriter).
+func (f writeFlags) options() []snapshot.Option {
+	policy := retry.DefaultPolicy()
+	policy.MaxRetries = f.maxRetries
+	return []snapshot.Option{
+		snapshot.WithBatchSize(f.batchSize),
+		snapshot.WithConcurrency(f.concurrency),
+		snapshot.WithRetryPolicy(policy),
+		snapshot.WithLockTTL(f.lockTTL),
+		snapshot.WithLockWait(f.lockWait),
+		snapshot.WithGracePeriod(f.grace),
+		snapshot.WithContentionWait(f.contention),
+		snapshot.WithRecordInterval(f.recordEvery),
+		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
+	}
 }
 
 // newWriter builds the snapshot writer the flags describe, and returns the
@@ -115,28 +126,17 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 		closeLocker()
 		_ = api.Close()
 	}
-	policy := retry.DefaultPolicy()
-	policy.MaxRetries = f.maxRetries
-	opts := append([]snapshot.Option{
+	opts := append(f.options(),
 		snapshot.WithCollection(a.global.collection),
-		snapshot.WithBatchSize(f.batchSize),
-		snapshot.WithConcurrency(f.concurrency),
-		snapshot.WithRetryPolicy(policy),
-		snapshot.WithLockTTL(f.lockTTL),
-		snapshot.WithLockWait(f.lockWait),
 		snapshot.WithRequestTimeout(a.bound()),
-		snapshot.WithGracePeriod(f.grace),
-		snapshot.WithContentionWait(f.contention),
-		snapshot.WithRecordInterval(f.recordEvery),
 		snapshot.WithLogger(a.log),
-		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
-		snapshot.WithAPIClient(api),
-	}, extra...)
+		snapshot.WithAPIClient(api))
+	opts = append(opts, extra...)
 	opts = append(opts, a.writerOptions...)
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
 		closeAll()
-		return nil, nil, usageError{err}
+		return nil, nil, optionUsage(err)
 	}
 	return w, closeAll, nil
 }

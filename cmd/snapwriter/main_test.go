@@ -276,6 +276,15 @@ func TestBadInputExit2WritesNothing(t *testing.T) {
 		{"concurrency 0", good, []string{"--concurrency", "0"}, nil, "--concurrency"},
 		{"record interval 0", good, []string{"--record-interval", "0s"}, nil, "--record-interval"},
 		{"record interval 2h", good, []string{"--record-interval", "2h"}, nil, "--record-interval"},
+		// The bounds are the library's (snapshot.CheckOptions): the CLI
+		// names the flag and the bound in one message.
+		{"concurrency 257", good, []string{"--concurrency", "257"}, nil, "--concurrency 257: want 1..256"},
+		{"lock ttl 500ms", good, []string{"--lock-ttl", "500ms"}, nil, "--lock-ttl 500ms: want at least 1s"},
+		{"record interval 5ms", good, []string{"--record-interval", "5ms"}, nil, "--record-interval 5ms: want 10ms..1m0s"},
+		{"negative lock wait", good, []string{"--lock-wait", "-1s"}, nil, "--lock-wait -1s: must not be negative"},
+		{"negative grace", good, []string{"--grace-period", "-1s"}, nil, "--grace-period -1s: must not be negative"},
+		{"negative contention wait", good, []string{"--contention-wait", "-1s"}, nil, "--contention-wait -1s: must not be negative"},
+		{"retries 101", good, []string{"--max-retries", "101"}, nil, "--max-retries 101: want 0..100"},
 		{"negative retries", good, []string{"--max-retries", "-1"}, nil, "--max-retries"},
 		{"bad log format", good, []string{"--log-format", "xml"}, nil, "--log-format"},
 		{"unknown flag", good, []string{"--frobnicate"}, nil, "frobnicate"},

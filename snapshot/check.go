@@ -1,0 +1,111 @@
+package snapshot
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The bounds NewWriter holds its options to. They are the CLI's too: it
+// checks its flags with CheckOptions, so a bound is stated once.
+const (
+	// MaxBatchSize is Firestore's limit on the writes of one commit.
+	MaxBatchSize = 500
+	// MaxConcurrency bounds the chunks in flight: beyond it a write only
+	// queues on the store and starves the lease's renewals.
+	MaxConcurrency = 256
+	// MinLockTTL is the shortest lock TTL: the lease renews every TTL/3,
+	// and a round trip to the lock store must fit in that with room over.
+	MinLockTTL = time.Second
+	// MinRecordInterval and MaxRecordInterval bound WithRecordInterval:
+	// faster, the root serialises the write as it did before chunks left
+	// it; slower, a reader's view of a running write lags by minutes.
+	MinRecordInterval = 10 * time.Millisecond
+	MaxRecordInterval = time.Minute
+	// maxCollectionIDBytes is Firestore's limit on a collection id.
+	maxCollectionIDBytes = 1500
+)
+
+// An OptionError is a Writer option NewWriter (or CheckOptions) refuses.
+// Option names it ("WithLockTTL"); callers that take the value from a
+// flag or a file map Option to their own name for it.
+type OptionError struct {
+	Option string // the Option's function name, "WithLockTTL"
+	Value  any    // the value refused
+	Reason string // what is wrong, or what is wanted: "want at least 1s"
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("snapshot: %s(%v): %s", e.Option, e.Value, e.Reason)
+}
+
+// CheckOptions reports, without any I/O, whether NewWriter would accept
+// opts: the first option out of bounds, as an *OptionError. A CLI checks
+// its flags with it before it connects to anything.
+func CheckOptions(opts ...Option) error {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg.check()
+}
+
+// CheckCollection reports whether name can be the snapshots' collection: a
+// top-level collection id Firestore accepts. It is refused before any
+// write, since Firestore would reject it only after the lock had created
+// documents of its own (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields).
+func CheckCollection(name string) error {
+	bad := func(format string, args ...any) error {
+		return &OptionError{Option: "WithCollection", Value: name, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case name == "":
+		return bad("invalid collection name: it is empty")
+	case strings.Contains(name, "/"):
+		return bad(`invalid collection name: it contains "/" (want a top-level collection id)`)
+	case name == "." || name == "..":
+		return bad(`invalid collection name: "." and ".." are not collection ids`)
+	case len(name) >= 4 && strings.HasPrefix(name, "__") && strings.HasSuffix(name, "__"):
+		return bad("reserved collection name: Firestore reserves ids of the form __…__")
+	case len(name) > maxCollectionIDBytes:
+		return bad("invalid collection name: %d bytes, over Firestore's %d", len(name), maxCollectionIDBytes)
+	case !utf8.ValidString(name):
+		return bad("invalid collection name: not valid UTF-8")
+	}
+	return nil
+}
+
+// check is NewWriter's check of its options: each within its bounds.
+func (c config) check() error {
+	bad := func(option string, value any, format string, args ...any) error {
+		return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, args...)}
+	}
+	if err := CheckCollection(c.collection); err != nil {
+		return err
+	}
+	switch {
+	case c.batchSize < 1 || c.batchSize > MaxBatchSize:
+		return bad("WithBatchSize", c.batchSize, "want 1..%d", MaxBatchSize)
+	case c.concurrency < 1 || c.concurrency > MaxConcurrency:
+		return bad("WithConcurrency", c.concurrency, "want 1..%d", MaxConcurrency)
+	case c.lockTTL < MinLockTTL:
+		return bad("WithLockTTL", c.lockTTL, "want at least %s", MinLockTTL)
+	case c.lockWait < 0:
+		return bad("WithLockWait", c.lockWait, "must not be negative")
+	case c.reqTimeout <= 0:
+		return bad("WithRequestTimeout", c.reqTimeout, "want a positive duration")
+	case c.grace < 0:
+		return bad("WithGracePeriod", c.grace, "must not be negative")
+	case c.contention < 0:
+		return bad("WithContentionWait", c.contention, "must not be negative")
+	case c.recordEvery < MinRecordInterval || c.recordEvery > MaxRecordInterval:
+		return bad("WithRecordInterval", c.recordEvery, "want %s..%s", MinRecordInterval, MaxRecordInterval)
+	}
+	p := c.retry
+	p.ContentionWait = c.contention
+	if err := p.Validate(); err != nil {
+		return &OptionError{Option: "WithRetryPolicy", Value: c.retry, Reason: err.Error()}
+	}
+	return nil
+}
