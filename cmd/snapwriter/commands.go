@@ -171,7 +171,7 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 			if date != "" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			return a.writeOp(cmd, f, input, date, asJSON, (*snapshot.Writer).Write)
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, op: (*snapshot.Writer).Write})
 		},
 	}
 	fl := cmd.Flags()
@@ -184,20 +184,29 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 	return cmd
 }
 
+// writeRequest is what write or repair asks of writeOp: the input's path
+// and --date, the output form, the Writer's method and options of its own.
+type writeRequest struct {
+	input, date string
+	asJSON      bool
+	op          func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
+	extra       []snapshot.Option
+}
+
 // writeOp is the body of write and repair: load and validate the input
-// (nothing touches Firestore before that), build the writer, run op under
-// the snapshot's id (date, else the input's dataAsOfDate), print the result.
-func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSON bool,
-	op func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error), extra ...snapshot.Option) error {
-	snap, err := input.Load(path, a.stdin)
+// (nothing touches Firestore before that), build the writer, run r.op
+// under the snapshot's id (--date, else the input's dataAsOfDate), print
+// the result.
+func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
+	snap, err := input.Load(r.input, a.stdin)
 	if err != nil {
 		return err
 	}
 	defer snap.Close()
-	if err := checkDate(snap, date); err != nil {
+	if err := checkDate(snap, r.date); err != nil {
 		return err
 	}
-	id := input.ID(snap, date)
+	id := input.ID(snap, r.date)
 	if err := model.Validate(snap, id); err != nil {
 		return err
 	}
@@ -207,14 +216,14 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, path, date string, asJSO
 		return err
 	}
 	defer client.Close()
-	w, closeLocker, err := a.newWriter(ctx, client, f, extra...)
+	w, closeLocker, err := a.newWriter(ctx, client, f, r.extra...)
 	if err != nil {
 		return err
 	}
 	defer closeLocker()
-	res, werr := op(w, ctx, id, snap)
+	res, werr := r.op(w, ctx, id, snap)
 	if res != nil {
-		if err := a.printResult(res, werr, asJSON); err != nil {
+		if err := a.printResult(res, werr, r.asJSON); err != nil {
 			return err
 		}
 	}

@@ -39,7 +39,8 @@ are those of 'write'.`,
 			if !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			return a.writeOp(cmd, f, input, date, asJSON, (*snapshot.Writer).Repair, snapshot.WithRewriteChanged(rewrite))
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, op: (*snapshot.Writer).Repair,
+				extra: []snapshot.Option{snapshot.WithRewriteChanged(rewrite)}})
 		},
 	}
 	fl := cmd.Flags()
