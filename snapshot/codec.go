@@ -154,33 +154,18 @@ func decodeValue(x any, dst reflect.Value) bool {
 	var ok bool
 	switch dst.Kind() {
 	case reflect.String:
-		var s string
-		if s, ok = x.(string); ok {
-			dst.SetString(s)
-		}
+		ok = assign(x, dst.SetString)
 	case reflect.Bool:
-		var b bool
-		if b, ok = x.(bool); ok {
-			dst.SetBool(b)
-		}
+		ok = assign(x, dst.SetBool)
 	case reflect.Int64:
-		var n int64
-		if n, ok = x.(int64); ok {
-			dst.SetInt(n)
-		}
+		ok = assign(x, dst.SetInt)
 	case reflect.Float64:
-		var f float64
-		if f, ok = x.(float64); ok {
-			dst.SetFloat(f)
-		}
+		ok = assign(x, dst.SetFloat)
 	case reflect.Interface:
 		dst.Set(reflect.ValueOf(x))
 		ok = true
 	case reflect.Map:
-		var m map[string]any
-		if m, ok = x.(map[string]any); ok {
-			dst.Set(reflect.ValueOf(m))
-		}
+		ok = assign(x, func(m map[string]any) { dst.Set(reflect.ValueOf(m)) })
 	case reflect.Slice:
 		var list []any
 		if list, ok = x.([]any); !ok {
@@ -201,12 +186,18 @@ func decodeValue(x any, dst reflect.Value) bool {
 			dst.Set(p)
 		}
 	case reflect.Struct:
-		var m map[string]any
-		if m, ok = x.(map[string]any); ok {
-			decodeStruct(m, dst)
-		}
+		ok = assign(x, func(m map[string]any) { decodeStruct(m, dst) })
 	default:
 		panic(fmt.Sprintf("snapshot: cannot decode into %s", dst.Type()))
+	}
+	return ok
+}
+
+// assign calls set with x when x is a T, and reports whether it was.
+func assign[T any](x any, set func(T)) bool {
+	v, ok := x.(T)
+	if ok {
+		set(v)
 	}
 	return ok
 }

@@ -147,3 +147,17 @@ func fenceNewer(a, b string) bool {
 	}
 	return a > b
 }
+
+// setRoot writes, in tx, what a write or repair under a new fence starts
+// with: the root document, its manifest pages (deleting the stored pages,
+// stored, beyond them) and the fence document, all stamped with the job's
+// fence.
+func (j *job) setRoot(tx *firestore.Transaction, root rootDocument, pages []pageDocument, stored []string) error {
+	if err := tx.Set(j.w.root(j.in.id), root); err != nil {
+		return err
+	}
+	if err := j.w.setPages(tx, j.in.id, pages, stored); err != nil {
+		return err
+	}
+	return j.setFence(tx, j.in.startedAt)
+}

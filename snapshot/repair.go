@@ -155,13 +155,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		if err != nil {
 			return retry.Permanent(err)
 		}
-		if err := tx.Set(ref, root); err != nil {
-			return err
-		}
-		if err := j.w.setPages(tx, in.id, newPages, storedPages); err != nil {
-			return err
-		}
-		return j.setFence(tx, in.startedAt)
+		return j.setRoot(tx, root, newPages, storedPages)
 	}))
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	switch {

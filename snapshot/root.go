@@ -111,13 +111,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		if err != nil {
 			return err
 		}
-		if err := tx.Set(ref, doc); err != nil {
-			return err
-		}
-		if err := j.w.setPages(tx, in.id, pages, stored); err != nil {
-			return err
-		}
-		return j.setFence(tx, in.startedAt)
+		return j.setRoot(tx, doc, pages, stored)
 	}))
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	if err != nil {
