@@ -345,3 +345,16 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// read runs fn with a Reader of the snapshots, on a Firestore client
+// opened for it; --timeout bounds the whole of it.
+func (a *app) read(cmd *cobra.Command, fn func(context.Context, *snapshot.Reader) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
+	defer cancel()
+	client, err := a.client(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	return fn(ctx, snapshot.NewReader(client, a.global.collection))
+}

@@ -302,51 +302,44 @@ warns on stderr and exits 3.`,
 					return err
 				}
 			}
-			// --timeout bounds the whole command.
-			ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
-			defer cancel()
-			client, err := a.client(ctx)
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			r := snapshot.NewReader(client, a.global.collection)
-			if date == "latest" {
-				if date, err = r.Latest(ctx); err != nil {
-					return a.firestoreWait(err)
+			return a.read(cmd, func(ctx context.Context, r *snapshot.Reader) (err error) {
+				if date == "latest" {
+					if date, err = r.Latest(ctx); err != nil {
+						return a.firestoreWait(err)
+					}
 				}
-			}
-			if district == "" {
-				// Written as it is read, a batch of districts at a time:
-				// a snapshot of 20,000 districts never sits in memory.
-				out := bufio.NewWriterSize(a.stdout, 256<<10)
-				n, asRead, err := r.WriteJSON(ctx, out, date, !compact)
-				if ferr := out.Flush(); err == nil {
-					err = ferr
+				if district == "" {
+					// Written as it is read, a batch of districts at a time:
+					// a snapshot of 20,000 districts never sits in memory.
+					out := bufio.NewWriterSize(a.stdout, 256<<10)
+					n, asRead, err := r.WriteJSON(ctx, out, date, !compact)
+					if ferr := out.Flush(); err == nil {
+						err = ferr
+					}
+					if err != nil {
+						return a.firestoreWait(err)
+					}
+					return a.warnIncomplete(ctx, r, asRead, n)
 				}
+				v, err := r.District(ctx, date, district)
 				if err != nil {
 					return a.firestoreWait(err)
 				}
-				return a.warnIncomplete(ctx, r, asRead, n)
-			}
-			v, err := r.District(ctx, date, district)
-			if err != nil {
-				return a.firestoreWait(err)
-			}
-			// model.Marshal keeps 1.0 a float, as the input had it.
-			b, err := model.Marshal(v)
-			if err != nil {
+				// model.Marshal keeps 1.0 a float, as the input had it.
+				b, err := model.Marshal(v)
+				if err != nil {
+					return err
+				}
+				var out bytes.Buffer
+				if compact {
+					out.Write(b)
+				} else if err := json.Indent(&out, b, "", "  "); err != nil {
+					return err
+				}
+				out.WriteByte('\n')
+				_, err = a.stdout.Write(out.Bytes())
 				return err
-			}
-			var out bytes.Buffer
-			if compact {
-				out.Write(b)
-			} else if err := json.Indent(&out, b, "", "  "); err != nil {
-				return err
-			}
-			out.WriteByte('\n')
-			_, err = a.stdout.Write(out.Bytes())
-			return err
+			})
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)

@@ -75,14 +75,11 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 					return err
 				}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
-			defer cancel()
-			client, err := a.client(ctx)
-			if err != nil {
+			var rep *snapshot.Report
+			err := a.read(cmd, func(ctx context.Context, r *snapshot.Reader) (err error) {
+				rep, err = r.Verify(ctx, date, snap)
 				return err
-			}
-			defer client.Close()
-			rep, err := snapshot.NewReader(client, a.global.collection).Verify(ctx, date, snap)
+			})
 			if err != nil {
 				return a.firestoreWait(err)
 			}
