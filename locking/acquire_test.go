@@ -446,11 +446,19 @@ func contended() error {
 	return &Error{Code: ServiceUnavailable, Op: "acquire", Err: fmt.Errorf("%w: ABORTED", ErrContended)}
 }
 
+// acquireWaiting acquires "k" on f, retrying every second within 5 s and
+// for the contention wait cw, and says how long since start it took.
+func acquireWaiting(f *fake, start time.Time, cw time.Duration) (*Lease, time.Duration, error) {
+	p := fixedPolicy(time.Second, 5*time.Second)
+	p.ContentionWait = cw
+	l, err := Acquire(context.Background(), f, "k", WithRetry(p))
+	return l, time.Since(start), err
+}
+
 // A record locked by a dead transaction is waited out for ContentionWait,
 // past Timeout; without ContentionWait the acquire gives up at Timeout
 // (how a writer rerun after a kill inside an extension failed before).
 func TestAcquireOutlastsContention(t *testing.T) {
-	p := fixedPolicy(time.Second, 5*time.Second)
 	for _, c := range []struct {
 		name    string
 		wait    time.Duration
@@ -468,10 +476,7 @@ func TestAcquireOutlastsContention(t *testing.T) {
 					}
 					return nil
 				})
-				p := p
-				p.ContentionWait = c.wait
-				l, err := Acquire(context.Background(), f, "k", WithRetry(p))
-				el := time.Since(start)
+				l, el, err := acquireWaiting(f, start, c.wait)
 				if c.wantErr {
 					if !errors.Is(err, ErrServiceUnavailable) || !errors.Is(err, ErrContended) || el != 5*time.Second {
 						t.Fatalf("Acquire = %v after %s; want ServiceUnavailable (contended) at the 5 s timeout", err, el)
@@ -501,10 +506,7 @@ func TestAcquireContentionWaitEnds(t *testing.T) {
 			}
 			return contended()
 		})
-		p := fixedPolicy(time.Second, 5*time.Second)
-		p.ContentionWait = 20 * time.Second
-		_, err := Acquire(context.Background(), f, "k", WithRetry(p))
-		if el := time.Since(start); !errors.Is(err, ErrContended) || el != 23*time.Second {
+		if _, el, err := acquireWaiting(f, start, 20*time.Second); !errors.Is(err, ErrContended) || el != 23*time.Second {
 			t.Fatalf("Acquire = %v after %s; want contended at 3 s + the 20 s contention wait", err, el)
 		}
 	})
@@ -524,10 +526,7 @@ func TestAcquireHeldIgnoresContentionWait(t *testing.T) {
 			}
 			return nil // the fake then finds the live lock
 		})
-		p := fixedPolicy(time.Second, 5*time.Second)
-		p.ContentionWait = 90 * time.Second
-		_, err := Acquire(context.Background(), f, "k", WithRetry(p))
-		if el := time.Since(start); !errors.Is(err, ErrAcquisitionTimeout) || el != 5*time.Second {
+		if _, el, err := acquireWaiting(f, start, 90*time.Second); !errors.Is(err, ErrAcquisitionTimeout) || el != 5*time.Second {
 			t.Fatalf("Acquire = %v after %s; want AcquisitionTimeout at the 5 s timeout", err, el)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -158,6 +159,18 @@ func TestLayoutRoundTrip(t *testing.T) {
 			t.Errorf("%s: read back\n%+v\nwant\n%+v", name, got, want)
 		}
 	}
+	// store sets v at ref and reads the document back.
+	store := func(ref *firestore.DocumentRef, v any) *firestore.DocumentSnapshot {
+		t.Helper()
+		if _, err := ref.Set(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := ref.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
 	for _, w := range []*Writer{inline, paging} {
 		s := withExtras(model.Generate(day, 10, 3))
 		closing := true
@@ -170,24 +183,11 @@ func TestLayoutRoundTrip(t *testing.T) {
 		}
 		ref := coll.Doc(id)
 		for i, root := range []rootDocument{f.start, f.failed} {
-			if _, err := ref.Set(ctx, root); err != nil {
-				t.Fatal(err)
-			}
-			doc, err := ref.Get(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			doc := store(ref, root)
 			check(id+" root", doc.Data(), &root, readRoot(doc))
 			if i == 1 && f.in.paged() {
 				page := f.failedPages[0]
-				pref := ref.Collection(pagesCollection).Doc(pageID(0))
-				if _, err := pref.Set(ctx, page); err != nil {
-					t.Fatal(err)
-				}
-				pdoc, err := pref.Get(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				pdoc := store(ref.Collection(pagesCollection).Doc(pageID(0)), page)
 				check("page", pdoc.Data(), page, readPage(pdoc))
 			}
 		}
@@ -195,14 +195,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 
 	in := rootInput{fence: "000000000000042", backend: "postgres", keyHash: "0123456789abcdef01234567"}
 	fence := in.fenceDoc(time.Now())
-	fref := coll.Doc("fence").Collection(fenceCollection).Doc(fenceDocID)
-	if _, err := fref.Set(ctx, fence); err != nil {
-		t.Fatal(err)
-	}
-	fdoc, err := fref.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fdoc := store(coll.Doc("fence").Collection(fenceCollection).Doc(fenceDocID), fence)
 	check("fence", fdoc.Data(), fence, readFence(fdoc))
 
 	s := model.Generate(day, 1, 5)
@@ -212,14 +205,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := districtDoc(s, d, data, in.fence)
-	dref := coll.Doc("district").Collection(districtsCollection).Doc(districtDocID(d.DistrictID))
-	if _, err := dref.Set(ctx, doc); err != nil {
-		t.Fatal(err)
-	}
-	ddoc, err := dref.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ddoc := store(coll.Doc("district").Collection(districtsCollection).Doc(districtDocID(d.DistrictID)), doc)
 	dd := readDistrict(ddoc)
 	if !reflect.DeepEqual(ddoc.Data(), doc) || !reflect.DeepEqual(map[string]any(dd.Data), map[string]any(data)) ||
 		dd.DistrictID != d.DistrictID || dd.Status != entrySuccess || dd.WriterFence != in.fence {

@@ -18,18 +18,26 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
+// inputFile is s written to a file as the command line reads it, and the
+// file's size.
+func inputFile(tb testing.TB, s *model.Snapshot) (path string, size int) {
+	tb.Helper()
+	b, err := model.Marshal(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path = filepath.Join(tb.TempDir(), "in.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path, len(b)
+}
+
 // lazyCopy is s written to a file and read back lazily (model.Open), as
 // the command line reads its input.
 func lazyCopy(t *testing.T, s *model.Snapshot) *model.Snapshot {
 	t.Helper()
-	b, err := model.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "in.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := inputFile(t, s)
 	l, err := model.Open(path)
 	if err != nil {
 		t.Fatal(err)

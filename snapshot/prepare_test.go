@@ -3,8 +3,6 @@ package snapshot
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -24,19 +22,7 @@ func TestSummariesGolden(t *testing.T) {
 	}
 	const wantPayload = "7BhJK2FF6fUIWFKnzH8U6w"
 	mem := model.Generate(day, 3, 7)
-	b, err := model.Marshal(mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "in.json")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	file, err := model.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer file.Close()
+	file := lazyCopy(t, mem)
 	for name, s := range map[string]*model.Snapshot{"memory": mem, "file": file} {
 		data, err := model.Prepare(s, day)
 		if err != nil {

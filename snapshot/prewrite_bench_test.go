@@ -1,8 +1,6 @@
 package snapshot
 
 import (
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -26,14 +24,7 @@ func BenchmarkPrewrite(b *testing.B) {
 	}
 	n := ns[0]
 	snap := model.Generate(day, n, 1)
-	data, err := model.Marshal(snap)
-	if err != nil {
-		b.Fatal(err)
-	}
-	path := filepath.Join(b.TempDir(), "in.json")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		b.Fatal(err)
-	}
+	path, size := inputFile(b, snap)
 	const fence = "000000000000001"
 	prepare := func(b *testing.B, s *model.Snapshot) {
 		data, err := model.Prepare(s, day)
@@ -48,7 +39,7 @@ func BenchmarkPrewrite(b *testing.B) {
 		}
 	}
 	b.Run("file", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
+		b.SetBytes(int64(size))
 		measureCPU(b, func() {
 			s, err := model.Open(path)
 			if err != nil {

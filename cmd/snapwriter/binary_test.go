@@ -53,7 +53,14 @@ func newProject(t *testing.T) string { return emulator.ProjectID(t) }
 // and waits at most 30 s for it to exit; it returns the exit code.
 func sigterm(t *testing.T, cmd *exec.Cmd, stderr io.Reader, logs *bytes.Buffer) int {
 	t.Helper()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	return stop(t, cmd, syscall.SIGTERM, 30*time.Second, stderr, logs)
+}
+
+// stop sends sig to cmd, copies the rest of its stderr into logs, and
+// waits at most within for it to exit; it returns the exit code.
+func stop(t *testing.T, cmd *exec.Cmd, sig syscall.Signal, within time.Duration, stderr io.Reader, logs *bytes.Buffer) int {
+	t.Helper()
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -64,10 +71,10 @@ func sigterm(t *testing.T, cmd *exec.Cmd, stderr io.Reader, logs *bytes.Buffer) 
 	}()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(within):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Fatalf("%s did not stop within 30 s of SIGTERM\n%s", cmd.Args[1], logs.String())
+		t.Fatalf("%s did not stop within %s of %s\n%s", cmd.Args[1], within, sig, logs.String())
 	}
 	return cmd.ProcessState.ExitCode()
 }

@@ -84,13 +84,7 @@ func TestInvalidInputRefusedBeforeAnyIO(t *testing.T) {
 	}
 	backfillDir := inputDir(t, []string{day}, 3)
 
-	cases := []struct {
-		name  string
-		stdin string
-		args  []string
-		env   map[string]string
-		want  string
-	}{
+	checkUsage(t, []usageCase{
 		{"duplicate district id", dupDistrictID, []string{"write", "--input", "-"}, nil,
 			`$.payload.districts[0].districtId: duplicate key "districtId"`},
 		{"duplicate key in rankings", dupRanking, []string{"write", "--input", "-"}, nil,
@@ -137,7 +131,23 @@ func TestInvalidInputRefusedBeforeAnyIO(t *testing.T) {
 			"$.payload.districts[0].peak[1]: number -1e400 is outside the range of a double"},
 		{"oversize root blames the unknown field", oversizeRoot, []string{"write", "--input", "-"}, nil,
 			"its largest fields: inputExtra.snapshot.blob (from $.blob) 2097158 bytes, metadata"},
-	}
+	})
+}
+
+// A usageCase runs the CLI with args (and stdin, env) and expects it to
+// refuse them: exit 2, a message that says want, and nothing touched.
+type usageCase struct {
+	name  string
+	stdin string
+	args  []string
+	env   map[string]string
+	want  string
+}
+
+// checkUsage runs each case in a CLI of its own: exit 2, its message, no
+// Firestore client opened, no document written, no collection created.
+func checkUsage(t *testing.T, cases []usageCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -166,23 +166,7 @@ func TestLoadtestBinarySIGINTCleansUp(t *testing.T) {
 	c := newCLI(t)
 	var stdout, logs bytes.Buffer
 	cmd, stderr := startLoadtest(t, c, &stdout, &logs)
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(&logs, stderr)
-		_ = cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("loadtest did not stop within 2 min of SIGINT\n%s", logs.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGINT) {
+	if code := stop(t, cmd, syscall.SIGINT, 2*time.Minute, stderr, &logs); code != 128+int(syscall.SIGINT) {
 		t.Fatalf("exit %d, want 130\n%s\n%s", code, stdout.String(), logs.String())
 	}
 	if out := stdout.String(); !strings.Contains(out, "PARTIAL") || !strings.Contains(out, "interrupted after 1 of 1 rounds") {

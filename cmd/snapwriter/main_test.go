@@ -241,13 +241,7 @@ func TestWriteGetListEndToEnd(t *testing.T) {
 func TestBadInputExit2WritesNothing(t *testing.T) {
 	t.Parallel()
 	good := genJSON(t, day, 5)
-	cases := []struct {
-		name  string
-		stdin string
-		args  []string
-		env   map[string]string
-		want  string
-	}{
+	cases := []usageCase{
 		{"malformed JSON", `{"snapshot_id": "x",`, nil, nil, "JSON"},
 		{"trailing garbage", good + "}", nil, nil, ""},
 		{"unreal --date", good, []string{"--date", "2026-02-30"}, nil, "2026-02-30"},
@@ -292,29 +286,13 @@ func TestBadInputExit2WritesNothing(t *testing.T) {
 		{"bad duration", good, []string{"--lock-ttl", "soon"}, nil, "lock-ttl"},
 		{"missing input file", "", []string{"--input", "/nonexistent/snap.json"}, nil, "/nonexistent/snap.json"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := newCLI(t)
-			for k, v := range tc.env {
-				c.env[k] = v
-			}
-			args := append([]string{"write"}, tc.args...)
-			if !contains(tc.args, "--input") {
-				args = append(args, "--input", "-")
-			}
-			code, _, errs := c.run(tc.stdin, args...)
-			if code != exitUsage {
-				t.Errorf("exit %d, want 2\n%s", code, errs)
-			}
-			if !strings.Contains(errs, tc.want) {
-				t.Errorf("message does not name %q:\n%s", tc.want, errs)
-			}
-			if n := c.docCount(); n != 0 {
-				t.Errorf("%d documents written for bad input", n)
-			}
-		})
+	for i, tc := range cases {
+		cases[i].args = append([]string{"write"}, tc.args...)
+		if !contains(tc.args, "--input") {
+			cases[i].args = append(cases[i].args, "--input", "-")
+		}
 	}
+	checkUsage(t, cases)
 	t.Run("missing --input", func(t *testing.T) {
 		c := newCLI(t)
 		if code, _, errs := c.run("", "write"); code != exitUsage || !strings.Contains(errs, "input") {
