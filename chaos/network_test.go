@@ -111,8 +111,18 @@ func TestBlackhole45s(t *testing.T) {
 	// Writer 1's last extension went out before the black hole, so its
 	// lock has expired a TTL later.
 	sleepUntil(faultAt.Add(ttl + liveness))
+	// Writer 1's requests held in the black hole reach Firestore at the
+	// heal, and a chunk's inline-begun read of the fence document among
+	// them opens a transaction nobody will end: it holds that document,
+	// which writer 2's root transaction writes, until Firestore expires it
+	// 60 s later — the heal plus 60 s, 105 s after the fault. Writer 2's
+	// first contended attempt comes about 15 s after the fault, so the
+	// default 90 s contention wait ends at the same moment, and the row
+	// failed in CI when it ended first. Writer 2 is given the wait an
+	// operator would give a writer started during a partition (outage
+	// plus 60 s, with room; docs/operations.md).
 	w2 := s.start(procSpec{name: "writer 2", host: s.direct(), limit: writeLimit,
-		args: []string{"write", "--input", second.path}})
+		args: []string{"write", "--input", second.path, "--contention-wait", (outage + 75*time.Second).String()}})
 	if s.exited(w2, 0) {
 		s.recovered(w2.endedAt().Sub(faultAt))
 		if w2.endedAt().Before(healAt) {
