@@ -7,8 +7,8 @@ import (
 )
 
 // Reads of stored documents as maps (DocumentSnapshot.Data), for the code
-// that does not read them into the layout types yet (writer.go, repair.go,
-// hash.go, numbers.go, outcome.go and their tests). Each is the typed
+// that does not read them into the layout types yet (repair.go, root.go,
+// fence.go, hash.go, numbers.go, pages.go and their tests). Each is the typed
 // read it names, on the map; once its callers read the layout types, it
 // goes. They look up single fields rather than decode the whole metadata:
 // repair calls some once per district.

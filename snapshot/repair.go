@@ -187,15 +187,6 @@ func (in rootInput) keeping(kept map[string]keptDistrict) rootInput {
 	return in
 }
 
-// unrecorded reports whether stored district s, which the root md does
-// not record as written, was written by the writer the root names (its
-// fence is the root's) while that write was at work: a district whose
-// record the writer did not live to commit. Roots of earlier versions
-// recorded every chunk with its commit and have no such districts.
-func unrecorded(md map[string]any, s storedDistrict, rootFence string) bool {
-	return rootFence != "" && s.fence == rootFence && currentForm(md) && writing(md)
-}
-
 // legacyRoot reports whether a complete root is still in an earlier
 // snapwriter version's form (its snapshotId the input's, or no
 // writeState): a repair brings it to the current form.
@@ -275,8 +266,9 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 	var diffs []string
 	// Roots written before content hashes (or by the TypeScript
 	// application) did not record one: their payload is not compared.
-	md := asMap(root["metadata"])
-	if rec, _ := md["payloadHash"].(string); rec != "" {
+	var md rootMetadata
+	decodeFields(asMap(root[fieldMetadata]), &md)
+	if md.PayloadHash != "" {
 		same, err := samePayload(root, in.snap)
 		if err != nil {
 			return nil, nil, err
@@ -290,14 +282,14 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 	}
 	todo := map[string]bool{}
 	kept := map[string]keptDistrict{}
-	rootFence, _ := md["writerFence"].(string)
+	rootFence := md.WriterFence
 	for _, e := range entries {
 		em := asMap(e)
 		id, _ := em["districtId"].(string)
 		recorded, _ := em["contentHash"].(string)
 		s, present := stored[id]
 		switch st, _ := em["status"].(string); {
-		case st != entrySuccess && present && unrecorded(md, s, rootFence) && s.hash == in.hashUnder(id, rootFence):
+		case st != entrySuccess && present && md.unrecorded(s) && s.hash == in.hashUnder(id, rootFence):
 			// Written by the root's writer, which died (or lost its
 			// lease) before recording it: its document is this input's,
 			// to the byte, so it is recorded as it is, not written again.

@@ -97,8 +97,7 @@ func (md *rootMetadata) inputID() string {
 // record as written, was written by the writer the root names (its fence
 // is the root's) while that write was at work: a district whose record the
 // writer did not live to commit. Roots of earlier versions recorded every
-// chunk with its commit and have no such districts. (repair.go's
-// unrecorded, on the metadata's map.)
+// chunk with its commit and have no such districts.
 func (md *rootMetadata) unrecorded(s storedDistrict) bool {
 	return md.WriterFence != "" && s.fence == md.WriterFence && md.currentForm() && md.writing()
 }
