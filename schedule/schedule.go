@@ -110,11 +110,7 @@ func (w *Worker) run(ctx context.Context, log *zap.Logger, tick time.Time) {
 	}
 	fields = append(fields, zap.Int64("durationMs", time.Since(t0).Milliseconds()))
 	if res != nil {
-		// "complete" as the Result's JSON has it: a complete or skipped
-		// write, or one not recorded whose batches all committed.
-		complete := res.Outcome == snapshot.OutcomeComplete || res.Outcome == snapshot.OutcomeSkipped ||
-			(res.Outcome != snapshot.OutcomePartial && res.TotalBatches > 0 && res.FailedBatches == 0)
-		fields = append(fields, zap.Bool("complete", complete), zap.String("fence", res.Fence),
+		fields = append(fields, zap.Bool("complete", res.Complete()), zap.String("fence", res.Fence),
 			zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("failedDistricts", len(res.FailedDistricts)))
 	}
 	if err != nil {

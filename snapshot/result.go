@@ -126,11 +126,11 @@ func (j *job) summarize() {
 		res.LockRenewals = j.shed.summary()
 	}
 	lvl := zap.InfoLevel
-	if !res.complete() {
+	if !res.Complete() {
 		lvl = zap.WarnLevel
 	}
 	j.log.Log(lvl, "snapshot write finished",
-		zap.Bool("complete", res.complete()),
+		zap.Bool("complete", res.Complete()),
 		zap.Int("totalBatches", res.TotalBatches),
 		zap.Int("successfulBatches", res.SuccessfulBatches),
 		zap.Int("failedBatches", res.FailedBatches),
@@ -238,17 +238,18 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 	return fmt.Errorf("snapshot: unknown outcome %q", b)
 }
 
-// recorded reports whether the root's manifest records r's outcome (or,
-// for a skipped write, already recorded a complete one).
-func (r *Result) recorded() bool {
+// ManifestRecorded reports whether the root's manifest records r's
+// outcome (or, for a skipped write, already recorded a complete one): the
+// JSON's "manifestRecorded".
+func (r *Result) ManifestRecorded() bool {
 	return r.Outcome == OutcomeComplete || r.Outcome == OutcomeSkipped || r.Outcome == OutcomePartial
 }
 
-// complete is the JSON's "complete": true for a complete or skipped
+// Complete is the JSON's "complete": true for a complete or skipped
 // write, false for a partial one, and for an outcome that is not
 // recorded, whether every chunk this process ran committed (as it counted
 // them, and so false when it ran none, the root's included).
-func (r *Result) complete() bool {
+func (r *Result) Complete() bool {
 	switch r.Outcome {
 	case OutcomeComplete, OutcomeSkipped:
 		return true
@@ -280,7 +281,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		plain
 		ManifestRecorded bool `json:"manifestRecorded"`
 		LockLost         bool `json:"lockLost,omitempty"`
-	}{r.SnapshotID, r.Outcome, r.complete(), r.Outcome == OutcomeSkipped, plain(r), r.recorded(), r.LockRenewals.Lost})
+	}{r.SnapshotID, r.Outcome, r.Complete(), r.Outcome == OutcomeSkipped, plain(r), r.ManifestRecorded(), r.LockRenewals.Lost})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes, and the JSON of earlier

@@ -266,8 +266,8 @@ func checkInvariants(t *testing.T, res *Result) {
 		t.Errorf("failedDistricts = %v, failed batches hold %v", got, failed)
 	}
 	// complete() is the result's "complete" in JSON (see Outcome).
-	if res.complete() != (bad == 0) {
-		t.Errorf("complete = %v (outcome %v) with %d failed batches", res.complete(), res.Outcome, bad)
+	if res.Complete() != (bad == 0) {
+		t.Errorf("complete = %v (outcome %v) with %d failed batches", res.Complete(), res.Outcome, bad)
 	}
 }
 

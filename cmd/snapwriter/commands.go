@@ -244,10 +244,7 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	switch {
 	case errors.Is(werr, snapshot.ErrNothingWritten):
 		state = "NOT WRITTEN"
-	case res.Outcome != snapshot.OutcomeComplete && (res.Outcome == snapshot.OutcomePartial || res.FailedBatches > 0 || res.TotalBatches == 0):
-		// Not complete (the JSON's "complete" false): a partial write, or
-		// one whose outcome was not recorded with batches that failed, or
-		// none run.
+	case !res.Complete():
 		state = "PARTIAL"
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d chunks (%d failed), fence %s, %d ms\n",
@@ -261,8 +258,7 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 	if len(res.FailedDistricts) > 0 {
 		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
 	}
-	recorded := res.Outcome == snapshot.OutcomeComplete || res.Outcome == snapshot.OutcomePartial
-	if !recorded && res.Chunks > 0 {
+	if !res.ManifestRecorded() && res.Chunks > 0 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
 	}
 	if r := res.LockRenewals; r.Sheds > 0 || r.Pauses > 0 {
