@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"sync"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -39,31 +38,26 @@ func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
 	if dataHash, err = contentHash(doc["data"]); err != nil {
 		return "", "", err
 	}
-	hash, err = envelopeHash(doc, dataHash)
+	hash, err = new(docHasher).envelopeHash(doc, dataHash)
 	return hash, dataHash, err
 }
 
-// envelopeHash is the hash of a district document, given its fields
-// (whatever its data field holds) and the hash of its data: contentHash of
-// the fields without writerFence, data standing for the data's hash. It
-// is computed for every district before a write, so the map it hashes and
-// the encoder's space are reused (docHasher) rather than made each time.
-func envelopeHash(doc map[string]any, dataHash string) (string, error) {
-	h := docHashers.Get().(*docHasher)
-	defer docHashers.Put(h)
-	return h.envelopeHash(doc, dataHash)
-}
-
-// docHasher is envelopeHash's reusable space: the fields hashed and the
-// encoder.
+// docHasher hashes district documents' envelopes (envelopeHash), reusing
+// the map it hashes and the encoder's space: a write hashes every
+// district's before its first commit (summarizeDistricts). Its zero value
+// is ready; one docHasher is not for concurrent use.
 type docHasher struct {
 	fields map[string]any
 	enc    model.Encoder
 }
 
-var docHashers = sync.Pool{New: func() any { return &docHasher{fields: map[string]any{}} }}
-
+// envelopeHash is the hash of a district document, given its fields
+// (whatever its data field holds) and the hash of its data: contentHash of
+// the fields without writerFence, data standing for the data's hash.
 func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, error) {
+	if h.fields == nil {
+		h.fields = make(map[string]any, len(doc))
+	}
 	defer clear(h.fields) // hold no document's values between uses
 	for k, v := range doc {
 		if k != "writerFence" {

@@ -120,7 +120,7 @@ type districtSummary struct {
 // (model.Prepare): the document's hash, size and commit size are those of
 // its envelope and its data's, exactly as they would be of the whole
 // document built (districtHashes, FirestoreSize, encodedSize).
-func summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
+func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
 	var err error
 	env := envelope(s, d, fence)
 	const dataKey = len(fieldData)
@@ -129,7 +129,7 @@ func summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.
 		size:     model.FirestoreSize(env) + dataKey + 1 + sum.FirestoreSize,
 		bytes:    encodedSize(env) + dataKey + 12 + sum.EncodedSize,
 	}
-	ds.hash, err = envelopeHash(env, ds.dataHash)
+	ds.hash, err = h.envelopeHash(env, ds.dataHash)
 	return ds, err
 }
 
@@ -571,7 +571,7 @@ func (in rootInput) hashUnder(id, fence string) string {
 	if !ok {
 		return ""
 	}
-	h, err := envelopeHash(envelope(in.snap, model.DistrictStatistics{DistrictID: id}, fence), dh)
+	h, err := new(docHasher).envelopeHash(envelope(in.snap, model.DistrictStatistics{DistrictID: id}, fence), dh)
 	if err != nil {
 		return ""
 	}

@@ -70,7 +70,7 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
+			got, err := new(docHasher).summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
 			if err != nil {
 				t.Fatal(err)
 			}

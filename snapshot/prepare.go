@@ -17,9 +17,10 @@ func summarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence strin
 		return nil, fmt.Errorf("%d data summaries for %d districts", len(data), len(ds))
 	}
 	sums := make([]districtSummary, len(ds))
+	var h docHasher
 	for i, d := range ds {
 		var err error
-		if sums[i], err = summarizeDistrict(s, d, data[i], fence); err != nil {
+		if sums[i], err = h.summarizeDistrict(s, d, data[i], fence); err != nil {
 			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
 		}
 	}
