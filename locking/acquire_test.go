@@ -446,6 +446,18 @@ func contended() error {
 	return &Error{Code: ServiceUnavailable, Op: "acquire", Err: fmt.Errorf("%w: ABORTED", ErrContended)}
 }
 
+// lockedFor keeps f's lock record locked by another transaction for d
+// from start (Firestore keeps a dead transaction's locks for 60 s): every
+// attempt until then is contended.
+func lockedFor(f *fake, start time.Time, d time.Duration) {
+	attempts(f, func(context.Context, int) error {
+		if time.Since(start) < d {
+			return contended()
+		}
+		return nil
+	})
+}
+
 // acquireWaiting acquires "k" on f, retrying every second within 5 s and
 // for the contention wait cw, and says how long since start it took.
 func acquireWaiting(f *fake, start time.Time, cw time.Duration) (*Lease, time.Duration, error) {
@@ -468,14 +480,7 @@ func TestAcquireOutlastsContention(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFake()
 				start := time.Now()
-				// The record stays locked for 60 s, as Firestore keeps a
-				// dead transaction's locks.
-				attempts(f, func(context.Context, int) error {
-					if time.Since(start) < time.Minute {
-						return contended()
-					}
-					return nil
-				})
+				lockedFor(f, start, time.Minute)
 				l, el, err := acquireWaiting(f, start, c.wait)
 				if c.wantErr {
 					if !errors.Is(err, ErrServiceUnavailable) || !errors.Is(err, ErrContended) || el != 5*time.Second {
@@ -634,12 +639,7 @@ func TestAcquireContentionPastMaxRetries(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFake()
 			start := time.Now()
-			attempts(f, func(context.Context, int) error {
-				if time.Since(start) < time.Minute {
-					return contended()
-				}
-				return nil
-			})
+			lockedFor(f, start, time.Minute)
 			l, err := Acquire(context.Background(), f, "k", WithRetry(p))
 			if el := time.Since(start); err != nil || el != time.Minute {
 				t.Fatalf("Acquire = %v after %s; want the lock at the record's release, 60 s", err, el)
