@@ -198,18 +198,11 @@ type writeRequest struct {
 // under the snapshot's id (--date, else the input's dataAsOfDate), print
 // the result.
 func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
-	snap, err := input.Load(r.input, a.stdin)
+	snap, id, err := a.load(r.input, r.date)
 	if err != nil {
 		return err
 	}
 	defer snap.Close()
-	if err := checkDate(snap, r.date); err != nil {
-		return err
-	}
-	id := input.ID(snap, r.date)
-	if err := model.Validate(snap, id); err != nil {
-		return err
-	}
 	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
@@ -228,6 +221,25 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 		}
 	}
 	return withHint(a.writeWait(werr, f))
+}
+
+// load reads and validates the input at path (a file, a directory or
+// "-"), stored under date or, when date is "", under the input's own
+// dataAsOfDate; it returns the snapshot and that id.
+func (a *app) load(path, date string) (*model.Snapshot, string, error) {
+	snap, err := input.Load(path, a.stdin)
+	if err != nil {
+		return nil, "", err
+	}
+	id := input.ID(snap, date)
+	if err = checkDate(snap, date); err == nil {
+		err = model.Validate(snap, id)
+	}
+	if err != nil {
+		_ = snap.Close()
+		return nil, "", err
+	}
+	return snap, id, nil
 }
 
 // printResult prints what a write or repair did; werr, its error, tells

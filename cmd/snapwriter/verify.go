@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -64,16 +63,10 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 			var snap *model.Snapshot
 			if inputPath != "" {
 				var err error
-				if snap, err = input.Load(inputPath, a.stdin); err != nil {
+				if snap, _, err = a.load(inputPath, date); err != nil {
 					return err
 				}
 				defer snap.Close()
-				if err := checkDate(snap, date); err != nil {
-					return err
-				}
-				if err := model.Validate(snap, date); err != nil {
-					return err
-				}
 			}
 			var rep *snapshot.Report
 			err := a.read(cmd, func(ctx context.Context, r *snapshot.Reader) (err error) {
