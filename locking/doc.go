@@ -41,8 +41,11 @@
 // Diagnostics: Owns, GetByKey and GetByID read a lock's sanitized
 // LockInfo (hashes only, safe to log); GetByKeyRaw, GetByIDRaw and
 // LookupDebug add the raw key and lockId on backends that implement
-// DebugLookuper, for debugging only. WithTelemetry decorates a backend to
-// report every operation as an Event, off the caller's path.
+// DebugLookuper, for debugging only. For operators' tools, GetStatus
+// describes the lock on a key and ForceRelease releases a lock on its
+// holder's behalf, both as values shaped for JSON output. WithTelemetry
+// decorates a backend to report every operation as an Event, off the
+// caller's path.
 //
 // Nothing here imports a database driver. To write a backend of your own,
 // see locking/backendkit for the shared pieces and locking/locktest for

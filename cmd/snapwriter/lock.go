@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"cloud.google.com/go/firestore"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -17,10 +15,6 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// errNotReleased is returned by `lock release` when no live lock carries
-// the lockId: nothing was changed, and the operator should know (exit 1).
-var errNotReleased = errors.New("nothing released")
 
 func (a *app) lockCommand() *cobra.Command {
 	cmd := &cobra.Command{
@@ -136,19 +130,6 @@ the whole command); 2 for a malformed lockId (nothing read or changed).`,
 	return cmd
 }
 
-// lockStatusJSON is the --json output of `lock status`.
-type lockStatusJSON struct {
-	Locked      bool    `json:"locked"`
-	KeyHash     string  `json:"keyHash"`
-	LockIDHash  string  `json:"lockIdHash,omitempty"`
-	Fence       string  `json:"fence,omitempty"`
-	AcquiredAt  *string `json:"acquiredAt,omitempty"`
-	ExpiresAt   *string `json:"expiresAt,omitempty"`
-	RemainingMs *int64  `json:"remainingMs,omitempty"`
-	Key         string  `json:"key,omitempty"`    // --raw or --date only
-	LockID      string  `json:"lockId,omitempty"` // --raw only
-}
-
 // lockUsage turns the lock library's InvalidArgument (bad key, lockId) into
 // a usage error: exit 2.
 func lockUsage(err error) error {
@@ -156,35 +137,6 @@ func lockUsage(err error) error {
 		return usageError{err}
 	}
 	return err
-}
-
-// locker opens the lock backend lf names for a lock command, and returns
-// the func that closes what it opened. The Firestore client is opened only
-// for the Firestore backend.
-func (a *app) locker(ctx context.Context, lf lockFlags) (locking.Backend, func(), error) {
-	if err := lf.validate(); err != nil {
-		return nil, nil, err
-	}
-	var client *firestore.Client
-	if lf.backend == backendFirestore {
-		var err error
-		if client, err = a.client(ctx); err != nil {
-			return nil, nil, err
-		}
-	}
-	b, closeLocker, err := a.openLocker(ctx, client, lf)
-	if err != nil {
-		if client != nil {
-			_ = client.Close()
-		}
-		return nil, nil, err
-	}
-	return b, func() {
-		closeLocker()
-		if client != nil {
-			_ = client.Close()
-		}
-	}, nil
 }
 
 // snapshotLockKey returns the key a write of the snapshot of date holds on
@@ -228,50 +180,31 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key, date string, as
 	if err != nil {
 		return lockUsage(err)
 	}
-	keyHash := locking.HashKey(nkey)
-	b, closeLocker, err := a.locker(ctx, lf)
+	if err := lf.validate(); err != nil {
+		return err
+	}
+	b, closeLocker, err := a.writeLocker(ctx, lf)
 	if err != nil {
 		return err
 	}
 	defer closeLocker()
-
-	var info *locking.LockInfo
-	var rawKey, rawID string
+	get := locking.GetStatus
 	if raw {
-		d, err := locking.GetByKeyRaw(ctx, b, key)
-		if err != nil {
-			return a.lockWait(lockUsage(fmt.Errorf("reading the lock (key hash %s): %w", keyHash, err)), lf)
-		}
-		if d != nil {
-			info, rawKey, rawID = &d.LockInfo, d.Key, d.LockID
-		}
-	} else if info, err = locking.GetByKey(ctx, b, key); err != nil {
-		return a.lockWait(lockUsage(fmt.Errorf("reading the lock (key hash %s): %w", keyHash, err)), lf)
+		get = locking.GetStatusRaw
 	}
-	now := time.Now()
-	a.log.Debug("lock status", zap.String("keyHash", keyHash), zap.Bool("locked", info != nil))
-
-	out := lockStatusJSON{Locked: info != nil, KeyHash: keyHash}
-	if date != "" {
-		// Computed from the operator's own flags: nothing to hide.
-		out.Key = nkey
+	st, err := get(ctx, b, key)
+	if err != nil {
+		return a.lockWait(lockUsage(err), lf)
 	}
-	var remaining time.Duration
-	if info != nil {
-		remaining = max(info.ExpiresAt.Sub(now), 0).Truncate(time.Millisecond)
-		acq, exp, rem := fmtTime(info.AcquiredAt), fmtTime(info.ExpiresAt), remaining.Milliseconds()
-		out.KeyHash, out.LockIDHash, out.Fence = info.KeyHash, info.LockIDHash, info.Fence
-		out.AcquiredAt, out.ExpiresAt, out.RemainingMs = &acq, &exp, &rem
-		out.LockID = rawID
-		if raw {
-			out.Key = rawKey
-		}
+	a.log.Debug("lock status", zap.String("keyHash", st.KeyHash), zap.Bool("locked", st.Locked))
+	if date != "" && !(raw && st.Locked) {
+		st.Key = nkey // computed from the operator's own flags: nothing to hide
 	}
 	if asJSON {
-		return printJSON(a.stdout, out)
+		return printJSON(a.stdout, st)
 	}
-	if info == nil {
-		fmt.Fprintf(a.stdout, "not locked (key hash %s)\n", keyHash)
+	if !st.Locked {
+		fmt.Fprintf(a.stdout, "not locked (key hash %s)\n", st.KeyHash)
 		if date != "" {
 			fmt.Fprintf(a.stdout, "  key: %s\n", nkey)
 		}
@@ -282,28 +215,12 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key, date string, as
 	if date != "" && !raw {
 		fmt.Fprintf(tw, "  key:\t%s\n", nkey)
 	}
-	fmt.Fprintf(tw, "  key hash:\t%s\n", out.KeyHash)
-	fmt.Fprintf(tw, "  lockId hash:\t%s\n", out.LockIDHash)
-	fmt.Fprintf(tw, "  fence:\t%s\n", out.Fence)
-	fmt.Fprintf(tw, "  acquired at:\t%s\n", *out.AcquiredAt)
-	fmt.Fprintf(tw, "  expires at:\t%s\n", *out.ExpiresAt)
-	fmt.Fprintf(tw, "  remaining:\t%s\n", remaining)
+	fmt.Fprintf(tw, "  key hash:\t%s\n  lockId hash:\t%s\n  fence:\t%s\n", st.KeyHash, st.LockIDHash, st.Fence)
+	fmt.Fprintf(tw, "  acquired at:\t%s\n  expires at:\t%s\n  remaining:\t%s\n", *st.AcquiredAt, *st.ExpiresAt, st.Remaining())
 	if raw {
-		fmt.Fprintf(tw, "  key (raw):\t%q\n", rawKey)
-		fmt.Fprintf(tw, "  lockId (raw):\t%s\n", rawID)
+		fmt.Fprintf(tw, "  key (raw):\t%q\n  lockId (raw):\t%s\n", st.Key, st.LockID)
 	}
 	return tw.Flush()
-}
-
-func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
-
-// lockReleaseJSON is the --json output of `lock release`.
-type lockReleaseJSON struct {
-	Released   bool   `json:"released"`
-	LockIDHash string `json:"lockIdHash"`
-	Reason     string `json:"reason,omitempty"`  // when not released: "not-found" or "expired"
-	KeyHash    string `json:"keyHash,omitempty"` // when the lock was seen before release
-	Fence      string `json:"fence,omitempty"`
 }
 
 func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJSON bool) error {
@@ -319,65 +236,46 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 	if err := locking.ValidateLockID(lockID); err != nil {
 		return usagef("--lock-id: %v", err)
 	}
-	idHash := locking.HashKey(lockID)
+	if err := lf.validate(); err != nil {
+		return err
+	}
 	// --timeout bounds the whole command.
 	ctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
-	b, closeLocker, err := a.locker(ctx, lf)
+	b, closeLocker, err := a.writeLocker(ctx, lf)
 	if err != nil {
 		return err
 	}
 	defer closeLocker()
-
-	// Describe the lock for the operator first. This read is diagnostic
-	// only: the release below re-checks everything in its transaction.
-	info, err := locking.GetByID(ctx, b, lockID)
-	if err != nil {
-		return a.lockWait(lockUsage(fmt.Errorf("looking up lock %s: %w", idHash, err)), lf)
+	r, err := locking.ForceRelease(ctx, b, lockID)
+	if err != nil && !errors.Is(err, locking.ErrNotReleased) {
+		return a.lockWait(lockUsage(err), lf)
 	}
-	var released bool
-	var reason locking.Reason
-	if rr, ok := b.(locking.ReasonReporter); ok {
-		released, reason, err = rr.ReleaseWithReason(ctx, lockID)
-	} else {
-		released, err = b.Release(ctx, lockID)
+	fields := []zap.Field{zap.String("lockIdHash", r.LockIDHash)}
+	if r.KeyHash != "" {
+		fields = append(fields, zap.String("keyHash", r.KeyHash), zap.String("fence", r.Fence))
 	}
-	if err != nil {
-		return a.lockWait(lockUsage(fmt.Errorf("releasing lock %s: %w", idHash, err)), lf)
-	}
-	out := lockReleaseJSON{Released: released, LockIDHash: idHash}
-	fields := []zap.Field{zap.String("lockIdHash", idHash)}
-	if info != nil && released {
-		out.KeyHash, out.Fence = info.KeyHash, info.Fence
-		fields = append(fields, zap.String("keyHash", info.KeyHash), zap.String("fence", info.Fence))
-	}
-	if !released {
-		out.Reason = string(reason)
-		if out.Reason == "" {
-			out.Reason = "not-held"
-		}
-		fields = append(fields, zap.String("reason", out.Reason))
-		a.log.Warn("lock not released", fields...)
-	} else {
+	if r.Released {
 		a.log.Info("lock force-released", fields...)
+	} else {
+		a.log.Warn("lock not released", append(fields, zap.String("reason", string(r.Reason)))...)
 	}
-	if asJSON {
-		if err := printJSON(a.stdout, out); err != nil {
+	switch {
+	case asJSON:
+		if err := printJSON(a.stdout, r); err != nil {
 			return err
 		}
-	} else if released {
-		if out.KeyHash != "" {
-			fmt.Fprintf(a.stdout, "released lock %s (key hash %s, fence %s)\n", idHash, out.KeyHash, out.Fence)
-		} else {
-			fmt.Fprintf(a.stdout, "released lock %s\n", idHash)
-		}
+	case r.KeyHash != "":
+		fmt.Fprintf(a.stdout, "released lock %s (key hash %s, fence %s)\n", r.LockIDHash, r.KeyHash, r.Fence)
+	case r.Released:
+		fmt.Fprintf(a.stdout, "released lock %s\n", r.LockIDHash)
 	}
-	if released {
+	if r.Released {
 		return nil
 	}
 	why := "no lock carries this lockId (already released, taken over, or never existed)"
-	if reason == locking.ReasonExpired {
+	if r.Reason == locking.ReasonExpired {
 		why = "the lock this lockId names has expired (its key is free to acquire)"
 	}
-	return fmt.Errorf("%w: lock %s is not held: %s", errNotReleased, idHash, why)
+	return fmt.Errorf("nothing released: lock %s is not held: %s", r.LockIDHash, why)
 }

@@ -14,6 +14,28 @@ import (
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 )
 
+// lockStatusJSON decodes the --json output of `lock status`.
+type lockStatusJSON struct {
+	Locked      bool    `json:"locked"`
+	KeyHash     string  `json:"keyHash"`
+	LockIDHash  string  `json:"lockIdHash,omitempty"`
+	Fence       string  `json:"fence,omitempty"`
+	AcquiredAt  *string `json:"acquiredAt,omitempty"`
+	ExpiresAt   *string `json:"expiresAt,omitempty"`
+	RemainingMs *int64  `json:"remainingMs,omitempty"`
+	Key         string  `json:"key,omitempty"`
+	LockID      string  `json:"lockId,omitempty"`
+}
+
+// lockReleaseJSON decodes the --json output of `lock release`.
+type lockReleaseJSON struct {
+	Released   bool   `json:"released"`
+	LockIDHash string `json:"lockIdHash"`
+	Reason     string `json:"reason,omitempty"`
+	KeyHash    string `json:"keyHash,omitempty"`
+	Fence      string `json:"fence,omitempty"`
+}
+
 // acquire takes key on c's project as a writer would.
 func (c *cli) acquire(key string, ttl time.Duration) locking.AcquireResult {
 	c.t.Helper()
