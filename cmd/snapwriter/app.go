@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/internal/buildinfo"
 	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -185,7 +186,7 @@ be recorded), 2 usage or invalid input (nothing written), 3 partial (including a
 lock lost mid-write; the manifest records what was written), 4 lock held by
 another writer, 5 fenced out by a newer writer, 6 (verify) the stored snapshot
 contradicts its manifest, its content hashes or the input.`,
-		Version:       buildVersion(),
+		Version:       buildinfo.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
