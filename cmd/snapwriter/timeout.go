@@ -90,10 +90,7 @@ func (a *app) postgresWait(err error, dsn string) error {
 // lockWait names the lock store lf chooses in err when err says it did not
 // answer.
 func (a *app) lockWait(err error, lf lockFlags) error {
-	if lf.backend == backendPostgres {
-		return a.postgresWait(err, lf.dsn)
-	}
-	return a.firestoreWait(err)
+	return storeerr.Wrap(err, waitError{Endpoint: a.lockEndpoint(lf), Within: a.within()})
 }
 
 // writeWait names the store a write, repair or scheduled run waited on in
@@ -109,11 +106,7 @@ func (a *app) writeWait(err error, f writeFlags) error {
 	if err == nil || exitCode(err) != exitError {
 		return err
 	}
-	fs := a.firestoreEndpoint()
-	lockStore := fs
-	if f.lock.backend == backendPostgres {
-		lockStore = pglock.Endpoint(f.lock.dsn)
-	}
+	fs, lockStore := a.firestoreEndpoint(), a.lockEndpoint(f.lock)
 	attempt := fmt.Sprintf("within %s an attempt", retry.DefaultPolicy().AttemptTimeout)
 	w := waitError{Endpoint: fs, What: "the write", Within: "in time"}
 	switch {
@@ -132,6 +125,14 @@ func (a *app) writeWait(err error, f writeFlags) error {
 		w = waitError{Endpoint: lockStore, Within: a.within()}
 	}
 	return storeerr.Wrap(err, w)
+}
+
+// lockEndpoint names the lock store lf chooses.
+func (a *app) lockEndpoint(lf lockFlags) string {
+	if lf.backend == backendPostgres {
+		return pglock.Endpoint(lf.dsn)
+	}
+	return a.firestoreEndpoint()
 }
 
 // firestoreEndpoint names the Firestore the commands talk to.
