@@ -14,8 +14,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/snapwriter/snapwriter/internal/buildinfo"
+	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -185,7 +186,7 @@ be recorded), 2 usage or invalid input (nothing written), 3 partial (including a
 lock lost mid-write; the manifest records what was written), 4 lock held by
 another writer, 5 fenced out by a newer writer, 6 (verify) the stored snapshot
 contradicts its manifest, its content hashes or the input.`,
-		Version:       buildVersion(),
+		Version:       buildinfo.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -247,56 +248,17 @@ func (a *app) applyEnv(cmd *cobra.Command) error {
 	return nil
 }
 
-// setupLogger writes structured logs to stderr; the JSON form uses the keys
-// Cloud Logging reads (severity, message, time in RFC 3339).
+// setupLogger writes structured logs to stderr (see logging.New).
 func (a *app) setupLogger() error {
-	var lvl zapcore.Level
-	if err := lvl.UnmarshalText([]byte(a.global.logLevel)); err != nil {
+	log, err := logging.New(a.stderr, a.global.logFormat, a.global.logLevel)
+	switch {
+	case errors.Is(err, logging.ErrLevel):
 		return usagef("--log-level %q: want debug, info, warn or error", a.global.logLevel)
-	}
-	var enc zapcore.Encoder
-	switch a.global.logFormat {
-	case "json":
-		enc = zapcore.NewJSONEncoder(zapcore.EncoderConfig{
-			TimeKey:        "time",
-			LevelKey:       "severity",
-			MessageKey:     "message",
-			NameKey:        "logger",
-			CallerKey:      zapcore.OmitKey,
-			StacktraceKey:  zapcore.OmitKey,
-			LineEnding:     zapcore.DefaultLineEnding,
-			EncodeLevel:    cloudSeverity,
-			EncodeTime:     zapcore.RFC3339NanoTimeEncoder,
-			EncodeDuration: zapcore.MillisDurationEncoder,
-		})
-	case "console":
-		cfg := zap.NewDevelopmentEncoderConfig()
-		cfg.EncodeTime = zapcore.RFC3339TimeEncoder
-		cfg.CallerKey = zapcore.OmitKey
-		enc = zapcore.NewConsoleEncoder(cfg)
-	default:
+	case err != nil:
 		return usagef("--log-format %q: want json or console", a.global.logFormat)
 	}
-	a.log = zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(a.stderr)), lvl))
+	a.log = log
 	return nil
-}
-
-// cloudSeverity names levels as Cloud Logging's LogSeverity does.
-func cloudSeverity(l zapcore.Level, enc zapcore.PrimitiveArrayEncoder) {
-	switch l {
-	case zapcore.DebugLevel:
-		enc.AppendString("DEBUG")
-	case zapcore.InfoLevel:
-		enc.AppendString("INFO")
-	case zapcore.WarnLevel:
-		enc.AppendString("WARNING")
-	case zapcore.ErrorLevel:
-		enc.AppendString("ERROR")
-	case zapcore.DPanicLevel, zapcore.PanicLevel:
-		enc.AppendString("CRITICAL")
-	default:
-		enc.AppendString("ALERT")
-	}
 }
 
 func (a *app) openFirestore(ctx context.Context, project, database string) (*firestore.Client, error) {

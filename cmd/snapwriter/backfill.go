@@ -223,7 +223,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 			err = a.writeWait(err, f)
 			var we *waitError
 			if errors.As(err, &we) {
-				return we.short(), err
+				return we.Summary(), err
 			}
 			return "", err
 		},

@@ -22,7 +22,7 @@ func TestHint(t *testing.T) {
 		{&snapshot.Error{Kind: snapshot.Partial, ID: "d", Err: errors.New("2 of 3 chunks failed")}, "— `snapwriter repair` completes it"},
 		{&snapshot.Error{Kind: snapshot.Partial, ID: "d", Err: lost}, "— `snapwriter repair` completes it"},
 		{&snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: fmt.Errorf("x (and %w)", lost)}, "— `snapwriter repair` (or writing it again) completes it"},
-		{&waitError{store: "s", err: &snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: errors.New("x")}}, "`snapwriter repair` (or writing it again)"},
+		{&waitError{Endpoint: "s", Err: &snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: errors.New("x")}}, "`snapwriter repair` (or writing it again)"},
 		{&snapshot.Error{Kind: snapshot.LockBackendSwitch, ID: "d", Err: errors.New("x")}, "then rerun once with --allow-lock-backend-switch"},
 		{&snapshot.Error{Kind: snapshot.LockKeySwitch, ID: "d", Err: errors.New("x")}, "then rerun once with --allow-lock-backend-switch"},
 		{&snapshot.Error{Kind: snapshot.FencedOut, ID: "d"}, ""},

@@ -2,50 +2,11 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
-)
 
-// buildVersion describes the binary from its build info: module version,
-// VCS revision and time, Go version. `make build` and the Dockerfile build
-// from a Git checkout, so the revision is there.
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown (no build info)"
-	}
-	v := bi.Main.Version
-	if v == "" {
-		v = "(devel)"
-	}
-	var rev, at string
-	modified := false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		case "vcs.modified":
-			modified = s.Value == "true"
-		}
-	}
-	out := v
-	if rev != "" {
-		if len(rev) > 12 {
-			rev = rev[:12]
-		}
-		out += " " + rev
-		if modified {
-			out += "+dirty"
-		}
-	}
-	if at != "" {
-		out += " " + at
-	}
-	return out + " " + bi.GoVersion
-}
+	"github.com/snapwriter/snapwriter/internal/buildinfo"
+)
 
 func (a *app) versionCommand() *cobra.Command {
 	return &cobra.Command{
@@ -54,7 +15,7 @@ func (a *app) versionCommand() *cobra.Command {
 		Example: `  snapwriter version`,
 		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(a.stdout, "snapwriter %s\n", buildVersion())
+			_, err := fmt.Fprintf(a.stdout, "snapwriter %s\n", buildinfo.Version())
 			return err
 		},
 	}

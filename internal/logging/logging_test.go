@@ -1,0 +1,108 @@
+package logging
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// The JSON form has the keys Cloud Logging reads, and its severities.
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log, err := New(&buf, "json", "debug")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Named("writer").Info("wrote", zap.Duration("took", 1500*time.Millisecond))
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, buf.String())
+	}
+	if got["severity"] != "INFO" || got["message"] != "wrote" || got["logger"] != "writer" || got["took"] != 1500.0 {
+		t.Errorf("entry %v", got)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, got["time"].(string)); err != nil {
+		t.Errorf("time: %v", err)
+	}
+	if len(got) != 5 {
+		t.Errorf("keys beside severity, message, time, logger, took (no caller, no stack trace): %v", got)
+	}
+
+	for lvl, want := range map[zapcore.Level]string{
+		zapcore.DebugLevel:  "DEBUG",
+		zapcore.InfoLevel:   "INFO",
+		zapcore.WarnLevel:   "WARNING",
+		zapcore.ErrorLevel:  "ERROR",
+		zapcore.DPanicLevel: "CRITICAL",
+		zapcore.PanicLevel:  "CRITICAL",
+		zapcore.FatalLevel:  "ALERT",
+	} {
+		buf.Reset()
+		// Through the core, so Panic and Fatal neither panic nor exit.
+		if err := log.Core().Write(zapcore.Entry{Level: lvl, Message: "m", Time: time.Now()}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Severity string }
+		if err := json.Unmarshal(buf.Bytes(), &e); err != nil || e.Severity != want {
+			t.Errorf("%s: severity %q (%v), want %q", lvl, e.Severity, err, want)
+		}
+	}
+}
+
+func TestLevelFilters(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log, err := New(&buf, "json", "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("dropped")
+	log.Warn("kept")
+	if s := buf.String(); strings.Contains(s, "dropped") || !strings.Contains(s, `"severity":"WARNING"`) {
+		t.Errorf("at warn: %s", s)
+	}
+}
+
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log, err := New(&buf, "console", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("wrote", zap.Int("districts", 3))
+	f := strings.Split(strings.TrimSpace(buf.String()), "\t")
+	if len(f) != 4 || f[1] != "INFO" || f[2] != "wrote" || f[3] != `{"districts": 3}` {
+		t.Fatalf("console line %q", buf.String())
+	}
+	if _, err := time.Parse(time.RFC3339, f[0]); err != nil {
+		t.Errorf("time: %v", err)
+	}
+}
+
+// A bad level or format is an error matched by kind; the level is checked
+// first.
+func TestBadConfig(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		format, level string
+		want          error
+	}{
+		{"json", "loud", ErrLevel},
+		{"xml", "info", ErrFormat},
+		{"xml", "loud", ErrLevel},
+	}
+	for _, tc := range cases {
+		log, err := New(&bytes.Buffer{}, tc.format, tc.level)
+		if !errors.Is(err, tc.want) || log != nil {
+			t.Errorf("New(%q, %q) = %v, %v; want %v", tc.format, tc.level, log, err, tc.want)
+		}
+	}
+}
