@@ -89,9 +89,10 @@ type Config struct {
 	// for another run to finish (defaults: the writer's).
 	LockTTL, LockWait time.Duration
 	// NewWriter returns a writer into Collection with concurrency chunks
-	// in flight. Run calls it once per concurrency, before the first
-	// round; closing what it opened is the caller's.
-	NewWriter func(concurrency int) (*snapshot.Writer, error)
+	// in flight, and the func, if not nil, that closes what it opened.
+	// Run calls it once per concurrency, before the first round, and the
+	// close funcs when it returns.
+	NewWriter func(concurrency int) (w *snapshot.Writer, close func(), err error)
 	// Districts per snapshot (default DefaultDistricts, at most
 	// MaxDistricts).
 	Districts int
@@ -267,9 +268,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	writers := make(map[int]*snapshot.Writer, len(cfg.Concurrency))
 	for _, c := range cfg.Concurrency {
-		if writers[c], err = cfg.NewWriter(c); err != nil {
+		w, closeW, err := cfg.NewWriter(c)
+		if closeW != nil {
+			defer closeW()
+		}
+		if err != nil {
 			return nil, fmt.Errorf("loadtest: writer at concurrency %d: %w", c, err)
 		}
+		writers[c] = w
 	}
 	snap := model.Generate(cfg.Date, cfg.Districts, 1)
 	snap.Payload.Metadata.Source = Source
