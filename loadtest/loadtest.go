@@ -74,11 +74,12 @@ var (
 )
 
 // Config is what Run needs. Client, Collection, Locker and NewWriter are
-// required; the rest have defaults.
+// required; the rest have defaults. Check checks what it asks to run.
 type Config struct {
 	Client *firestore.Client
 	// Collection is the scratch collection: it must hold nothing but
-	// loadtest's snapshots (or nothing).
+	// loadtest's snapshots (or nothing), and be neither the writers'
+	// default collection nor one the Firestore lock backend keeps.
 	Collection string
 	// Locker holds the run lock, which keeps two runs on one collection
 	// from deleting each other's snapshots. Use the snapshot writers' lock
@@ -88,14 +89,16 @@ type Config struct {
 	// for another run to finish (defaults: the writer's).
 	LockTTL, LockWait time.Duration
 	// NewWriter returns a writer into Collection with concurrency chunks
-	// in flight. Run calls it once per concurrency, before the first
-	// round; closing what it opened is the caller's.
-	NewWriter func(concurrency int) (*snapshot.Writer, error)
-	// Districts per snapshot (default DefaultDistricts).
+	// in flight, and the func, if not nil, that closes what it opened.
+	// Run calls it once per concurrency, before the first round, and the
+	// close funcs when it returns.
+	NewWriter func(concurrency int) (w *snapshot.Writer, close func(), err error)
+	// Districts per snapshot (default DefaultDistricts, at most
+	// MaxDistricts).
 	Districts int
-	// Concurrency lists the chunk concurrencies to compare (default
-	// DefaultConcurrency()), each measured Rounds times (default
-	// DefaultRounds).
+	// Concurrency lists the distinct chunk concurrencies to compare
+	// (default DefaultConcurrency()), each measured Rounds times (default
+	// DefaultRounds, at most MaxRounds).
 	Concurrency []int
 	Rounds      int
 	// Date is the snapshot id of every round (default DefaultDate).
@@ -138,8 +141,6 @@ func (c *Config) defaults() error {
 	switch {
 	case c.Client == nil || c.Locker == nil || c.NewWriter == nil:
 		return errors.New("loadtest: Client, Locker and NewWriter are required")
-	case c.Collection == "" || c.Collection == snapshot.DefaultCollection:
-		return fmt.Errorf("loadtest: %w: want a scratch collection, not %q", ErrRefused, c.Collection)
 	}
 	if c.Districts == 0 {
 		c.Districts = DefaultDistricts
@@ -170,19 +171,18 @@ func (c *Config) defaults() error {
 	if c.Log == nil {
 		c.Log = zap.NewNop()
 	}
-	seen := map[int]bool{}
-	for _, n := range c.Concurrency {
-		if n < 1 || seen[n] {
-			return fmt.Errorf("loadtest: concurrencies %v: want distinct positive numbers", c.Concurrency)
-		}
-		seen[n] = true
+	if err := c.Check(); err != nil {
+		return err
 	}
-	switch {
-	case c.Districts < 1 || c.Rounds < 1 || c.DeleteBatch < 1 || c.LockWait < 0:
-		return fmt.Errorf("loadtest: districts %d, rounds %d, delete batch %d, lock wait %s: want positive counts and a wait of at least 0",
-			c.Districts, c.Rounds, c.DeleteBatch, c.LockWait)
-	case !model.ValidDate(c.Date):
-		return fmt.Errorf("loadtest: date %q: want a real YYYY-MM-DD date", c.Date)
+	// Refused here, not by NewWriter: that runs only after the run lock
+	// is taken and the leftovers are deleted.
+	for _, n := range c.Concurrency {
+		if err := snapshot.CheckOptions(snapshot.WithConcurrency(n)); err != nil {
+			return fmt.Errorf("loadtest: concurrency: %w", err)
+		}
+	}
+	if c.DeleteBatch < 1 || c.LockWait < 0 {
+		return fmt.Errorf("loadtest: delete batch %d, lock wait %s: want a positive batch and a wait of at least 0", c.DeleteBatch, c.LockWait)
 	}
 	return c.DeleteRetry.Validate()
 }
@@ -268,9 +268,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	writers := make(map[int]*snapshot.Writer, len(cfg.Concurrency))
 	for _, c := range cfg.Concurrency {
-		if writers[c], err = cfg.NewWriter(c); err != nil {
+		w, closeW, err := cfg.NewWriter(c)
+		if closeW != nil {
+			defer closeW()
+		}
+		if err != nil {
 			return nil, fmt.Errorf("loadtest: writer at concurrency %d: %w", c, err)
 		}
+		writers[c] = w
 	}
 	snap := model.Generate(cfg.Date, cfg.Districts, 1)
 	snap.Payload.Metadata.Source = Source

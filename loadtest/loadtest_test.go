@@ -51,9 +51,10 @@ func (e *env) config(collection string, districts int, concurrency []int, opts .
 	return Config{
 		Client: e.client, Collection: collection, Locker: e.locks, LockTTL: 15 * time.Second, LockWait: 20 * time.Second,
 		Districts: districts, Concurrency: concurrency, Rounds: 1,
-		NewWriter: func(c int) (*snapshot.Writer, error) {
-			return snapshot.NewWriter(e.client, e.locks, append([]snapshot.Option{snapshot.WithCollection(collection),
+		NewWriter: func(c int) (*snapshot.Writer, func(), error) {
+			w, err := snapshot.NewWriter(e.client, e.locks, append([]snapshot.Option{snapshot.WithCollection(collection),
 				snapshot.WithConcurrency(c), snapshot.WithAPIClient(api), snapshot.WithLockTTL(15 * time.Second)}, opts...)...)
+			return w, nil, err
 		},
 	}
 }
@@ -272,3 +273,30 @@ func TestLoadtestBusy(t *testing.T) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Run closes what NewWriter opened when it returns, also when a later
+// writer fails.
+func TestLoadtestClosesWriters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, fail := range []bool{false, true} {
+		cfg := e.config(scratch+"-close", 10, []int{1, 2})
+		made, closed := 0, 0
+		newWriter := cfg.NewWriter
+		cfg.NewWriter = func(c int) (*snapshot.Writer, func(), error) {
+			if fail && c == 2 {
+				return nil, nil, errors.New("test: no writer")
+			}
+			w, _, err := newWriter(c)
+			made++
+			return w, func() { closed++ }, err
+		}
+		_, err := Run(context.Background(), cfg)
+		if (err != nil) != fail || made == 0 || closed != made {
+			t.Errorf("failing %t: error %v, %d writers made, %d closed", fail, err, made, closed)
+		}
+	}
+	if left := e.docs(scratch + "-close"); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}

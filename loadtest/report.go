@@ -8,6 +8,18 @@ import (
 	"text/tabwriter"
 )
 
+// WriteText writes the report as text: a line that says what ran, then
+// the tables (WriteTables). batchSize and lockBackend are the writers',
+// which the Report does not hold.
+func (r *Report) WriteText(w io.Writer, batchSize int, lockBackend string) error {
+	if _, err := fmt.Fprintf(w, "loadtest: %d districts per write into %q (snapshot %s), %d rounds per concurrency, batch size %d, lock backend %s\n\n",
+		r.Districts, r.Collection, r.SnapshotID, r.RoundsPerLevel, batchSize, lockBackend); err != nil {
+		return err
+	}
+	// Run reports a level per concurrency, whatever ran.
+	return r.WriteTables(w, len(r.Levels)*r.RoundsPerLevel)
+}
+
 // WriteTables writes the report as text: one row per concurrency, then one
 // per round in the order run, then each round's error and the cleanup.
 // planned is how many rounds the run meant to make (to say how far an

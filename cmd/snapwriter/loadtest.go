@@ -1,22 +1,16 @@
 package main
 
 import (
-	"context"
+	"cmp"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"sync/atomic"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/loadtest"
-	"github.com/snapwriter/snapwriter/locking/firestorelock"
-	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -34,11 +28,8 @@ func (e codedError) Unwrap() error { return e.err }
 // loadtestFlags are loadtest's own flags; the write tuning flags are in
 // writeFlags.
 type loadtestFlags struct {
-	districts   int
-	concurrency []int
-	rounds      int
-	date        string
-	asJSON      bool
+	run    loadtest.Config // Districts, Concurrency, Rounds and Date
+	asJSON bool
 }
 
 // loadtestSkips are the write flags loadtest leaves out: it takes a list of
@@ -84,10 +75,11 @@ loadtest holds the collection, 130/143 interrupted.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.loadtest(cmd, f, l) },
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&l.districts, "districts", loadtest.DefaultDistricts, "districts per snapshot (1..100000)")
-	fl.IntSliceVar(&l.concurrency, "concurrency", loadtest.DefaultConcurrency(), "chunk concurrencies to compare, comma-separated (each 1..256)")
-	fl.IntVar(&l.rounds, "rounds", loadtest.DefaultRounds, "writes per concurrency (1..100)")
-	fl.StringVar(&l.date, "date", loadtest.DefaultDate, "snapshot id every round writes (YYYY-MM-DD)")
+	fl.IntVar(&l.run.Districts, "districts", loadtest.DefaultDistricts, fmt.Sprintf("districts per snapshot (1..%d)", loadtest.MaxDistricts))
+	fl.IntSliceVar(&l.run.Concurrency, "concurrency", loadtest.DefaultConcurrency(),
+		fmt.Sprintf("chunk concurrencies to compare, comma-separated (each 1..%d)", snapshot.MaxConcurrency))
+	fl.IntVar(&l.run.Rounds, "rounds", loadtest.DefaultRounds, fmt.Sprintf("writes per concurrency (1..%d)", loadtest.MaxRounds))
+	fl.StringVar(&l.run.Date, "date", loadtest.DefaultDate, "snapshot id every round writes (YYYY-MM-DD)")
 	fl.BoolVar(&l.asJSON, "json", false, "print the report as JSON")
 	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
 	f.register(wf)
@@ -100,72 +92,59 @@ loadtest holds the collection, 130/143 interrupted.`,
 	return cmd
 }
 
-// checkLoadtestFlags refuses, before anything touches Firestore, a command
-// line loadtest cannot run: among them a missing --collection and one that
-// cannot be scratch.
-func (a *app) checkLoadtestFlags(cmd *cobra.Command, f writeFlags, l loadtestFlags) error {
-	coll := a.global.collection
-	switch {
-	case !cmd.Flags().Changed("collection"):
-		return usagef("--collection is required: name a scratch collection (loadtest writes and deletes snapshots there)")
-	case coll == snapshot.DefaultCollection:
-		return usagef("--collection %q: refused: loadtest writes only into a scratch collection", coll)
-	case coll == firestorelock.DefaultLockCollection || coll == firestorelock.DefaultFenceCollection:
-		return usagef("--collection %q: refused: the lock backend keeps its documents there", coll)
-	case l.districts < 1 || l.districts > 100000:
-		return usagef("--districts %d: want 1..100000", l.districts)
-	case l.rounds < 1 || l.rounds > 100:
-		return usagef("--rounds %d: want 1..100", l.rounds)
-	case len(l.concurrency) == 0:
-		return usagef("--concurrency: want at least one")
-	case !model.ValidDate(l.date):
-		return usagef("--date %q: want a real YYYY-MM-DD date", l.date)
+// checkLoadtest refuses, before anything touches Firestore, a command line
+// loadtest cannot run. The write flags are checked at each concurrency
+// listed before a repeat, so that of several faults the first is told.
+func checkLoadtest(run loadtest.Config, f writeFlags) error {
+	var ce *loadtest.ConfigError
+	checked := run.Concurrency
+	if errors.As(run.Check(), &ce) {
+		checked = checked[:ce.Index] // none, unless ce is the repeat
 	}
-	seen := map[int]bool{}
-	for _, c := range l.concurrency {
-		if seen[c] {
-			return usagef("--concurrency %v: %d is listed twice", l.concurrency, c)
-		}
-		seen[c] = true
+	for _, c := range checked {
 		f.concurrency = c
 		if err := f.validate(); err != nil {
 			return err
 		}
 	}
+	if ce != nil {
+		return loadtestUsage(ce)
+	}
 	return nil
 }
 
+// loadtestUsage is the usage error for what loadtest.Check refused, named
+// by its flag: loadtest's flags are named after the Config fields.
+func loadtestUsage(ce *loadtest.ConfigError) error {
+	flag := "--" + strings.ToLower(ce.Field)
+	switch v := ce.Value.(type) {
+	case nil:
+		if ce.Field == "Collection" {
+			return usagef("%s is required: name a scratch collection (loadtest writes and deletes snapshots there)", flag)
+		}
+		return usagef("%s: %s", flag, ce.Reason)
+	case string:
+		return usagef("%s %q: %s", flag, v, ce.Reason)
+	}
+	return usagef("%s %v: %s", flag, ce.Value, ce.Reason)
+}
+
 func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error {
-	if err := a.checkLoadtestFlags(cmd, f, l); err != nil {
+	run := l.run
+	// Unset, --collection is the writers' default: loadtest wants one named.
+	if cmd.Flags().Changed("collection") {
+		run.Collection = a.global.collection
+	}
+	if err := checkLoadtest(run, f); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
 	// The first SIGINT/SIGTERM ends ctx (main's signal.NotifyContext); it
 	// is noted here for the exit code, and a second one ends the cleanup.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	cleanupCtx, stopCleanup := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCleanup()
-	var got atomic.Int32
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case s := <-sigs:
-			if n, ok := s.(syscall.Signal); ok {
-				got.Store(int32(n))
-			}
-		case <-done:
-			return
-		}
-		select {
-		case <-sigs:
-			a.log.Warn("second signal: stopping the cleanup; the next loadtest on the collection removes what is left")
-			stopCleanup()
-		case <-done:
-		}
-	}()
+	sig := signals.Start(ctx, func() {
+		a.log.Warn("second signal: stopping the cleanup; the next loadtest on the collection removes what is left")
+	})
+	defer sig.Stop()
 
 	client, err := a.client(ctx)
 	if err != nil {
@@ -177,45 +156,26 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 		return err
 	}
 	defer closeLocker()
-	var closers []func()
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
 	// Deletes retry as chunks do.
 	deletes := retry.DefaultPolicy()
 	deletes.MaxRetries = f.maxRetries
 	deletes.ContentionWait = f.contention
-	rep, err := loadtest.Run(ctx, loadtest.Config{
-		Client:     client,
-		Collection: a.global.collection,
-		Locker:     locker,
-		LockTTL:    f.lockTTL,
-		LockWait:   f.lockWait,
-		NewWriter: func(c int) (*snapshot.Writer, error) {
-			fc := f
-			fc.concurrency = c
-			w, closeW, err := a.newWriter(ctx, client, fc)
-			if err == nil {
-				closers = append(closers, closeW)
-			}
-			return w, err
-		},
-		Districts:      l.districts,
-		Concurrency:    l.concurrency,
-		Rounds:         l.rounds,
-		Date:           l.date,
-		DeleteRetry:    &deletes,
-		CleanupContext: cleanupCtx,
-		Log:            a.log,
-	})
-	if rep != nil {
-		if perr := a.printLoadtest(rep, f, l); perr != nil && err == nil {
-			err = perr
-		}
+	run.Client, run.Locker, run.LockTTL, run.LockWait = client, locker, f.lockTTL, f.lockWait
+	run.DeleteRetry, run.CleanupContext, run.Log = &deletes, sig.Cleanup(), a.log
+	run.NewWriter = func(c int) (*snapshot.Writer, func(), error) {
+		fc := f
+		fc.concurrency = c
+		return a.newWriter(ctx, client, fc)
 	}
-	return a.loadtestExit(err, int(got.Load()), f)
+	rep, err := loadtest.Run(ctx, run)
+	switch { // a failed print matters only after a run that did not fail
+	case rep == nil:
+	case l.asJSON:
+		err = cmp.Or(err, printJSON(a.stdout, rep))
+	default:
+		err = cmp.Or(err, rep.WriteText(a.stdout, f.batchSize, f.lock.backend))
+	}
+	return a.loadtestExit(err, sig.Signal(), f)
 }
 
 // loadtestExit gives a loadtest error its exit code (see the command's
@@ -237,19 +197,4 @@ func (a *app) loadtestExit(err error, sig int, f writeFlags) error {
 		return codedError{exitPartial, err}
 	}
 	return a.writeWait(err, f)
-}
-
-// printLoadtest prints rep as JSON or as tables: one row per concurrency,
-// then one per round.
-func (a *app) printLoadtest(rep *loadtest.Report, f writeFlags, l loadtestFlags) error {
-	if l.asJSON {
-		return printJSON(a.stdout, rep)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "loadtest: %d districts per write into %q (snapshot %s), %d rounds per concurrency, batch size %d, lock backend %s\n\n",
-		rep.Districts, rep.Collection, rep.SnapshotID, rep.RoundsPerLevel, f.batchSize, f.lock.backend)
-	if _, err := io.WriteString(a.stdout, b.String()); err != nil {
-		return err
-	}
-	return rep.WriteTables(a.stdout, len(l.concurrency)*l.rounds)
 }
