@@ -4,79 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-	"golang.org/x/term"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/internal/progress"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// taskShard reads this task's index and the task count from the flags, or
-// from Cloud Run's CLOUD_RUN_TASK_INDEX / CLOUD_RUN_TASK_COUNT.
-func (a *app) taskShard(index, count int) (int, int, error) {
-	read := func(flag string, v int, env string, def int) (int, error) {
-		if v >= 0 {
-			return v, nil
-		}
-		s, ok := a.lookupEnv(env)
-		if !ok || s == "" {
-			return def, nil
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			return 0, usagef("%s=%q: want a non-negative integer (or set --%s)", env, s, flag)
-		}
-		return n, nil
-	}
-	index, err := read("task-index", index, "CLOUD_RUN_TASK_INDEX", 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	count, err = read("task-count", count, "CLOUD_RUN_TASK_COUNT", 1)
-	if err != nil {
-		return 0, 0, err
-	}
-	if count < 1 || index >= count {
-		return 0, 0, usagef("task %d of %d: want 0 <= index < count", index, count)
-	}
-	return index, count, nil
-}
-
-// dateResult is one date's line in the backfill summary.
-type dateResult struct {
-	Date             string           `json:"date"`
-	Outcome          backfill.Outcome `json:"outcome"`
-	ExitCode         int              `json:"exitCode"`
-	Fence            string           `json:"fence,omitempty"`
-	DistrictsWritten int              `json:"districtsWritten"`
-	FailedDistricts  []string         `json:"failedDistricts,omitempty"`
-	DurationMs       int64            `json:"durationMs"`
-	Error            string           `json:"error,omitempty"`
-}
-
-// backfillSummary is what backfill prints at the end: a backfill.Summary
-// with the task and the exit codes.
-type backfillSummary struct {
-	TaskIndex  int          `json:"taskIndex"`
-	TaskCount  int          `json:"taskCount"`
-	Complete   int          `json:"complete"`
-	Partial    int          `json:"partial"`
-	Failed     int          `json:"failed"`
-	Skipped    int          `json:"skipped"`
-	NotStarted int          `json:"notStarted"`
-	ExitCode   int          `json:"exitCode"`
-	Dates      []dateResult `json:"dates"`
-}
 
 // errBackfill carries a backfill's worst exit code once its summary is out.
 type errBackfill struct {
@@ -156,10 +95,10 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if b.from != "" && b.to != "" && b.from > b.to {
 		return usagef("--from %s is after --to %s", b.from, b.to)
 	}
-	if b.progress != "auto" && b.progress != "bar" && b.progress != "log" {
+	if progress.CheckMode(b.progress) != nil {
 		return usagef("--progress %q: want auto, bar or log", b.progress)
 	}
-	index, count, err := a.taskShard(b.taskIndex, b.taskCount)
+	shard, err := a.taskShard(b.taskIndex, b.taskCount)
 	if err != nil {
 		return err
 	}
@@ -167,7 +106,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err != nil {
 		return usagef("--input-dir: %v", err)
 	}
-	mine := backfill.Select(all, b.from, b.to, backfill.Shard{Index: index, Count: count})
+	mine := backfill.Select(all, b.from, b.to, shard)
 	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
@@ -195,11 +134,11 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		}
 		return err
 	}
-	log := a.log.With(zap.Int("taskIndex", index), zap.Int("taskCount", count))
+	log := a.log.With(zap.Int("taskIndex", shard.Index), zap.Int("taskCount", shard.Count))
 	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),
 		zap.Int("datesInDir", len(all)), zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
 
-	bar := a.progressBar(b.progress, len(mine))
+	bar := progress.New(a.stderr, b.progress, len(mine), "backfill")
 	writerLog, dateLog := a.log, log
 	if bar != nil {
 		// Per-batch and per-date lines would tear the bar apart; warnings
@@ -228,29 +167,45 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 			return "", err
 		},
 		Log:      dateLog,
-		Progress: progress(bar),
+		Progress: progressOf(bar),
 	})
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(a.stderr)
 	}
-	sum := newBackfillSummary(res, index, count)
+	sum := backfill.NewReport(res, shard, dateExit)
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
-	if err := sum.print(a.stdout, b.asJSON); err != nil {
+	if b.asJSON {
+		err = printJSON(a.stdout, sum)
+	} else {
+		err = sum.WriteTable(a.stdout)
+	}
+	if err != nil || sum.ExitCode == exitOK {
 		return err
 	}
-	if sum.ExitCode != exitOK {
-		msg := fmt.Sprintf("backfill: %d complete, %d partial, %d failed, %d skipped, %d not started",
-			sum.Complete, sum.Partial, sum.Failed, sum.Skipped, sum.NotStarted)
-		if res.Stopped != nil {
-			// Say which store did not answer, not just the count.
-			msg += "; " + res.Stopped.Error()
-		}
-		return errBackfill{code: sum.ExitCode, msg: msg}
+	msg := "backfill: " + sum.Counts()
+	if res.Stopped != nil {
+		// Say which store did not answer, not just the count.
+		msg += "; " + res.Stopped.Error()
 	}
-	return nil
+	return errBackfill{code: sum.ExitCode, msg: msg}
+}
+
+// taskShard is this task's shard (backfill.TaskShard): --task-index and
+// --task-count, else Cloud Run's variables.
+func (a *app) taskShard(index, count int) (backfill.Shard, error) {
+	shard, err := backfill.TaskShard(index, count, a.lookupEnv)
+	var ee *backfill.EnvError
+	if errors.As(err, &ee) {
+		flag := map[string]string{backfill.TaskIndexEnv: "task-index", backfill.TaskCountEnv: "task-count"}[ee.Name]
+		return shard, usagef("%v (or set --%s)", err, flag)
+	}
+	if err != nil {
+		return shard, usageError{err}
+	}
+	return shard, nil
 }
 
 // dateExit is the exit code of a date's outcome: the code a write of that
@@ -272,75 +227,18 @@ func dateExit(r backfill.DateResult) int {
 	return max(exitCode(r.Err), exitError)
 }
 
-// newBackfillSummary is the summary backfill prints of res; its exit code
-// is the worst date's.
-func newBackfillSummary(res *backfill.Summary, index, count int) backfillSummary {
-	sum := backfillSummary{TaskIndex: index, TaskCount: count, Complete: res.Complete, Partial: res.Partial,
-		Failed: res.Failed, Skipped: res.Skipped, NotStarted: res.NotStarted, Dates: make([]dateResult, 0, len(res.Dates))}
-	if worst, ok := res.Worst(); ok {
-		sum.ExitCode = dateExit(worst)
-	}
-	for _, r := range res.Dates {
-		d := dateResult{Date: r.Date, Outcome: r.Outcome, ExitCode: dateExit(r), Fence: r.Fence, DistrictsWritten: r.DistrictsWritten,
-			FailedDistricts: r.FailedDistricts, DurationMs: r.Duration.Milliseconds()}
-		if r.Err != nil {
-			d.Error = r.Err.Error()
-		}
-		sum.Dates = append(sum.Dates, d)
-	}
-	return sum
-}
-
-func (s *backfillSummary) print(w io.Writer, asJSON bool) error {
-	if asJSON {
-		return printJSON(w, s)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATE\tOUTCOME\tDISTRICTS\tFAILED\tFENCE\tERROR")
-	for _, r := range s.Dates {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", r.Date, r.Outcome, r.DistrictsWritten, len(r.FailedDistricts), r.Fence, r.Error)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "task %d/%d: %d complete, %d partial, %d failed, %d skipped, %d not started\n",
-		s.TaskIndex, s.TaskCount, s.Complete, s.Partial, s.Failed, s.Skipped, s.NotStarted)
-	return err
-}
-
-// progress is bar as a backfill.Progress: none when bar is nil.
-func progress(bar *progressbar.ProgressBar) backfill.Progress {
-	if bar == nil {
-		return nil
-	}
-	return bar
-}
-
-// progressBar returns a bar on stderr when mode asks for one, or when mode
-// is auto and stderr is a terminal; nil means one log line per date.
-func (a *app) progressBar(mode string, n int) *progressbar.ProgressBar {
-	if mode == "log" || n == 0 {
-		return nil
-	}
-	if mode == "auto" {
-		f, ok := a.stderr.(*os.File)
-		if !ok || !term.IsTerminal(int(f.Fd())) {
-			return nil
-		}
-	}
-	return progressbar.NewOptions(n,
-		progressbar.OptionSetWriter(a.stderr),
-		progressbar.OptionSetDescription("backfill"),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionSetWidth(30),
-	)
-}
-
 func levelFor(code int) zapcore.Level {
 	if code == exitOK {
 		return zapcore.InfoLevel
 	}
 	return zapcore.WarnLevel
+}
+
+// progressOf is bar as a backfill.Progress: none when bar is nil (a nil
+// *ProgressBar in the interface would not be).
+func progressOf(bar *progressbar.ProgressBar) backfill.Progress {
+	if bar == nil {
+		return nil
+	}
+	return bar
 }
