@@ -87,18 +87,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := f.validate(); err != nil {
 		return err
 	}
-	for _, d := range []struct{ flag, v string }{{"from", b.from}, {"to", b.to}} {
-		if d.v != "" && !model.ValidDate(d.v) {
-			return usagef("--%s %q: want a real YYYY-MM-DD date", d.flag, d.v)
-		}
-	}
-	if b.from != "" && b.to != "" && b.from > b.to {
-		return usagef("--from %s is after --to %s", b.from, b.to)
-	}
-	if progress.CheckMode(b.progress) != nil {
-		return usagef("--progress %q: want auto, bar or log", b.progress)
-	}
-	shard, err := a.taskShard(b.taskIndex, b.taskCount)
+	shard, err := a.checkBackfill(b)
 	if err != nil {
 		return err
 	}
@@ -173,11 +162,18 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		_ = bar.Finish()
 		fmt.Fprintln(a.stderr)
 	}
+	return a.backfillReport(res, shard, log, b.asJSON)
+}
+
+// backfillReport logs and prints how the dates of res went, and returns
+// the worst date's exit code as an errBackfill (nil when all are 0).
+func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
 	sum := backfill.NewReport(res, shard, dateExit)
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
-	if b.asJSON {
+	var err error
+	if asJSON {
 		err = printJSON(a.stdout, sum)
 	} else {
 		err = sum.WriteTable(a.stdout)
@@ -191,6 +187,23 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		msg += "; " + res.Stopped.Error()
 	}
 	return errBackfill{code: sum.ExitCode, msg: msg}
+}
+
+// checkBackfill refuses backfill's own flags when they make no sense, and
+// returns the task's shard.
+func (a *app) checkBackfill(b backfillFlags) (backfill.Shard, error) {
+	for _, d := range []struct{ flag, v string }{{"from", b.from}, {"to", b.to}} {
+		if d.v != "" && !model.ValidDate(d.v) {
+			return backfill.Shard{}, usagef("--%s %q: want a real YYYY-MM-DD date", d.flag, d.v)
+		}
+	}
+	if b.from != "" && b.to != "" && b.from > b.to {
+		return backfill.Shard{}, usagef("--from %s is after --to %s", b.from, b.to)
+	}
+	if progress.CheckMode(b.progress) != nil {
+		return backfill.Shard{}, usagef("--progress %q: want auto, bar or log", b.progress)
+	}
+	return a.taskShard(b.taskIndex, b.taskCount)
 }
 
 // taskShard is this task's shard (backfill.TaskShard): --task-index and

@@ -78,29 +78,9 @@ func runProcs(t *testing.T, env [][]string, args [][]string) []proc {
 	return out
 }
 
-// backfillSummary is the --json summary of backfill as its readers
-// decode it: the contract, spelled out here rather than taken from
-// backfill.Report, so that a renamed key fails these tests.
-type backfillSummary struct {
-	TaskIndex  int `json:"taskIndex"`
-	TaskCount  int `json:"taskCount"`
-	Complete   int `json:"complete"`
-	Partial    int `json:"partial"`
-	Failed     int `json:"failed"`
-	Skipped    int `json:"skipped"`
-	NotStarted int `json:"notStarted"`
-	ExitCode   int `json:"exitCode"`
-	Dates      []struct {
-		Date             string           `json:"date"`
-		Outcome          backfill.Outcome `json:"outcome"`
-		ExitCode         int              `json:"exitCode"`
-		Fence            string           `json:"fence,omitempty"`
-		DistrictsWritten int              `json:"districtsWritten"`
-		FailedDistricts  []string         `json:"failedDistricts,omitempty"`
-		DurationMs       int64            `json:"durationMs"`
-		Error            string           `json:"error,omitempty"`
-	} `json:"dates"`
-}
+// backfillSummary is backfill's --json summary; backfill's TestReport
+// pins its JSON form byte for byte.
+type backfillSummary = backfill.Report
 
 func summaryOf(t *testing.T, p proc) backfillSummary {
 	t.Helper()

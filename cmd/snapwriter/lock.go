@@ -52,9 +52,7 @@ hash (the first 24 hex characters of their SHA-256).`,
 }
 
 func (a *app) lockStatusCommand() *cobra.Command {
-	var key, date string
-	var asJSON, raw bool
-	var lf lockFlags
+	var f lockStatusFlags
 	cmd := &cobra.Command{
 		Use:   "status --key K | --date D [--json] [--raw]",
 		Short: "Describe the live lock on a key, or say it is not locked",
@@ -81,15 +79,15 @@ within --timeout (default 30 s, for the whole command).`,
   SNAPWRITER_KEY=report:2026-11 snapwriter lock status --raw`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.lockStatus(cmd.Context(), lf, key, date, asJSON, raw)
+			return a.lockStatus(cmd.Context(), f)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&key, "key", "", `lock key, for example "snapshot:(default):snapshots:2026-11-20" (this or --date is required)`)
-	fl.StringVar(&date, "date", "", "snapshot date (YYYY-MM-DD): the lock of that snapshot in --project, --database and --collection, instead of --key")
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
-	fl.BoolVar(&raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
-	lf.register(fl)
+	fl.StringVar(&f.key, "key", "", `lock key, for example "snapshot:(default):snapshots:2026-11-20" (this or --date is required)`)
+	fl.StringVar(&f.date, "date", "", "snapshot date (YYYY-MM-DD): the lock of that snapshot in --project, --database and --collection, instead of --key")
+	fl.BoolVar(&f.asJSON, "json", false, "print JSON")
+	fl.BoolVar(&f.raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
+	f.lock.register(fl)
 	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
 	cmd.MarkFlagsOneRequired("key", "date")
 	cmd.MarkFlagsMutuallyExclusive("key", "date")
@@ -165,7 +163,15 @@ func (a *app) snapshotLockKey(ctx context.Context, lf lockFlags, date string) (s
 	return "", usageError{fmt.Errorf("the lock key of snapshot %s: %w", date, err)}
 }
 
-func (a *app) lockStatus(ctx context.Context, lf lockFlags, key, date string, asJSON, raw bool) error {
+// lockStatusFlags are the flags of lock status.
+type lockStatusFlags struct {
+	key, date   string
+	asJSON, raw bool
+	lock        lockFlags
+}
+
+func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
+	key, date, raw, lf := f.key, f.date, f.raw, f.lock
 	// --timeout bounds the whole command.
 	ctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
@@ -200,7 +206,7 @@ func (a *app) lockStatus(ctx context.Context, lf lockFlags, key, date string, as
 	if date != "" && !(raw && st.Locked) {
 		st.Key = nkey // computed from the operator's own flags: nothing to hide
 	}
-	if asJSON {
+	if f.asJSON {
 		return printJSON(a.stdout, st)
 	}
 	if !st.Locked {

@@ -13,13 +13,20 @@ import (
 )
 
 // The JSON form has the keys Cloud Logging reads, and its severities.
-func TestJSON(t *testing.T) {
-	t.Parallel()
+// logger is New's logger on a buffer, failing t if New refuses.
+func logger(t *testing.T, format, level string) (*zap.Logger, *bytes.Buffer) {
+	t.Helper()
 	var buf bytes.Buffer
-	log, err := New(&buf, "json", "debug")
+	log, err := New(&buf, format, level)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return log, &buf
+}
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	log, buf := logger(t, "json", "debug")
 	log.Named("writer").Info("wrote", zap.Duration("took", 1500*time.Millisecond))
 	var got map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
@@ -58,11 +65,7 @@ func TestJSON(t *testing.T) {
 
 func TestLevelFilters(t *testing.T) {
 	t.Parallel()
-	var buf bytes.Buffer
-	log, err := New(&buf, "json", "warn")
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, buf := logger(t, "json", "warn")
 	log.Info("dropped")
 	log.Warn("kept")
 	if s := buf.String(); strings.Contains(s, "dropped") || !strings.Contains(s, `"severity":"WARNING"`) {
@@ -72,11 +75,7 @@ func TestLevelFilters(t *testing.T) {
 
 func TestConsole(t *testing.T) {
 	t.Parallel()
-	var buf bytes.Buffer
-	log, err := New(&buf, "console", "info")
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, buf := logger(t, "console", "info")
 	log.Info("wrote", zap.Int("districts", 3))
 	f := strings.Split(strings.TrimSpace(buf.String()), "\t")
 	if len(f) != 4 || f[1] != "INFO" || f[2] != "wrote" || f[3] != `{"districts": 3}` {
