@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/snapwriter/snapwriter/model"
 )
 
 // Cloud Run job variables that say which task of how many a process is.
@@ -56,4 +58,35 @@ func TaskShard(index, count int, lookupEnv func(string) (string, bool)) (Shard, 
 		return Shard{}, fmt.Errorf("task %d of %d: %w", index, count, ErrShard)
 	}
 	return Shard{Index: index, Count: count}, nil
+}
+
+// CheckRange refuses the dates from..to that Select takes ("" leaves that
+// end open) with a *RangeError unless each end given is a real date and
+// from is not after to.
+func CheckRange(from, to string) error {
+	for _, end := range []struct{ name, date string }{{"from", from}, {"to", to}} {
+		if end.date != "" && !model.ValidDate(end.date) {
+			return &RangeError{From: from, To: to, End: end.name, Date: end.date}
+		}
+	}
+	if from != "" && to != "" && from > to {
+		return &RangeError{From: from, To: to}
+	}
+	return nil
+}
+
+// RangeError is CheckRange's error.
+type RangeError struct {
+	From, To string
+	// End is the end that is no real date, "from" or "to", and Date what
+	// was given for it; End is "" when both are dates and From is after
+	// To.
+	End, Date string
+}
+
+func (e *RangeError) Error() string {
+	if e.End != "" {
+		return fmt.Sprintf("%s %q: want a real YYYY-MM-DD date", e.End, e.Date)
+	}
+	return fmt.Sprintf("from %s is after to %s", e.From, e.To)
 }

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/internal/progress"
-	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -87,9 +85,15 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := f.validate(); err != nil {
 		return err
 	}
-	shard, err := a.checkBackfill(b)
+	if err := backfill.CheckRange(b.from, b.to); err != nil {
+		return backfillUsage(err)
+	}
+	if progress.CheckMode(b.progress) != nil {
+		return usagef("--progress %q: want auto, bar or log", b.progress)
+	}
+	shard, err := backfill.TaskShard(b.taskIndex, b.taskCount, a.lookupEnv)
 	if err != nil {
-		return err
+		return backfillUsage(err)
 	}
 	all, err := backfill.List(b.dir)
 	if err != nil {
@@ -128,14 +132,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		zap.Int("datesInDir", len(all)), zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
 
 	bar := progress.New(a.stderr, b.progress, len(mine), "backfill")
-	writerLog, dateLog := a.log, log
-	if bar != nil {
-		// Per-batch and per-date lines would tear the bar apart; warnings
-		// still show.
-		writerLog = a.log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-		dateLog = log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-	}
-	w, closeLocker, err := a.newWriter(ctx, client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(writerLog))
+	w, closeLocker, err := a.newWriter(ctx, client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(bar.Quiet(a.log)))
 	if err != nil {
 		return err
 	}
@@ -155,13 +152,10 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 			}
 			return "", err
 		},
-		Log:      dateLog,
-		Progress: progressOf(bar),
+		Log:      bar.Quiet(log),
+		Progress: bar,
 	})
-	if bar != nil {
-		_ = bar.Finish()
-		fmt.Fprintln(a.stderr)
-	}
+	_ = bar.Finish()
 	return a.backfillReport(res, shard, log, b.asJSON)
 }
 
@@ -189,36 +183,21 @@ func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *z
 	return errBackfill{code: sum.ExitCode, msg: msg}
 }
 
-// checkBackfill refuses backfill's own flags when they make no sense, and
-// returns the task's shard.
-func (a *app) checkBackfill(b backfillFlags) (backfill.Shard, error) {
-	for _, d := range []struct{ flag, v string }{{"from", b.from}, {"to", b.to}} {
-		if d.v != "" && !model.ValidDate(d.v) {
-			return backfill.Shard{}, usagef("--%s %q: want a real YYYY-MM-DD date", d.flag, d.v)
-		}
-	}
-	if b.from != "" && b.to != "" && b.from > b.to {
-		return backfill.Shard{}, usagef("--from %s is after --to %s", b.from, b.to)
-	}
-	if progress.CheckMode(b.progress) != nil {
-		return backfill.Shard{}, usagef("--progress %q: want auto, bar or log", b.progress)
-	}
-	return a.taskShard(b.taskIndex, b.taskCount)
-}
-
-// taskShard is this task's shard (backfill.TaskShard): --task-index and
-// --task-count, else Cloud Run's variables.
-func (a *app) taskShard(index, count int) (backfill.Shard, error) {
-	shard, err := backfill.TaskShard(index, count, a.lookupEnv)
+// backfillUsage is the usage error for what the backfill library refuses
+// of backfill's flags or of Cloud Run's task variables, named by the flag.
+func backfillUsage(err error) error {
+	var re *backfill.RangeError
 	var ee *backfill.EnvError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.As(err, &re) && re.End != "":
+		return usagef("--%s %q: want a real YYYY-MM-DD date", re.End, re.Date)
+	case errors.As(err, &re):
+		return usagef("--from %s is after --to %s", re.From, re.To)
+	case errors.As(err, &ee):
 		flag := map[string]string{backfill.TaskIndexEnv: "task-index", backfill.TaskCountEnv: "task-count"}[ee.Name]
-		return shard, usagef("%v (or set --%s)", err, flag)
+		return usagef("%v (or set --%s)", err, flag)
 	}
-	if err != nil {
-		return shard, usageError{err}
-	}
-	return shard, nil
+	return usageError{err}
 }
 
 // dateExit is the exit code of a date's outcome: the code a write of that
@@ -245,13 +224,4 @@ func levelFor(code int) zapcore.Level {
 		return zapcore.InfoLevel
 	}
 	return zapcore.WarnLevel
-}
-
-// progressOf is bar as a backfill.Progress: none when bar is nil (a nil
-// *ProgressBar in the interface would not be).
-func progressOf(bar *progressbar.ProgressBar) backfill.Progress {
-	if bar == nil {
-		return nil
-	}
-	return bar
 }

@@ -2,32 +2,19 @@ package main
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"os"
-	"strings"
+	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/schedule"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-type scheduleFlags struct {
-	cron        string
-	timezone    string
-	inputDir    string
-	inputURL    string
-	dateOffset  int
-	httpTimeout time.Duration
-}
-
 func (a *app) scheduleCommand() *cobra.Command {
 	var f writeFlags
-	var s scheduleFlags
+	var s schedule.Config
 	cmd := &cobra.Command{
 		Use:   "schedule --cron EXPR [--timezone TZ] --input-dir DIR|--input-url URL",
 		Short: "Long-running: write the day's snapshot on a cron schedule",
@@ -52,50 +39,26 @@ manifest records the partial state, the lock is released), and the worker exits 
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.schedule(cmd, f, s) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&s.cron, "cron", "", "cron expression: 5 fields, 6 with leading seconds, or @daily/@every D (required)")
-	fl.StringVar(&s.timezone, "timezone", "UTC", "IANA time zone of the cron expression and of the snapshot date")
-	fl.StringVar(&s.inputDir, "input-dir", "", "directory holding YYYY-MM-DD.json files or YYYY-MM-DD/ directories")
-	fl.StringVar(&s.inputURL, "input-url", "", "http(s) URL of the Snapshot JSON; {date} is replaced by the date")
-	fl.IntVar(&s.dateOffset, "date-offset", 0, "days added to the tick's date to get the snapshot date (-1: yesterday)")
-	fl.DurationVar(&s.httpTimeout, "http-timeout", 2*time.Minute, "timeout of one --input-url download")
+	fl.StringVar(&s.Cron, "cron", "", "cron expression: 5 fields, 6 with leading seconds, or @daily/@every D (required)")
+	fl.StringVar(&s.Timezone, "timezone", "UTC", "IANA time zone of the cron expression and of the snapshot date")
+	fl.StringVar(&s.InputDir, "input-dir", "", "directory holding YYYY-MM-DD.json files or YYYY-MM-DD/ directories")
+	fl.StringVar(&s.InputURL, "input-url", "", "http(s) URL of the Snapshot JSON; {date} is replaced by the date")
+	fl.IntVar(&s.DateOffset, "date-offset", 0, "days added to the tick's date to get the snapshot date (-1: yesterday)")
+	fl.DurationVar(&s.HTTPTimeout, "http-timeout", 2*time.Minute, "timeout of one --input-url download")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("cron")
 	return cmd
 }
 
-func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error {
+func (a *app) schedule(cmd *cobra.Command, f writeFlags, s schedule.Config) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
-	loc, err := time.LoadLocation(s.timezone)
-	if err != nil || s.timezone == "" || strings.EqualFold(s.timezone, "local") {
-		return usagef("--timezone %q: want an IANA time zone such as UTC or Europe/Berlin", s.timezone)
+	worker, err := s.Worker()
+	if err != nil {
+		return scheduleUsage(err)
 	}
-	if _, err := schedule.Parse(s.cron); err != nil {
-		return usagef("--cron %q: %v", s.cron, err)
-	}
-	switch {
-	case (s.inputDir == "") == (s.inputURL == ""):
-		return usagef("give exactly one of --input-dir and --input-url")
-	case s.dateOffset < -366 || s.dateOffset > 366:
-		return usagef("--date-offset %d: want -366..366", s.dateOffset)
-	case s.httpTimeout <= 0:
-		return usagef("--http-timeout %s: must be positive", s.httpTimeout)
-	}
-	var src input.Source
-	if s.inputDir != "" {
-		if st, err := os.Stat(s.inputDir); err != nil || !st.IsDir() {
-			return usagef("--input-dir %q: not a directory", s.inputDir)
-		}
-		src = input.Dir(s.inputDir)
-	} else {
-		if u, err := url.Parse(s.inputURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return usagef("--input-url %q: want an http or https URL", s.inputURL)
-		}
-		src = input.URL(s.inputURL, &http.Client{Timeout: s.httpTimeout})
-	}
-
 	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
@@ -107,17 +70,28 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s scheduleFlags) error 
 		return err
 	}
 	defer closeLocker()
-	worker := &schedule.Worker{
-		Spec:       s.cron,
-		Location:   loc,
-		DateOffset: s.dateOffset,
-		Input:      src,
-		Write: func(ctx context.Context, date string, snap *model.Snapshot) (*snapshot.Result, error) {
-			res, err := w.Write(ctx, date, snap)
-			return res, withHint(a.writeWait(err, f))
-		},
-		Log:      a.log,
-		ExitCode: exitCode,
+	worker.Write = func(ctx context.Context, date string, snap *model.Snapshot) (*snapshot.Result, error) {
+		res, err := w.Write(ctx, date, snap)
+		return res, withHint(a.writeWait(err, f))
 	}
+	worker.Log, worker.ExitCode = a.log, exitCode
 	return worker.Run(ctx)
+}
+
+// scheduleUsage is the usage error for a schedule.Config the library
+// refuses, named by the flag that set the field.
+func scheduleUsage(err error) error {
+	var ce *schedule.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	flag := map[string]string{"Cron": "--cron", "Timezone": "--timezone", "InputDir": "--input-dir", "InputURL": "--input-url",
+		"DateOffset": "--date-offset", "HTTPTimeout": "--http-timeout"}[ce.Field]
+	switch v := ce.Value.(type) {
+	case nil: // Field "Input"
+		return usagef("give exactly one of --input-dir and --input-url")
+	case string:
+		return usagef("%s %q: %s", flag, v, ce.Reason)
+	}
+	return usagef("%s %v: %s", flag, ce.Value, ce.Reason)
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestCheckMode(t *testing.T) {
-	for _, m := range []string{Auto, Bar, Log} {
+	for _, m := range []string{ModeAuto, ModeBar, ModeLog} {
 		if err := CheckMode(m); err != nil {
 			t.Errorf("CheckMode(%q) = %v", m, err)
 		}
@@ -22,13 +22,13 @@ func TestCheckMode(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	var w bytes.Buffer
-	if New(&w, Auto, 5, "x") != nil {
+	if New(&w, ModeAuto, 5, "x") != nil {
 		t.Error("auto on a buffer (not a terminal): want no bar")
 	}
-	if New(&w, Log, 5, "x") != nil || New(&w, Bar, 0, "x") != nil {
+	if New(&w, ModeLog, 5, "x") != nil || New(&w, ModeBar, 0, "x") != nil {
 		t.Error("log mode, or nothing to count: want no bar")
 	}
-	bar := New(&w, Bar, 2, "backfill")
+	bar := New(&w, ModeBar, 2, "backfill")
 	if bar == nil {
 		t.Fatal("bar mode: want a bar")
 	}
