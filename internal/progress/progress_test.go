@@ -5,6 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestCheckMode(t *testing.T) {
@@ -35,5 +39,40 @@ func TestNew(t *testing.T) {
 	_ = bar.Add(2)
 	if !strings.Contains(w.String(), "backfill") || !strings.Contains(w.String(), "2/2") {
 		t.Errorf("bar output %q: want its description and count", w.String())
+	}
+}
+
+// A nil *Bar (no bar wanted) does nothing and leaves the logger as it is;
+// a shown one ends its line on Finish and quiets the logger to warnings.
+func TestBarNilAndQuiet(t *testing.T) {
+	var none *Bar
+	none.Describe("x")
+	if err := none.Add(1); err != nil {
+		t.Error(err)
+	}
+	if err := none.Finish(); err != nil {
+		t.Error(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(core)
+	if none.Quiet(log) != log {
+		t.Error("no bar: Quiet changed the logger")
+	}
+
+	var w bytes.Buffer
+	bar := New(&w, ModeBar, 2, "backfill")
+	bar.Describe("2026-01-01")
+	_ = bar.Add(1)
+	if err := bar.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(w.String(), "2026-01-01") || !strings.HasSuffix(w.String(), "\n") {
+		t.Errorf("bar output %q: want the step described and a line ended", w.String())
+	}
+	q := bar.Quiet(log)
+	q.Info("routine")
+	q.Warn("warning")
+	if got := logs.All(); len(got) != 1 || got[0].Message != "warning" {
+		t.Errorf("quieted logger logged %v, want only the warning", got)
 	}
 }
