@@ -163,7 +163,11 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 // the worst date's exit code as an errBackfill (nil when all are 0).
 func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
 	sum := backfill.NewReport(res, shard, dateExit)
-	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
+	lvl := zapcore.InfoLevel
+	if sum.ExitCode != exitOK {
+		lvl = zapcore.WarnLevel
+	}
+	log.Log(lvl, "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
 	var err error
@@ -217,11 +221,4 @@ func dateExit(r backfill.DateResult) int {
 	}
 	// Failed: 1, or 2 for an input that became invalid after the check.
 	return max(exitCode(r.Err), exitError)
-}
-
-func levelFor(code int) zapcore.Level {
-	if code == exitOK {
-		return zapcore.InfoLevel
-	}
-	return zapcore.WarnLevel
 }
