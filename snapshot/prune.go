@@ -217,7 +217,8 @@ func (j *job) markDeleting() (found bool, err error) {
 }
 
 // newerComplete reports, in tx, whether a complete snapshot newer than id
-// is stored: then id is not the newest complete one. The read holds the
+// is stored (one whose id is a date, as SelectPrune counts them): then id
+// is not the newest complete one. The read holds the
 // roots it returns, so a prune of that newer one cannot mark it before
 // this transaction commits.
 func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, error) {
@@ -235,7 +236,7 @@ func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, erro
 		if err != nil {
 			return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
 		}
-		if readRoot(doc).complete() {
+		if model.ValidDate(doc.Ref.ID) && readRoot(doc).complete() {
 			return true, nil
 		}
 	}
@@ -362,6 +363,13 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 		if admitted && err == nil {
 			j.shed.committed(time.Since(t0), epoch)
 		}
+		fields := []zap.Field{zap.Int("documents", len(chunk)), zap.Int("retryAttempts", retries),
+			zap.Int64("durationMs", time.Since(t0).Milliseconds())}
+		if err != nil {
+			j.log.Warn("delete chunk failed", append(fields, zap.Error(err))...)
+		} else {
+			j.log.Info("delete chunk committed", fields...)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		res.Chunks++
@@ -459,8 +467,8 @@ type PrunePlan struct {
 	// Before, and every one a stopped prune left StateDeleting whatever its
 	// date (nothing of it is readable any more), but never NewestComplete.
 	Delete []Summary `json:"delete"`
-	// NewestComplete is the newest complete snapshot, kept whatever the
-	// cutoff ("" when there is none).
+	// NewestComplete is the newest complete snapshot whose id is a date,
+	// kept whatever the cutoff ("" when there is none).
 	NewestComplete string `json:"newestComplete,omitempty"`
 }
 
@@ -470,7 +478,7 @@ type PrunePlan struct {
 func SelectPrune(list []Summary, before string) PrunePlan {
 	p := PrunePlan{Before: before, Delete: []Summary{}}
 	for _, s := range list {
-		if s.State == StateComplete && (p.NewestComplete == "" || s.SnapshotID > p.NewestComplete) {
+		if s.State == StateComplete && model.ValidDate(s.SnapshotID) && s.SnapshotID > p.NewestComplete {
 			p.NewestComplete = s.SnapshotID
 		}
 	}
