@@ -184,14 +184,28 @@ func TestPruneStoppedAfterMarkIsFinishedByARerun(t *testing.T) {
 		// Readers: snapwriter's Get-latest and the application's
 		// newest-successful query skip it; the application's view of it
 		// lists no district as stored.
-		md := asMap(e.rootData("2026-11-19")[fieldMetadata])
+		rootDoc, err := e.clean.Collection(DefaultCollection).Doc("2026-11-19").Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := asMap(rootDoc.Data()[fieldMetadata])
 		if md[fieldStatus] != statusFailed || md[fieldWriteComplete] != false || len(stringsOf(md[fieldSuccessfulDistricts])) != 0 {
 			t.Errorf("marked root: status %v writeComplete %v successful %v", md[fieldStatus], md[fieldWriteComplete], md[fieldSuccessfulDistricts])
 		}
-		for _, en := range asMap(e.rootData("2026-11-19")[fieldManifest])[fieldDistricts].([]any) {
+		entries, _ := asMap(rootDoc.Data()[fieldManifest])[fieldDistricts].([]any)
+		if !e.paged && len(entries) != 20 {
+			t.Errorf("inline manifest of the marked root has %d entries, want 20", len(entries))
+		}
+		for _, en := range entries {
 			if asMap(en)[fieldStatus] != entryFailed {
 				t.Fatalf("manifest entry %v not failed on a marked root", en)
 			}
+		}
+		// snapwriter's own Get returns no district of it (paged too).
+		if back, err := r.Get(ctx, "2026-11-19"); err != nil {
+			t.Errorf("Get of a snapshot being deleted: %v", err)
+		} else if n := len(back.Payload.Districts); n != 0 {
+			t.Errorf("Get of a snapshot being deleted returns %d districts, want none", n)
 		}
 		// Latest (status success, complete) must not be 2026-11-19 even
 		// once 2026-11-20 is gone from the candidates: prune that too.
