@@ -245,11 +245,11 @@ func (a *app) pruneFinish(rep pruneReport, asJSON bool) error {
 // write prints the report as text: the cutoff, then a table of the
 // selected dates.
 func (r pruneReport) write(w io.Writer) error {
-	verb := "deleting"
 	if r.DryRun {
-		verb = "dry run: would delete"
+		fmt.Fprintf(w, "dry run: would delete %d snapshot(s) dated before %s", len(r.Snapshots), r.Before)
+	} else {
+		fmt.Fprintf(w, "prune: %d snapshot(s) dated before %s selected", len(r.Snapshots), r.Before)
 	}
-	fmt.Fprintf(w, "%s %d snapshot(s) dated before %s", verb, len(r.Snapshots), r.Before)
 	if r.NewestComplete != "" {
 		fmt.Fprintf(w, "; keeping %s, the newest complete snapshot", r.NewestComplete)
 	}
