@@ -63,7 +63,7 @@ func TestSIGKILLMidPrune(t *testing.T) {
 			t.Errorf("list shows %s as %q, want deleting", day, e.State)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	succ, err := s.client.Collection("snapshots").Where("metadata.status", "==", "success").Documents(ctx).GetAll()
 	if err != nil {
@@ -80,6 +80,11 @@ func TestSIGKILLMidPrune(t *testing.T) {
 	if s.exited(r, 0) {
 		s.recovered(r.endedAt().Sub(killedAt))
 	}
+	// A delete chunk the kill cut off after its fence read leaves that
+	// transaction open on the server until Firestore expires it (60 s):
+	// the rerun's mark, which writes the fence document, waits it out
+	// (--contention-wait), as a rerun write does.
+	s.logWarnings(r)
 	root := s.client.Collection("snapshots").Doc(day)
 	if _, err := root.Get(ctx); err == nil {
 		t.Errorf("the root of %s is still there", day)
