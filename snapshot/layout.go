@@ -23,15 +23,21 @@ const notWrittenYet = "not written yet"
 const (
 	statusPartial = "partial"
 	statusSuccess = "success"
+	// statusFailed is what a prune marks a root with before it deletes
+	// anything (see Writer.Prune): the application's readers skip it.
+	statusFailed = "failed"
 )
 
 // metadata.writeState, ours: whether a writer is at work ("writing": in
 // progress, or interrupted when no live lock holds the key) or has
-// recorded its outcome. legacyStatusWriting is the metadata.status earlier
+// recorded its outcome, or a prune is deleting the snapshot ("deleting":
+// in progress, or interrupted: a rerun of the prune finishes it).
+// legacyStatusWriting is the metadata.status earlier
 // snapwriter versions left on such a root (with "pending" entries).
 const (
 	stateWriting        = "writing"
 	stateFinished       = "finished"
+	stateDeleting       = "deleting"
 	legacyStatusWriting = "writing"
 )
 
@@ -185,7 +191,7 @@ type rootMetadata struct {
 
 	// The writer's own: what it is doing, under which fence, and what it
 	// was given.
-	WriteState           string   `firestore:"writeState"`           // stateWriting or stateFinished
+	WriteState           string   `firestore:"writeState"`           // stateWriting, stateFinished or stateDeleting
 	WriteComplete        *bool    `firestore:"writeComplete"`        // nil: a root of the application's that lacks it
 	WriteFailedDistricts []string `firestore:"writeFailedDistricts"` // payload districts not stored
 	writerStamp

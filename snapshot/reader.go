@@ -51,6 +51,10 @@ const (
 	// it records a lock key this Reader's scope does not give (another
 	// snapwriter version), so whether a writer is alive cannot be told.
 	StateUnknown State = "unknown"
+	// StateDeleting: a prune marked the root (writeState "deleting",
+	// status "failed") and is deleting the snapshot, or was stopped
+	// midway; Writer.Prune, run again, finishes it. Readers skip it.
+	StateDeleting State = "deleting"
 )
 
 // Reader reads snapshots back in the input format.
@@ -119,13 +123,13 @@ func (e *LockCheckError) Unwrap() error { return e.Err }
 // Summary describes one stored snapshot for listings.
 type Summary struct {
 	SnapshotID string `json:"snapshotId"`
-	// State is StateComplete, StatePartial, StateWriting, StateInterrupted
-	// or StateUnknown: see WithLockBackends for how a root that says
+	// State is StateComplete, StatePartial, StateUnsuccessful,
+	// StateWriting, StateInterrupted, StateUnknown or StateDeleting: see WithLockBackends for how a root that says
 	// "writing" is told apart.
 	State  State  `json:"state"`
 	Status string `json:"status"`
-	// WriteState is the root's metadata.writeState: "writing" or
-	// "finished" (empty on roots of the application and of earlier
+	// WriteState is the root's metadata.writeState: "writing",
+	// "finished" or "deleting" (empty on roots of the application and of earlier
 	// snapwriter versions, which said "writing" in Status).
 	WriteState      string   `json:"writeState,omitempty"`
 	Districts       int      `json:"districts"`
@@ -384,6 +388,8 @@ func summaryOf(id string, root *rootDocument) Summary {
 	}
 	s.FailedDistricts = append(s.FailedDistricts, md.WriteFailedDistricts...)
 	switch {
+	case s.WriteState == stateDeleting:
+		s.State = StateDeleting
 	case s.writing():
 		s.State = StateUnknown // until settle asks the lock backend
 	case !md.writtenWhole():

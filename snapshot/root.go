@@ -22,7 +22,8 @@ import (
 func resumable(root map[string]any, in rootInput) bool {
 	md := asMap(root["metadata"])
 	str := func(k string) string { v, _ := md[k].(string); return v }
-	return currentForm(md) && !writtenWhole(md) && str("payloadHash") == in.payloadHash &&
+	// A root a prune is deleting is not resumed: its districts are going.
+	return currentForm(md) && !writtenWhole(md) && str(fieldWriteState) != stateDeleting && str("payloadHash") == in.payloadHash &&
 		str("writerLockBackend") == in.backend && str("writerLockKeyHash") == in.keyHash
 }
 

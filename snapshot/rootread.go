@@ -113,6 +113,11 @@ func (r *rootDocument) recordedWritten() map[string]bool {
 	if !md.currentForm() && md.writing() {
 		return nil
 	}
+	if md.WriteState == stateDeleting {
+		// A prune is deleting it: nothing is the snapshot's any more (the
+		// pages of a paged root are not rewritten by the mark).
+		return map[string]bool{}
+	}
 	entries := r.Manifest.Districts
 	if len(entries) == 0 {
 		return nil // no manifest to go by

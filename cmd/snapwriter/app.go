@@ -216,7 +216,7 @@ contradicts its manifest, its content hashes or the input.`,
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
 		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand(),
-		a.loadtestCommand())
+		a.loadtestCommand(), a.pruneCommand())
 	return root
 }
 

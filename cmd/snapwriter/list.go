@@ -37,6 +37,9 @@ districts and writer fence. The state is
   unknown       the root's writeState is "writing" and it was written under the
                 PostgreSQL lock, which this list was not given (--lock-backend
                 postgres --lock-dsn), or records no lock backend at all
+  deleting      a prune marked it and is deleting it, or was stopped midway:
+                the application's readers skip it; 'snapwriter prune' run
+                again finishes it
 
 Roots of snapwriter versions before writeState said "writing" in their status;
 they are read the same way.
@@ -142,6 +145,8 @@ func nextStep(s snapshot.Summary) string {
 			s.Districts-len(s.FailedDistricts), s.Districts, repair)
 	case snapshot.StateUnsuccessful:
 		return fmt.Sprintf("every district is written, but its input's status is %q: readers of the newest successful snapshot skip it; nothing to repair", s.Status)
+	case snapshot.StateDeleting:
+		return "a prune is deleting it, or was stopped midway (readers skip it); run `snapwriter prune` again (any --keep-days or --before) to finish it"
 	case snapshot.StateUnknown:
 		switch s.LockBackend {
 		case "":

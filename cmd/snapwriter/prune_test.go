@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// writeDays writes a complete snapshot of 4 districts on each date.
+func writeDays(t *testing.T, c *cli, dates ...string) {
+	t.Helper()
+	for _, d := range dates {
+		if code, _, errs := c.run(genJSON(t, d, 4), "write", "--input", "-"); code != exitOK {
+			t.Fatalf("write %s: exit %d\n%s", d, code, errs)
+		}
+	}
+}
+
+// pruneJSON runs prune --json with args and decodes its report.
+func pruneJSON(t *testing.T, c *cli, wantCode int, args ...string) pruneReport {
+	t.Helper()
+	code, out, errs := c.run("", append([]string{"prune", "--json"}, args...)...)
+	var rep pruneReport
+	if code != wantCode || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("prune %v: exit %d, want %d\n%s\n%s", args, code, wantCode, out, errs)
+	}
+	return rep
+}
+
+func outcomes(rep pruneReport) map[string]string {
+	m := map[string]string{}
+	for _, d := range rep.Snapshots {
+		m[d.SnapshotID] = d.Outcome
+	}
+	return m
+}
+
+// Bad flags: exit 2, nothing deleted, before any connection.
+func TestPruneBadFlagsExit2(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	writeDays(t, c, "2026-11-01", "2026-11-02")
+	before := c.docCount()
+	for _, args := range [][]string{
+		{"prune"},
+		{"prune", "--keep-days", "3", "--before", "2026-11-02"},
+		{"prune", "--keep-days", "-1"},
+		{"prune", "--before", "2026-02-30"},
+		{"prune", "--before", "yesterday"},
+		{"prune", "--before", "2026-11-03", "--batch-size", "0"},
+	} {
+		if code, _, errs := c.run("", args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, errs)
+		}
+	}
+	if n := c.docCount(); n != before {
+		t.Errorf("bad flags changed the store: %d documents, had %d", n, before)
+	}
+}
+
+// --dry-run reports and deletes nothing; --before then prunes all but the
+// newest complete; --keep-days keeps recent dates.
+func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	today := time.Now().UTC()
+	recent := today.AddDate(0, 0, -1).Format(time.DateOnly)
+	writeDays(t, c, "2026-01-01", "2026-01-02", "2026-01-03", recent)
+	before := c.docCount()
+
+	code, out, errs := c.run("", "prune", "--before", "2026-01-03", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "dry run: would delete 2 snapshot(s) dated before 2026-01-03") ||
+		!strings.Contains(out, "nothing was deleted (--dry-run)") || !strings.Contains(out, "would prune") {
+		t.Errorf("dry run: exit %d\n%s\n%s", code, out, errs)
+	}
+	if n := c.docCount(); n != before {
+		t.Errorf("dry run changed the store: %d documents, had %d", n, before)
+	}
+
+	rep := pruneJSON(t, c, exitOK, "--before", "2026-01-03")
+	if got := outcomes(rep); len(got) != 2 || got["2026-01-01"] != prunePruned || got["2026-01-02"] != prunePruned {
+		t.Errorf("--before outcomes %v", got)
+	}
+	states := listStates(t, c)
+	if len(states) != 2 || states["2026-01-03"] != "complete" || states[recent] != "complete" {
+		t.Errorf("list after prune: %v", states)
+	}
+
+	// --keep-days 3: 2026-01-03 goes, the recent date stays.
+	rep = pruneJSON(t, c, exitOK, "--keep-days", "3")
+	if got := outcomes(rep); len(got) != 1 || got["2026-01-03"] != prunePruned {
+		t.Errorf("--keep-days outcomes %v", got)
+	}
+	// Everything older than tomorrow: the recent date is the newest
+	// complete and stays.
+	rep = pruneJSON(t, c, exitOK, "--before", today.AddDate(0, 0, 1).Format(time.DateOnly))
+	if len(rep.Snapshots) != 0 || rep.NewestComplete != recent {
+		t.Errorf("newest complete pruned or selected: %+v", rep)
+	}
+	if states := listStates(t, c); len(states) != 1 || states[recent] != "complete" {
+		t.Errorf("list at the end: %v", states)
+	}
+	code, out, _ = c.run("", "prune", "--keep-days", "0")
+	if code != exitOK || !strings.Contains(out, "nothing to prune") {
+		t.Errorf("nothing to prune: exit %d\n%s", code, out)
+	}
+}
+
+// A date whose lock is held is skipped (exit 4, reported), the others
+// pruned; a root a prune left deleting shows in list with its hint.
+func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	writeDays(t, c, "2026-01-01", "2026-01-02", "2026-01-03")
+	locker, err := firestorelock.New(c.client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := locker.Acquire(context.Background(), c.snapKey("firestore", "2026-01-01"), time.Minute)
+	if err != nil || !held.OK {
+		t.Fatal(held, err)
+	}
+	rep := pruneJSON(t, c, exitLockHeld, "--before", "2026-01-03")
+	if got := outcomes(rep); got["2026-01-01"] != pruneLockHeld || got["2026-01-02"] != prunePruned {
+		t.Errorf("outcomes %v", got)
+	}
+	if _, err := locker.Release(context.Background(), held.LockID); err != nil {
+		t.Fatal(err)
+	}
+	// As a prune killed after its mark leaves the root.
+	if _, err := c.client().Collection("snapshots").Doc("2026-01-01").Update(context.Background(), []firestore.Update{
+		{Path: "metadata.status", Value: "failed"},
+		{Path: "metadata.writeState", Value: "deleting"},
+		{Path: "metadata.writeComplete", Value: false},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := listText(t, c)
+	if r := row(out, "2026-01-01"); !strings.Contains(r, "deleting") || !strings.Contains(out, "run `snapwriter prune` again") {
+		t.Errorf("list does not show the deleting snapshot with its next step:\n%s", out)
+	}
+	// Any cutoff finishes it.
+	rep = pruneJSON(t, c, exitOK, "--before", "2000-01-01")
+	if got := outcomes(rep); len(got) != 1 || got["2026-01-01"] != prunePruned {
+		t.Errorf("rerun outcomes %v", got)
+	}
+	if states := listStates(t, c); len(states) != 1 || states["2026-01-03"] != string(snapshot.StateComplete) {
+		t.Errorf("list at the end: %v", states)
+	}
+}

@@ -1,0 +1,502 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"go.uber.org/zap"
+	"google.golang.org/api/iterator"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/batching"
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// A prune deletes a whole snapshot as a write stores one: under the
+// snapshot's lock, its chunks fenced. It first marks the root (one
+// transaction that checks the stored fence as a write's root transaction
+// does, and writes the fence document with its own fence, so that chunks
+// of an older writer still in flight conflict and are refused): status
+// "failed", writeComplete false, writeState "deleting", every manifest
+// entry failed and no district listed as successful. From that commit on,
+// the application's readers skip the snapshot (their newest successful is
+// another) and, reading it by id, find no district the root says is
+// stored; snapwriter's Latest skips it and List says StateDeleting. Then
+// the documents below the root are deleted in chunks (districts, then
+// manifest pages, then anything else but the fence document), each a
+// transaction that checks the fence document still carries the prune's
+// fence, retried as a write's chunks are; last, one transaction that checks
+// the fence again deletes the fence document and the root. A writer that
+// takes the date over (after the prune's lease was lost, or it was killed)
+// writes the fence document in its root transaction: every later chunk of
+// the prune is refused (ErrFencedOut), and the writer's snapshot is whole.
+// A prune stopped midway leaves a root that says "deleting"; a rerun
+// finishes it.
+
+// opPrune names a prune in the logs.
+const opPrune operation = "prune"
+
+// deletingMessage is the errorMessage of every manifest entry of a root a
+// prune has marked.
+const deletingMessage = "snapshot being deleted"
+
+// ErrNewestComplete is Prune's refusal to delete the newest complete
+// snapshot: a retention policy never leaves the application without one.
+// Nothing was deleted.
+var ErrNewestComplete = errors.New("the newest complete snapshot is never pruned")
+
+// PruneResult is what Prune did to one snapshot.
+type PruneResult struct {
+	SnapshotID string `json:"snapshotId"`
+	// Fence is the prune's lock fence, which the root carried from its mark
+	// on.
+	Fence string `json:"fence,omitempty"`
+	// Found is false when there was no root to delete (already gone).
+	Found bool `json:"found"`
+	// Marked is true once the root was marked "deleting".
+	Marked bool `json:"marked"`
+	// DistrictsDeleted, PagesDeleted and OtherDeleted count the documents
+	// below the root whose deletes committed (documents already gone
+	// count too); RootDeleted says the fence document and the root went.
+	DistrictsDeleted int  `json:"districtsDeleted"`
+	PagesDeleted     int  `json:"pagesDeleted"`
+	OtherDeleted     int  `json:"otherDeleted"`
+	RootDeleted      bool `json:"rootDeleted"`
+	// Chunks is how many delete transactions ran, RetryAttempts their
+	// retries.
+	Chunks        int   `json:"chunks"`
+	RetryAttempts int   `json:"retryAttempts"`
+	LockWaitMs    int64 `json:"lockWaitMs"`
+	DurationMs    int64 `json:"durationMs"`
+}
+
+// Prune deletes snapshot id whole: under its lock, the root marked first
+// (readers skip it from then on), then the documents below it in fenced
+// chunks, then the fence document and the root. It never deletes the
+// newest complete snapshot: the mark's transaction checks that a newer
+// complete one exists when id is complete, else ErrNewestComplete. A root
+// already marked "deleting" (a prune stopped midway) is finished. No root
+// is no error (Result.Found false).
+//
+// It fails as a write does: ErrLockHeld (a writer at work: nothing done),
+// ErrFencedOut (a newer writer took the date over: its documents are
+// intact, and the prune deleted nothing of them), ErrLockBackendSwitch and
+// ErrLockKeySwitch (the stored snapshot's fence is not comparable with
+// ours: nothing done), ErrTimeout; any other error leaves the root marked
+// "deleting" if it was, and a rerun finishes it.
+func (w *Writer) Prune(ctx context.Context, id string) (*PruneResult, error) {
+	return w.prune(ctx, id, nil)
+}
+
+// prune is Prune; afterMark, when not nil, is called once the root is
+// marked, and a non-nil error from it ends the prune there (tests stop a
+// prune midway with it).
+func (w *Writer) prune(ctx context.Context, id string, afterMark func(context.Context) error) (*PruneResult, error) {
+	if !model.ValidDate(id) {
+		return nil, fmt.Errorf("snapshot %q: %w: want a real YYYY-MM-DD date", id, model.ErrInvalid)
+	}
+	start := w.cfg.now()
+	j := &job{w: w, ctx: ctx, log: w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", string(opPrune)))}
+	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
+	end, err := j.begin(id)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	j.shed.start(time.Now())
+	defer j.shed.stop()
+	j.lockWait = w.cfg.now().Sub(start)
+	j.in = rootInput{id: id, fence: j.lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start}
+	j.log = j.log.With(zap.String("fence", j.in.fence))
+	res := &PruneResult{SnapshotID: id, Fence: j.in.fence, LockWaitMs: j.lockWait.Milliseconds()}
+	err = j.pruneSteps(res, afterMark)
+	res.DurationMs = w.cfg.now().Sub(start).Milliseconds()
+	if err != nil {
+		return res, j.pruneErr(err)
+	}
+	j.log.Info("snapshot pruned", zap.Bool("found", res.Found), zap.Int("districtsDeleted", res.DistrictsDeleted),
+		zap.Int("pagesDeleted", res.PagesDeleted), zap.Int("chunks", res.Chunks), zap.Int64("durationMs", res.DurationMs))
+	return res, nil
+}
+
+// pruneSteps marks the root, deletes what is below it, then the fence
+// document and the root, filling res as it goes.
+func (j *job) pruneSteps(res *PruneResult, afterMark func(context.Context) error) error {
+	found, err := j.markDeleting()
+	if err != nil || !found {
+		return err
+	}
+	res.Found, res.Marked = true, true
+	j.log.Info("root marked deleting; readers skip the snapshot from now on")
+	if afterMark != nil {
+		if err := afterMark(j.wctx); err != nil {
+			return err
+		}
+	}
+	groups, err := j.listBelow()
+	if err != nil {
+		return err
+	}
+	counts := []*int{&res.DistrictsDeleted, &res.PagesDeleted, &res.OtherDeleted}
+	for i, names := range groups {
+		n, err := j.deleteChunks(names, res)
+		*counts[i] += n
+		if err != nil {
+			return err
+		}
+	}
+	if err := j.deleteRoot(); err != nil {
+		return err
+	}
+	res.RootDeleted = true
+	return nil
+}
+
+// pruneErr is the error a prune ends with, as Prune documents it.
+func (j *job) pruneErr(err error) error {
+	id := j.in.id
+	switch {
+	case errors.Is(err, ErrFencedOut):
+		j.log.Warn("fenced out: a newer writer has taken the snapshot over; the prune deleted nothing of its documents", zap.Error(err))
+		return &Error{Kind: FencedOut, ID: id, Err: err}
+	case errors.Is(err, ErrNewestComplete):
+		j.log.Info("kept: it is the newest complete snapshot")
+		return fmt.Errorf("snapshot %s: %w", id, err)
+	case refusedByPrior(err):
+		return withID(id, err)
+	}
+	j.log.Error("prune stopped; a root marked deleting stays so, and a rerun finishes it", zap.Error(err))
+	return withID(id, j.leaseErr(err))
+}
+
+// markDeleting marks the root as being deleted, in a transaction that
+// refuses a root of a newer writer (checkPrior) and the newest complete
+// snapshot, and that writes the fence document with the prune's fence.
+// found is false when there is no root.
+func (j *job) markDeleting() (found bool, err error) {
+	ref := j.w.root(j.in.id)
+	_, _, err = j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if status.Code(err) == codes.NotFound {
+			found = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		data := snap.Data()
+		if err := j.checkPrior(ctx, data); err != nil {
+			return retry.Permanent(err)
+		}
+		if isComplete(data) {
+			newer, err := j.w.newerComplete(tx, j.in.id)
+			if err != nil {
+				return err
+			}
+			if !newer {
+				return retry.Permanent(ErrNewestComplete)
+			}
+		}
+		if err := tx.Update(ref, j.in.deletingMark(data)); err != nil {
+			return retry.Permanent(err)
+		}
+		return j.setFence(tx, j.w.cfg.now())
+	}))
+	return found, err
+}
+
+// newerComplete reports, in tx, whether a complete snapshot newer than id
+// is stored (one whose id is a date, as SelectPrune counts them): then id
+// is not the newest complete one. The read holds the
+// roots it returns, so a prune of that newer one cannot mark it before
+// this transaction commits.
+func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, error) {
+	q := w.client.Collection(w.cfg.collection).
+		Where(fieldPath(fieldMetadata, fieldStatus), "==", statusSuccess).
+		Select(latestFields...).
+		OrderBy(firestore.DocumentID, firestore.Asc).StartAfter(id)
+	it := tx.Documents(q)
+	defer it.Stop()
+	for {
+		doc, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
+		}
+		if model.ValidDate(doc.Ref.ID) && readRoot(doc).complete() {
+			return true, nil
+		}
+	}
+}
+
+// deletingMark is the update that marks a stored root (data) as being
+// deleted by this prune: the application's status "failed", writeComplete
+// false, no district successful (every one failed, every manifest entry
+// failed), writeState "deleting", and this prune's stamp. The manifest's
+// inline entries are rewritten; pages are not (only snapwriter reads them,
+// and it reads none of a root marked deleting).
+func (in rootInput) deletingMark(data map[string]any) []firestore.Update {
+	md, mf := asMap(data[fieldMetadata]), asMap(data[fieldManifest])
+	failed := appendNew(stringsOf(md[fieldFailedDistricts]), stringsOf(md[fieldSuccessfulDistricts])...)
+	st := in.stamp()
+	meta := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldMetadata, field} }
+	man := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldManifest, field} }
+	ups := []firestore.Update{
+		{FieldPath: meta(fieldStatus), Value: statusFailed},
+		{FieldPath: meta(fieldWriteState), Value: stateDeleting},
+		{FieldPath: meta(fieldWriteComplete), Value: false},
+		{FieldPath: meta(fieldSuccessfulDistricts), Value: []string{}},
+		{FieldPath: meta(fieldFailedDistricts), Value: failed},
+		{FieldPath: meta(fieldWriterFence), Value: st.WriterFence},
+		{FieldPath: meta(fieldWriterLockBackend), Value: st.WriterLockBackend},
+		{FieldPath: meta(fieldWriterLockKeyHash), Value: st.WriterLockKeyHash},
+	}
+	if total, ok := mf[fieldTotalDistricts].(int64); ok {
+		ups = append(ups, firestore.Update{FieldPath: man(fieldSuccessfulDistricts), Value: 0},
+			firestore.Update{FieldPath: man(fieldFailedDistricts), Value: total})
+	}
+	if entries, ok := mf[fieldDistricts].([]any); ok {
+		marked := make([]any, len(entries))
+		for i, e := range entries {
+			m := map[string]any{}
+			for k, v := range asMap(e) {
+				m[k] = v
+			}
+			m[fieldStatus], m[fieldErrorMessage] = entryFailed, deletingMessage
+			marked[i] = m
+		}
+		ups = append(ups, firestore.Update{FieldPath: man(fieldDistricts), Value: marked})
+	}
+	return ups
+}
+
+// stringsOf is a stored array of strings (other elements skipped).
+func stringsOf(v any) []string {
+	list, _ := v.([]any)
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// appendNew appends to list the elements of more it does not hold yet.
+func appendNew(list []string, more ...string) []string {
+	for _, s := range more {
+		if !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// listBelow lists the documents below the root, by full name, in the
+// order a prune deletes them: the district documents, the manifest pages,
+// then the documents of any other subcollection but the fence document
+// (which goes with the root). Listed after the mark, it holds every
+// document a writer committed: a chunk of an older writer either
+// committed before the mark's fence write or is refused after it.
+func (j *job) listBelow() ([3][]string, error) {
+	var groups [3][]string
+	root := j.w.root(j.in.id)
+	fence := j.w.fenceRef(j.in.id).Path
+	colls, err := root.Collections(j.wctx).GetAll()
+	if err != nil {
+		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.id, err)
+	}
+	for _, c := range colls {
+		refs, err := c.DocumentRefs(j.wctx).GetAll()
+		if err != nil {
+			return groups, fmt.Errorf("listing %s/%s: %w", j.in.id, c.ID, err)
+		}
+		g := 2
+		switch c.ID {
+		case districtsCollection:
+			g = 0
+		case pagesCollection:
+			g = 1
+		}
+		for _, r := range refs {
+			if r.Path != fence {
+				groups[g] = append(groups[g], r.Path)
+			}
+		}
+	}
+	return groups, nil
+}
+
+// deleteChunks deletes the documents names in chunks of the writer's
+// batch size, its concurrency at once (fewer while the store answers
+// slowly, as a write's chunks), each a transaction that checks the fence.
+// n counts the documents whose chunk committed; err is the first failure,
+// a fenced-out one before any other.
+func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) {
+	chunks, err := batching.Plan(names, func(string) (int, int) { return 1, 256 },
+		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
+	if err != nil || len(chunks) == 0 {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var errs []error
+	batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, _ int, chunk []string) struct{} {
+		epoch, admitted := j.shed.enter(ctx, j.wctx)
+		if admitted {
+			defer j.shed.leave()
+		}
+		t0 := time.Now()
+		retries, err := j.deleteChunk(chunk)
+		if admitted && err == nil {
+			j.shed.committed(time.Since(t0), epoch)
+		}
+		fields := []zap.Field{zap.Int("documents", len(chunk)), zap.Int("retryAttempts", retries),
+			zap.Int64("durationMs", time.Since(t0).Milliseconds())}
+		if err != nil {
+			j.log.Warn("delete chunk failed", append(fields, zap.Error(err))...)
+		} else {
+			j.log.Info("delete chunk committed", fields...)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		res.Chunks++
+		res.RetryAttempts += retries
+		if err != nil {
+			errs = append(errs, err)
+			return struct{}{}
+		}
+		n += len(chunk)
+		return struct{}{}
+	})
+	if len(chunks) > 0 && res.Chunks < len(chunks) && j.ctx.Err() != nil {
+		errs = append(errs, fmt.Errorf("stopped before every chunk was deleted: %w", context.Cause(j.ctx)))
+	}
+	for _, e := range errs {
+		if errors.Is(e, ErrFencedOut) {
+			return n, e
+		}
+	}
+	if len(errs) > 0 {
+		return n, errs[0]
+	}
+	return n, nil
+}
+
+// deleteChunk deletes names in one chunk transaction that first checks the
+// fence document carries the prune's fence, retried as a write's chunk is.
+func (j *job) deleteChunk(names []string) (retries int, err error) {
+	for _, c := range []context.Context{j.ctx, j.wctx} {
+		if c.Err() != nil {
+			return 0, fmt.Errorf("not attempted: %w", context.Cause(c))
+		}
+	}
+	writes := make([]*pb.Write, len(names))
+	for i, name := range names {
+		writes[i] = deleteWrite(name)
+	}
+	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path, prepare: func() error { return nil },
+		decide: func(fence *pb.Document) ([]*pb.Write, error) {
+			if err := j.in.fenceProblem(fence); err != nil {
+				return nil, retry.Permanent(err)
+			}
+			return writes, nil
+		}}
+	var prev []byte // the last attempt's transaction, when it was aborted
+	st, _, err := j.retry(j.wctx, j.w.cfg.retry, func(ctx context.Context) error {
+		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		prev = nil
+		if status.Code(err) == codes.Aborted {
+			prev = tid
+		}
+		return err
+	})
+	return st.Retries, err
+}
+
+// deleteRoot deletes the fence document and the root in one transaction
+// that checks both still carry the prune's fence and the root is marked
+// deleting. A root already gone is done: a retried commit whose first
+// outcome was lost.
+func (j *job) deleteRoot() error {
+	ref, fence := j.w.root(j.in.id), j.w.fenceRef(j.in.id)
+	_, _, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(_ context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := j.requireFence(tx); err != nil {
+			return err
+		}
+		md := readRoot(snap).meta()
+		if md.WriteState != stateDeleting {
+			return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, stateDeleting))
+		}
+		if err := j.in.fenceMismatch(md.WriterFence, md.WriterLockBackend); err != nil {
+			return retry.Permanent(err)
+		}
+		if err := tx.Delete(fence); err != nil {
+			return err
+		}
+		return tx.Delete(ref)
+	}))
+	return err
+}
+
+// PrunePlan is what a retention run prunes, as SelectPrune chooses it
+// from a listing.
+type PrunePlan struct {
+	// Before is the cutoff: snapshots of earlier dates are pruned.
+	Before string `json:"before"`
+	// Delete are the snapshots to prune, oldest first: those dated before
+	// Before, and every one a stopped prune left StateDeleting whatever its
+	// date (nothing of it is readable any more), but never NewestComplete.
+	Delete []Summary `json:"delete"`
+	// NewestComplete is the newest complete snapshot whose id is a date,
+	// kept whatever the cutoff ("" when there is none).
+	NewestComplete string `json:"newestComplete,omitempty"`
+}
+
+// SelectPrune chooses from list (as Reader.List returns it) the snapshots
+// a prune of every date before the cutoff before (YYYY-MM-DD) deletes.
+// Roots whose id is not a date are left alone.
+func SelectPrune(list []Summary, before string) PrunePlan {
+	p := PrunePlan{Before: before, Delete: []Summary{}}
+	for _, s := range list {
+		if s.State == StateComplete && model.ValidDate(s.SnapshotID) && s.SnapshotID > p.NewestComplete {
+			p.NewestComplete = s.SnapshotID
+		}
+	}
+	for _, s := range list {
+		if !model.ValidDate(s.SnapshotID) || s.SnapshotID == p.NewestComplete {
+			continue
+		}
+		if s.SnapshotID < before || s.State == StateDeleting {
+			p.Delete = append(p.Delete, s)
+		}
+	}
+	slices.SortFunc(p.Delete, func(a, b Summary) int { return strings.Compare(a.SnapshotID, b.SnapshotID) })
+	return p
+}
+
+// KeepDaysCutoff is the cutoff of a retention that keeps the snapshots of
+// the last days days: dates within days of today (UTC) are kept, earlier
+// ones pruned. days 0 keeps today only.
+func KeepDaysCutoff(today time.Time, days int) string {
+	return today.UTC().AddDate(0, 0, -days).Format(time.DateOnly)
+}
