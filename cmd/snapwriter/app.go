@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
 	"github.com/snapwriter/snapwriter/internal/logging"
@@ -153,6 +154,15 @@ func exitCode(err error) int {
 	default:
 		return exitError
 	}
+}
+
+// levelFor is the level of a command's closing log line: Warn unless it
+// ends with exit 0.
+func levelFor(code int) zapcore.Level {
+	if code == exitOK {
+		return zapcore.InfoLevel
+	}
+	return zapcore.WarnLevel
 }
 
 // flagError is a usage error in the command line itself; it earns a hint

@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/internal/progress"
@@ -163,11 +162,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 // the worst date's exit code as an errBackfill (nil when all are 0).
 func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
 	sum := backfill.NewReport(res, shard, dateExit)
-	lvl := zapcore.InfoLevel
-	if sum.ExitCode != exitOK {
-		lvl = zapcore.WarnLevel
-	}
-	log.Log(lvl, "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
+	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
 	var err error
