@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/retention"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -27,37 +25,6 @@ type pruneFlags struct {
 
 // pruneSkips are the write flags prune leaves out: it records no progress.
 var pruneSkips = map[string]bool{"record-interval": true}
-
-// Outcomes of one date of a prune, as its report says them.
-const (
-	pruneWould    = "would prune"
-	prunePruned   = "pruned"
-	pruneGone     = "already gone"
-	pruneLockHeld = "lock held"
-	pruneFenced   = "fenced out"
-	pruneKept     = "kept"
-	pruneFailed   = "failed"
-	pruneNotRun   = "not started"
-)
-
-// pruneReport is what prune prints: the plan, and per date what came of it.
-type pruneReport struct {
-	Before         string      `json:"before"`
-	DryRun         bool        `json:"dryRun"`
-	NewestComplete string      `json:"newestComplete,omitempty"`
-	Snapshots      []pruneDate `json:"snapshots"`
-	ExitCode       int         `json:"exitCode"`
-}
-
-// pruneDate is one selected date of a prune's report.
-type pruneDate struct {
-	SnapshotID string                `json:"snapshotId"`
-	State      snapshot.State        `json:"state"`
-	Districts  int                   `json:"districts"`
-	Outcome    string                `json:"outcome"`
-	Error      string                `json:"error,omitempty"`
-	Result     *snapshot.PruneResult `json:"result,omitempty"`
-}
 
 func (a *app) pruneCommand() *cobra.Command {
 	var f writeFlags
@@ -152,138 +119,49 @@ func (a *app) prune(ctx context.Context, f writeFlags, p pruneFlags) error {
 	if err != nil {
 		return a.firestoreWait(err)
 	}
-	plan := snapshot.SelectPrune(list, before)
-	rep := pruneReport{Before: plan.Before, DryRun: p.dryRun, NewestComplete: plan.NewestComplete, Snapshots: []pruneDate{}}
-	for _, s := range plan.Delete {
-		rep.Snapshots = append(rep.Snapshots, pruneDate{SnapshotID: s.SnapshotID, State: s.State, Districts: s.Districts, Outcome: pruneWould})
-	}
-	if !p.dryRun && len(plan.Delete) > 0 {
+	rep := retention.NewReport(snapshot.SelectPrune(list, before), p.dryRun)
+	if !p.dryRun && len(rep.Snapshots) > 0 {
 		w, closeWriter, err := a.newWriter(ctx, client, f)
 		if err != nil {
 			return err
 		}
 		defer closeWriter()
-		a.pruneDates(ctx, w, rep.Snapshots)
+		rep.Run(ctx, w, func(err error) string { return withHint(err).Error() })
 	}
 	return a.pruneFinish(rep, p.asJSON)
 }
 
-// pruneDates prunes each date of ds in turn, oldest first, recording its
-// outcome; once ctx ends, no further date starts.
-func (a *app) pruneDates(ctx context.Context, w *snapshot.Writer, ds []pruneDate) {
-	for i := range ds {
-		d := &ds[i]
-		if ctx.Err() != nil {
-			d.Outcome, d.Error = pruneNotRun, context.Cause(ctx).Error()
-			continue
-		}
-		res, err := w.Prune(ctx, d.SnapshotID)
-		d.Result = res
-		switch {
-		case err == nil && res != nil && !res.Found:
-			d.Outcome = pruneGone
-		case err == nil:
-			d.Outcome = prunePruned
-		case errors.Is(err, snapshot.ErrNewestComplete):
-			d.Outcome = pruneKept
-		case errors.Is(err, snapshot.ErrLockHeld):
-			d.Outcome = pruneLockHeld
-		case errors.Is(err, snapshot.ErrFencedOut):
-			d.Outcome = pruneFenced
-		default:
-			d.Outcome = pruneFailed
-		}
-		if err != nil {
-			d.Error = withHint(err).Error()
-		}
-	}
-}
-
-// pruneExit is the exit code of one date's outcome: 1 over 5 over 4 over 0
-// across dates (pruneFinish).
-func pruneExit(outcome string) int {
-	switch outcome {
-	case pruneFailed, pruneNotRun:
+// pruneExit is the exit code of a prune whose worst date ended in o: 1
+// over 5 over 4 over 0 (retention.Outcome.Severity).
+func pruneExit(o retention.Outcome) int {
+	switch o {
+	case retention.Failed, retention.NotStarted:
 		return exitError
-	case pruneFenced:
+	case retention.FencedOut:
 		return exitFenced
-	case pruneLockHeld:
+	case retention.LockHeld:
 		return exitLockHeld
 	}
 	return exitOK
 }
 
-// pruneRank orders exit codes by how bad they are for the report's code.
-var pruneRank = map[int]int{exitOK: 0, exitLockHeld: 1, exitFenced: 2, exitError: 3}
-
-// pruneFinish logs and prints the report and returns the worst date's
-// exit code as a codedError (nil when it is 0).
-func (a *app) pruneFinish(rep pruneReport, asJSON bool) error {
-	counts := map[string]int{}
-	for _, d := range rep.Snapshots {
-		counts[d.Outcome]++
-		if c := pruneExit(d.Outcome); pruneRank[c] > pruneRank[rep.ExitCode] {
-			rep.ExitCode = c
-		}
-	}
+// pruneFinish logs and prints the report and returns its exit code as a
+// codedError (nil when it is 0).
+func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
+	rep.ExitCode = pruneExit(rep.Worst())
+	n := rep.Count()
 	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.String("before", rep.Before), zap.Bool("dryRun", rep.DryRun),
-		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", counts[prunePruned]+counts[pruneGone]), zap.Int("exitCode", rep.ExitCode))
+		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[retention.Pruned]+n[retention.Gone]), zap.Int("exitCode", rep.ExitCode))
 	var err error
 	if asJSON {
 		err = printJSON(a.stdout, rep)
 	} else {
-		err = rep.write(a.stdout)
+		err = rep.WriteText(a.stdout)
 	}
 	if err != nil || rep.ExitCode == exitOK {
 		return err
 	}
 	return codedError{code: rep.ExitCode, err: fmt.Errorf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
-		len(rep.Snapshots)-counts[prunePruned]-counts[pruneGone]-counts[pruneKept], len(rep.Snapshots),
-		counts[pruneLockHeld], counts[pruneFenced], counts[pruneFailed]+counts[pruneNotRun])}
-}
-
-// write prints the report as text: the cutoff, then a table of the
-// selected dates.
-func (r pruneReport) write(w io.Writer) error {
-	if r.DryRun {
-		fmt.Fprintf(w, "dry run: would delete %d snapshot(s) dated before %s", len(r.Snapshots), r.Before)
-	} else {
-		fmt.Fprintf(w, "prune: %d snapshot(s) dated before %s selected", len(r.Snapshots), r.Before)
-	}
-	if r.NewestComplete != "" {
-		fmt.Fprintf(w, "; keeping %s, the newest complete snapshot", r.NewestComplete)
-	}
-	fmt.Fprintln(w)
-	if len(r.Snapshots) == 0 {
-		_, err := fmt.Fprintln(w, "nothing to prune")
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATE\tSTATE\tDISTRICTS\tOUTCOME\tDOCUMENTS DELETED")
-	for _, d := range r.Snapshots {
-		docs := "-"
-		if res := d.Result; res != nil && res.Found {
-			n := res.DistrictsDeleted + res.PagesDeleted + res.OtherDeleted
-			if res.RootDeleted {
-				n += 2 // the fence document and the root
-			}
-			docs = fmt.Sprint(n)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.SnapshotID, d.State, d.Districts, d.Outcome, docs)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, d := range r.Snapshots {
-		if d.Error != "" {
-			if _, err := fmt.Fprintf(w, "  %s %s: %s\n", d.SnapshotID, d.Outcome, d.Error); err != nil {
-				return err
-			}
-		}
-	}
-	if r.DryRun {
-		_, err := fmt.Fprintln(w, "nothing was deleted (--dry-run)")
-		return err
-	}
-	return nil
+		len(rep.Snapshots)-n[retention.Pruned]-n[retention.Gone]-n[retention.Kept], len(rep.Snapshots),
+		n[retention.LockHeld], n[retention.FencedOut], n[retention.Failed]+n[retention.NotStarted])}
 }

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/retention"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -24,18 +25,18 @@ func writeDays(t *testing.T, c *cli, dates ...string) {
 }
 
 // pruneJSON runs prune --json with args and decodes its report.
-func pruneJSON(t *testing.T, c *cli, wantCode int, args ...string) pruneReport {
+func pruneJSON(t *testing.T, c *cli, wantCode int, args ...string) retention.Report {
 	t.Helper()
 	code, out, errs := c.run("", append([]string{"prune", "--json"}, args...)...)
-	var rep pruneReport
+	var rep retention.Report
 	if code != wantCode || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("prune %v: exit %d, want %d\n%s\n%s", args, code, wantCode, out, errs)
 	}
 	return rep
 }
 
-func outcomes(rep pruneReport) map[string]string {
-	m := map[string]string{}
+func outcomes(rep retention.Report) map[string]retention.Outcome {
+	m := map[string]retention.Outcome{}
 	for _, d := range rep.Snapshots {
 		m[d.SnapshotID] = d.Outcome
 	}
@@ -85,7 +86,7 @@ func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
 	}
 
 	rep := pruneJSON(t, c, exitOK, "--before", "2026-01-03")
-	if got := outcomes(rep); len(got) != 2 || got["2026-01-01"] != prunePruned || got["2026-01-02"] != prunePruned {
+	if got := outcomes(rep); len(got) != 2 || got["2026-01-01"] != retention.Pruned || got["2026-01-02"] != retention.Pruned {
 		t.Errorf("--before outcomes %v", got)
 	}
 	states := listStates(t, c)
@@ -95,7 +96,7 @@ func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
 
 	// --keep-days 3: 2026-01-03 goes, the recent date stays.
 	rep = pruneJSON(t, c, exitOK, "--keep-days", "3")
-	if got := outcomes(rep); len(got) != 1 || got["2026-01-03"] != prunePruned {
+	if got := outcomes(rep); len(got) != 1 || got["2026-01-03"] != retention.Pruned {
 		t.Errorf("--keep-days outcomes %v", got)
 	}
 	// Everything older than tomorrow: the recent date is the newest
@@ -128,7 +129,7 @@ func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
 		t.Fatal(held, err)
 	}
 	rep := pruneJSON(t, c, exitLockHeld, "--before", "2026-01-03")
-	if got := outcomes(rep); got["2026-01-01"] != pruneLockHeld || got["2026-01-02"] != prunePruned {
+	if got := outcomes(rep); got["2026-01-01"] != retention.LockHeld || got["2026-01-02"] != retention.Pruned {
 		t.Errorf("outcomes %v", got)
 	}
 	if _, err := locker.Release(context.Background(), held.LockID); err != nil {
@@ -148,7 +149,7 @@ func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
 	}
 	// Any cutoff finishes it.
 	rep = pruneJSON(t, c, exitOK, "--before", "2000-01-01")
-	if got := outcomes(rep); len(got) != 1 || got["2026-01-01"] != prunePruned {
+	if got := outcomes(rep); len(got) != 1 || got["2026-01-01"] != retention.Pruned {
 		t.Errorf("rerun outcomes %v", got)
 	}
 	if states := listStates(t, c); len(states) != 1 || states["2026-01-03"] != string(snapshot.StateComplete) {

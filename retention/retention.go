@@ -1,0 +1,189 @@
+// Package retention deletes old snapshots: given the dates a cutoff
+// selects (snapshot.SelectPrune, which never selects the newest complete
+// snapshot), it prunes them one at a time with a snapshot.Writer, oldest
+// first, and reports how each went. The CLI's `prune` prints the Report.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// Outcome is how one selected date went.
+type Outcome string
+
+// Outcomes of a date, as the report says them.
+const (
+	WouldPrune Outcome = "would prune" // a dry run: nothing was done
+	Pruned     Outcome = "pruned"
+	Gone       Outcome = "already gone" // nothing was stored when its turn came
+	LockHeld   Outcome = "lock held"    // a writer holds it: skipped
+	FencedOut  Outcome = "fenced out"   // a writer took it over: left to it
+	Kept       Outcome = "kept"         // it became the newest complete snapshot
+	Failed     Outcome = "failed"
+	NotStarted Outcome = "not started" // the run was stopped before its turn
+)
+
+// Severity orders outcomes for a run's overall one: 0 for those that need
+// nothing more, then LockHeld, FencedOut, and Failed or NotStarted.
+func (o Outcome) Severity() int {
+	switch o {
+	case LockHeld:
+		return 1
+	case FencedOut:
+		return 2
+	case Failed, NotStarted:
+		return 3
+	}
+	return 0
+}
+
+// Done reports whether the date needs nothing more: pruned, gone, or
+// kept as the newest complete snapshot.
+func (o Outcome) Done() bool { return o == Pruned || o == Gone || o == Kept }
+
+// Date is one selected date of a Report.
+type Date struct {
+	SnapshotID string                `json:"snapshotId"`
+	State      snapshot.State        `json:"state"`
+	Districts  int                   `json:"districts"`
+	Outcome    Outcome               `json:"outcome"`
+	Error      string                `json:"error,omitempty"`
+	Result     *snapshot.PruneResult `json:"result,omitempty"`
+}
+
+// Report is a prune's plan and, once Run, what came of each date. Its
+// JSON form is the CLI's `prune --json` output.
+type Report struct {
+	Before         string `json:"before"`
+	DryRun         bool   `json:"dryRun"`
+	NewestComplete string `json:"newestComplete,omitempty"`
+	Snapshots      []Date `json:"snapshots"`
+	// ExitCode is the caller's code for the worst outcome (see Worst).
+	ExitCode int `json:"exitCode"`
+}
+
+// NewReport is the report of plan before anything is pruned: every date
+// WouldPrune.
+func NewReport(plan snapshot.PrunePlan, dryRun bool) *Report {
+	r := &Report{Before: plan.Before, DryRun: dryRun, NewestComplete: plan.NewestComplete, Snapshots: []Date{}}
+	for _, s := range plan.Delete {
+		r.Snapshots = append(r.Snapshots, Date{SnapshotID: s.SnapshotID, State: s.State, Districts: s.Districts, Outcome: WouldPrune})
+	}
+	return r
+}
+
+// Pruner prunes one snapshot; *snapshot.Writer is one.
+type Pruner interface {
+	Prune(ctx context.Context, id string) (*snapshot.PruneResult, error)
+}
+
+// Run prunes the report's dates in turn, oldest first, recording each
+// outcome; describe words a date's error for the report (nil: its
+// Error()). Once ctx ends, no further date starts.
+func (r *Report) Run(ctx context.Context, p Pruner, describe func(error) string) {
+	if describe == nil {
+		describe = func(err error) string { return err.Error() }
+	}
+	for i := range r.Snapshots {
+		d := &r.Snapshots[i]
+		if ctx.Err() != nil {
+			d.Outcome, d.Error = NotStarted, context.Cause(ctx).Error()
+			continue
+		}
+		res, err := p.Prune(ctx, d.SnapshotID)
+		d.Result, d.Outcome = res, outcome(res, err)
+		if err != nil {
+			d.Error = describe(err)
+		}
+	}
+}
+
+// outcome is the Outcome of a Prune that returned res and err.
+func outcome(res *snapshot.PruneResult, err error) Outcome {
+	switch {
+	case err == nil && res != nil && !res.Found:
+		return Gone
+	case err == nil:
+		return Pruned
+	case errors.Is(err, snapshot.ErrNewestComplete):
+		return Kept
+	case errors.Is(err, snapshot.ErrLockHeld):
+		return LockHeld
+	case errors.Is(err, snapshot.ErrFencedOut):
+		return FencedOut
+	}
+	return Failed
+}
+
+// Worst is the outcome of the highest Severity, Pruned when there are no
+// dates or none is worse.
+func (r *Report) Worst() Outcome {
+	worst := Pruned
+	for _, d := range r.Snapshots {
+		if d.Outcome.Severity() > worst.Severity() {
+			worst = d.Outcome
+		}
+	}
+	return worst
+}
+
+// Count is how many dates ended in each outcome.
+func (r *Report) Count() map[Outcome]int {
+	n := map[Outcome]int{}
+	for _, d := range r.Snapshots {
+		n[d.Outcome]++
+	}
+	return n
+}
+
+// WriteText writes the report as text: the cutoff, a table of the
+// selected dates, then each date's error.
+func (r *Report) WriteText(w io.Writer) error {
+	if r.DryRun {
+		fmt.Fprintf(w, "dry run: would delete %d snapshot(s) dated before %s", len(r.Snapshots), r.Before)
+	} else {
+		fmt.Fprintf(w, "prune: %d snapshot(s) dated before %s selected", len(r.Snapshots), r.Before)
+	}
+	if r.NewestComplete != "" {
+		fmt.Fprintf(w, "; keeping %s, the newest complete snapshot", r.NewestComplete)
+	}
+	fmt.Fprintln(w)
+	if len(r.Snapshots) == 0 {
+		_, err := fmt.Fprintln(w, "nothing to prune")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATE\tSTATE\tDISTRICTS\tOUTCOME\tDOCUMENTS DELETED")
+	for _, d := range r.Snapshots {
+		docs := "-"
+		if res := d.Result; res != nil && res.Found {
+			n := res.DistrictsDeleted + res.PagesDeleted + res.OtherDeleted
+			if res.RootDeleted {
+				n += 2 // the fence document and the root
+			}
+			docs = fmt.Sprint(n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", d.SnapshotID, d.State, d.Districts, d.Outcome, docs)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, d := range r.Snapshots {
+		if d.Error != "" {
+			if _, err := fmt.Fprintf(w, "  %s %s: %s\n", d.SnapshotID, d.Outcome, d.Error); err != nil {
+				return err
+			}
+		}
+	}
+	if r.DryRun {
+		_, err := fmt.Fprintln(w, "nothing was deleted (--dry-run)")
+		return err
+	}
+	return nil
+}
