@@ -128,7 +128,8 @@ func outcomeOf(results []BatchResult) districtOutcome {
 // once started it runs under its wctx, which outlives ctx by the grace
 // period. Its documents are encoded once, and every attempt commits the
 // same messages: every write is a set or a delete, so an attempt that
-// repeats one applied before (its outcome lost) changes nothing.
+// repeats one applied before (its outcome lost) changes nothing. ctx is
+// wctx in the chunk's span (tracedChunk), which its RPCs run under.
 func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
@@ -164,8 +165,8 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		}
 		return writes, nil
 	}
-	var prev []byte                                                                  // the last attempt's transaction, when it was aborted
-	st, unsure, err := j.retry(ctx, j.w.cfg.retry, func(ctx context.Context) error { // ctx: wctx, in the chunk's span
+	var prev []byte // the last attempt's transaction, when it was aborted
+	st, unsure, err := j.retry(ctx, j.w.cfg.retry, func(ctx context.Context) error {
 		if prev != nil {
 			r.AbortedRetries++ // this attempt retries an aborted one
 		}
