@@ -13,6 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	rpccode "google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -269,10 +270,10 @@ func errorType(err error) string {
 	case errors.Is(err, context.Canceled):
 		return "Canceled"
 	case errors.Is(err, context.DeadlineExceeded):
-		return codes.DeadlineExceeded.String()
+		return codeName(codes.DeadlineExceeded)
 	}
 	if s, ok := status.FromError(err); ok && s.Code() != codes.OK && s.Code() != codes.Unknown {
-		return s.Code().String()
+		return codeName(s.Code())
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
 }
@@ -282,13 +283,17 @@ func errorType(err error) string {
 // the span in ctx.
 func (t *telemetry) retried(ctx context.Context, err error, wait time.Duration) {
 	code := status.Code(err)
-	t.retries.Add(ctx, 1, metric.WithAttributes(semconv.RPCResponseStatusCode(code.String())))
+	t.retries.Add(ctx, 1, metric.WithAttributes(semconv.RPCResponseStatusCode(codeName(code))))
 	if code == codes.Aborted {
 		t.contention.Add(ctx, 1)
 	}
 	trace.SpanFromContext(ctx).AddEvent("retry", trace.WithAttributes(
-		semconv.RPCResponseStatusCode(code.String()), attribute.Float64("snapwriter.retry.wait", wait.Seconds())))
+		semconv.RPCResponseStatusCode(codeName(code)), attribute.Float64("snapwriter.retry.wait", wait.Seconds())))
 }
+
+// codeName is a gRPC code as rpc.response.status_code spells it: the
+// canonical name, "UNAVAILABLE".
+func codeName(c codes.Code) string { return rpccode.Code(c).String() }
 
 // acquired ends the span of a lock acquisition that took wait and ended
 // with err, and records the wait.
