@@ -114,6 +114,9 @@ func TestBinaryExportsTelemetry(t *testing.T) {
 		t.Fatalf("%d write spans received, want 1", len(writes))
 	}
 	w := writes[0]
+	if spanAttr(w, "snapwriter.outcome") != "complete" || spanAttr(w, "snapwriter.snapshot.id") != day {
+		t.Errorf("write span attributes %v", w.GetAttributes())
+	}
 	if n := len(col.named("snapwriter.chunk")); n != 3 {
 		t.Errorf("%d chunk spans received, want 3", n)
 	}
