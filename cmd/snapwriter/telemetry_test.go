@@ -169,3 +169,38 @@ func TestBinaryBadTelemetryConfig(t *testing.T) {
 		t.Errorf("written: %v", roots)
 	}
 }
+
+// A run ended by SIGTERM still exports its trace before it exits: the
+// write's span, partial, with the kind its exit code 3 comes from.
+func TestBinaryFlushesTelemetryOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	col := newOTLPCollector(t)
+	file := writeFile(t, day+".json", genJSON(t, day, 1000))
+	cmd := exec.Command(binary(t), "write", "--input", file, "--concurrency", "1")
+	cmd.Env = binaryEnv(c.project, otelEnv(col.URL)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
+	for sc.Scan() && !strings.Contains(sc.Text(), `"message":"batch committed"`) {
+	}
+	if code := sigterm(t, cmd, stderr, &logs); code != exitPartial {
+		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
+	}
+	writes := col.named("snapwriter.write")
+	if len(writes) != 1 {
+		t.Fatalf("%d write spans received, want 1\n%s", len(writes), logs.String())
+	}
+	if w := writes[0]; spanAttr(w, "error.type") != "Partial" || spanAttr(w, "snapwriter.outcome") != "partial" {
+		t.Errorf("write span attributes %v", w.GetAttributes())
+	}
+	if len(col.named("snapwriter.lock.release")) != 1 {
+		t.Error("the lock's release was not exported")
+	}
+}
