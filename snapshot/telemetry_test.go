@@ -226,7 +226,8 @@ func TestTraceOfCompleteWrite(t *testing.T) {
 // A partial write: the chunk refused for good is an error span
 // (PERMISSION_DENIED), the chunk that met contention once retried it
 // (its span notes the retry; the metrics count it by code), and the
-// write's span ends in error with the kind its exit code comes from.
+// write's span ends in error with the kind its exit code comes from. The
+// repair that completes it is traced as a repair.
 func TestTraceOfPartialWrite(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -277,6 +278,23 @@ func TestTraceOfPartialWrite(t *testing.T) {
 	}
 	if got := o.sum(t, MetricChunkDuration, attrChunkOutcome.String(chunkFailed)); got != 1 {
 		t.Errorf("failed chunk durations = %d, want 1", got)
+	}
+
+	// Its repair is a span of its own: the takeover, then the one chunk
+	// that was missing.
+	e.f.setRule(nil)
+	r := newObserved()
+	if _, err := e.writer(r.options()...).Repair(context.Background(), day, snap); err != nil {
+		t.Fatalf("Repair: %v", err)
+	}
+	run, kids = r.run(t, SpanRepair)
+	checkSteps(t, e, run, kids, 1)
+	if attr(run, attrOutcome) != "complete" || attr(run, attrOperation) != "repair" ||
+		attr(named(kids, SpanRoot)[0], attrTakeover) != "true" {
+		t.Errorf("repair span %v, root %v", run.Attributes, named(kids, SpanRoot)[0].Attributes)
+	}
+	if got := r.sum(t, MetricDistrictsWritten); got != 50 {
+		t.Errorf("repair: %s = %d, want 50", MetricDistrictsWritten, got)
 	}
 }
 
