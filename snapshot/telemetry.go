@@ -39,7 +39,7 @@ const instrumentationName = "github.com/snapwriter/snapwriter/snapshot"
 
 // The spans' names.
 const (
-	SpanWrite       = "snapwriter.write"        // a Write, from its lock's acquisition to its release
+	SpanWrite       = "snapwriter.write"        // a Write: validation, lock, root, chunks, finish, release
 	SpanRepair      = "snapwriter.repair"       // a Repair, likewise
 	SpanLockAcquire = "snapwriter.lock.acquire" // taking the lock, its wait included
 	SpanRoot        = "snapwriter.root"         // the root transaction (a repair's takeover)
@@ -159,7 +159,7 @@ func newTelemetry(o otelOptions, project string) (*telemetry, error) {
 		metric.WithDescription("Time taken to acquire a snapshot's lock, its wait for another writer included."))
 	add(err)
 	t.writeDuration, err = m.Float64Histogram(MetricWriteDuration, metric.WithUnit("s"), secondsBuckets,
-		metric.WithDescription("Duration of a write or repair, from the lock's acquisition to its release."))
+		metric.WithDescription("Duration of a write or repair, its input's validation and its lock's acquisition and release included."))
 	add(err)
 	t.writes, err = m.Int64Counter(MetricWrites, metric.WithUnit("{write}"),
 		metric.WithDescription("Writes and repairs, by outcome and error.type (the snapshot.Kind of their error)."))

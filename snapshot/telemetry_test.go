@@ -397,6 +397,26 @@ func TestPrintWriteTrace(t *testing.T) {
 	if !strings.Contains(b.String(), "cloud.google.com/go/firestore.Client.RunTransaction") {
 		t.Error("the Firestore client's spans do not nest under the write's")
 	}
+	// Nor do the client's own spans carry the lock key: not in an
+	// attribute, an event or a status.
+	key := e.lockKey(day)
+	for _, sp := range o.spans.GetSpans() {
+		texts := []string{sp.Name, sp.Status.Description}
+		for _, a := range sp.Attributes {
+			texts = append(texts, a.Value.String())
+		}
+		for _, ev := range sp.Events {
+			texts = append(texts, ev.Name)
+			for _, a := range ev.Attributes {
+				texts = append(texts, a.Value.String())
+			}
+		}
+		for _, x := range texts {
+			if strings.Contains(x, key) {
+				t.Errorf("span %s carries the lock key: %q", sp.Name, x)
+			}
+		}
+	}
 }
 
 // runAll is the write span, and every span.
