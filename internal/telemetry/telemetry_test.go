@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	nooptrace "go.opentelemetry.io/otel/trace/noop"
 	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -100,7 +101,10 @@ func cleanEnv(t *testing.T, env map[string]string) {
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	t.Cleanup(func() { otel.SetTracerProvider(nooptrace.NewTracerProvider()) })
+	t.Cleanup(func() {
+		otel.SetTracerProvider(nooptrace.NewTracerProvider())
+		otel.SetMeterProvider(noopmetric.NewMeterProvider())
+	})
 }
 
 // emit makes a span with a child and a counter's point through the global
