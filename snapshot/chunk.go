@@ -86,7 +86,7 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 			}
 		}
 		t0 := time.Now()
-		r := j.writeChunk(first+i, chunk)
+		r := j.tracedChunk(first+i, chunk)
 		if admitted && r.Success {
 			j.shed.committed(time.Since(t0), epoch)
 		}
@@ -128,8 +128,9 @@ func outcomeOf(results []BatchResult) districtOutcome {
 // once started it runs under its wctx, which outlives ctx by the grace
 // period. Its documents are encoded once, and every attempt commits the
 // same messages: every write is a set or a delete, so an attempt that
-// repeats one applied before (its outcome lost) changes nothing.
-func (j *job) writeChunk(index int, chunk []op) BatchResult {
+// repeats one applied before (its outcome lost) changes nothing. ctx is
+// wctx in the chunk's span (tracedChunk), which its RPCs run under.
+func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult {
 	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
 	for _, o := range chunk {
 		if o.district != nil {
@@ -165,7 +166,7 @@ func (j *job) writeChunk(index int, chunk []op) BatchResult {
 		return writes, nil
 	}
 	var prev []byte // the last attempt's transaction, when it was aborted
-	st, unsure, err := j.retry(j.wctx, j.w.cfg.retry, func(ctx context.Context) error {
+	st, unsure, err := j.retry(ctx, j.w.cfg.retry, func(ctx context.Context) error {
 		if prev != nil {
 			r.AbortedRetries++ // this attempt retries an aborted one
 		}

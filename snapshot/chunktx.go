@@ -11,6 +11,7 @@ import (
 	vkit "cloud.google.com/go/firestore/apiv1"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"github.com/googleapis/gax-go/v2"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -58,9 +59,12 @@ func DialAPI(ctx context.Context, emulatorHost string, opts ...option.ClientOpti
 	if emulatorHost == "" {
 		return vkit.NewClient(ctx, opts...)
 	}
+	// With OpenTelemetry's gRPC instrumentation, as the transport the
+	// Firestore client dials the emulator (and Firestore) with has.
 	conn, err := grpc.NewClient(emulatorHost,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(emulatorOwner{}))
+		grpc.WithPerRPCCredentials(emulatorOwner{}),
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	if err != nil {
 		return nil, fmt.Errorf("dialing the emulator at %s: %w", emulatorHost, err)
 	}

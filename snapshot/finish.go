@@ -95,6 +95,7 @@ func (j *job) finish(out districtOutcome) error {
 	j.log.Info("recording the manifest")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), j.w.finishTimeout())
 	defer cancel()
+	ctx, span := j.w.tel.start(ctx, SpanFinish)
 	var done Result
 	// The finish retries transient failures until its own deadline, not
 	// --max-retries: a manifest not recorded leaves the snapshot "in
@@ -103,13 +104,14 @@ func (j *job) finish(out districtOutcome) error {
 	// more attempts fit.
 	p := j.w.cfg.retry
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
-	_, _, err := j.retry(ctx, p, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+	st, _, err := j.retry(ctx, p, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
 		r, err := j.recordOutcome(tx, out)
 		if err == nil {
 			done = r
 		}
 		return err
 	}))
+	endStep(span, st, err)
 	if err != nil {
 		return err
 	}

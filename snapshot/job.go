@@ -69,13 +69,15 @@ const (
 // run is the common part of Write and Repair: validate snap before any
 // I/O, take the snapshot's lock, build the documents, do op under the
 // lock (see begin for the job's ctx and wctx) and release the lock after.
-func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (*Result, error) {
+func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (res *Result, err error) {
+	ctx, traced := w.tel.startRun(ctx, op, id)
+	defer func() { traced(res, err) }()
 	data, err := model.Prepare(snap, id)
 	if err != nil {
 		return nil, err
 	}
 	start := w.cfg.now()
-	j := &job{w: w, ctx: ctx, log: w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
 	end, err := j.begin(id)
 	if err != nil {
@@ -115,6 +117,7 @@ func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Contex
 		unsure = unsure || errors.As(err, new(*unknownOutcome))
 		return err
 	}, retry.WithNotify(func(err error, wait time.Duration) {
+		j.w.tel.retried(ctx, err, wait)
 		if status.Code(err) == codes.Aborted && j.contended.CompareAndSwap(false, true) {
 			j.log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
 				zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))

@@ -31,8 +31,10 @@ func (j *job) begin(id string) (end func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
+	actx, span := w.tel.start(actx, SpanLockAcquire, lockAttrs(w.lockName, key)...)
 	lease, err := locking.Acquire(actx, w.locker, key,
 		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(j.shed.renewed))
+	w.tel.acquired(actx, span, time.Since(t0), lease, err)
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
@@ -56,7 +58,10 @@ func (j *job) begin(id string) (end func(), err error) {
 		// Detached from ctx: a cancelled write must still hand the lock back.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer rcancel()
-		if err := lease.Release(rctx); err != nil && !errors.Is(err, locking.ErrLeaseLost) {
+		rctx, span := w.tel.start(rctx, SpanLockRelease)
+		err := lease.Release(rctx)
+		endSpan(span, err)
+		if err != nil && !errors.Is(err, locking.ErrLeaseLost) {
 			log.Warn("releasing snapshot lock failed; it expires with its TTL", zap.Error(err))
 		}
 	}, nil

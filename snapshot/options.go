@@ -62,6 +62,7 @@ type config struct {
 	// inline; pageSize: entries per manifest page beyond it (see paginate).
 	pageThreshold int
 	pageSize      int
+	otel          otelOptions // WithTracerProvider, WithMeterProvider
 }
 
 // defaultConfig is a Writer's configuration before its options.

@@ -54,9 +54,11 @@ type recorder struct {
 // period ends, recording stops, and the finish records all.
 func (j *job) startRecorder() *recorder {
 	commit := func(ctx context.Context, st rootState, pages []int) error {
+		ctx, span := j.w.tel.start(ctx, SpanRecord, attrDistricts.Int(len(st.entries)), attrPages.Int(len(pages)))
 		err := j.w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			return j.recordTxn(tx, st, pages)
 		})
+		endSpan(span, err)
 		if err == nil {
 			j.rootCommits.Add(1)
 		}

@@ -116,7 +116,8 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	// learns of the input outlives the transaction's retries.
 	inData := newInputData(in.snap, in.dataHashes, in.repairing)
 	t0 := time.Now()
-	st, _, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+	sctx, span := j.w.tel.start(j.wctx, SpanRoot, attrTakeover.Bool(true))
+	st, _, err := j.retry(sctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
 		doc, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
 			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
@@ -158,6 +159,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		return j.setRoot(tx, root, newPages, storedPages)
 	}))
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
+	endStep(span, st, err)
 	switch {
 	case errors.Is(err, errSkip):
 		return takeover{}, err

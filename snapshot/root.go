@@ -92,7 +92,8 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	}
 	ref := j.w.root(in.id)
 	t0 := time.Now()
-	st, unsure, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+	sctx, span := j.w.tel.start(j.wctx, SpanRoot)
+	st, unsure, err := j.retry(sctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if err != nil && status.Code(err) != codes.NotFound {
 			return err
@@ -115,6 +116,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		return j.setRoot(tx, doc, pages, stored)
 	}))
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
+	endStep(span, st, err)
 	if err != nil {
 		r.Err, r.unsure = err, unsure
 		if errors.Is(err, errSkip) || errors.Is(err, errResume) {

@@ -49,6 +49,7 @@ type Writer struct {
 	cfg      config
 	lockName string
 	scope    LockScope // names the snapshots' lock keys (LockScope.LockKey)
+	tel      *telemetry
 }
 
 // NewWriter returns a Writer that guards each snapshot with locker, under
@@ -76,6 +77,9 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	w := &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope, api: cfg.api}
+	if w.tel, err = newTelemetry(cfg.otel, scope.Project); err != nil {
+		return nil, err
+	}
 	if w.api == nil {
 		if w.api, err = DialAPI(context.Background(), os.Getenv(emulatorHostEnv)); err != nil {
 			return nil, fmt.Errorf("snapshot: opening the Firestore API client: %w", err)

@@ -10,14 +10,38 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/snapwriter/snapwriter/internal/buildinfo"
+	"github.com/snapwriter/snapwriter/internal/telemetry"
 )
+
+// telemetryFlush bounds the export of the last spans and metrics at exit:
+// inside Cloud Run's 10 s between SIGTERM and SIGKILL, after the write's
+// grace period.
+const telemetryFlush = 3 * time.Second
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// OpenTelemetry, when OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER
+	// asks for it (docs/observability.md); a configuration it cannot
+	// follow is a usage error, reported before anything is done.
+	tel, err := telemetry.Setup(ctx, buildinfo.Version())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "snapwriter: %v\n", err)
+		os.Exit(exitUsage)
+	}
 	code := newApp(os.Stdin, os.Stdout, os.Stderr, os.LookupEnv).run(ctx, os.Args[1:])
 	stop()
+	// On every exit, a failing or signalled run's too: its spans say why.
+	fctx, cancel := context.WithTimeout(context.Background(), telemetryFlush)
+	if err := tel.Shutdown(fctx); err != nil {
+		fmt.Fprintf(os.Stderr, "snapwriter: exporting telemetry: %v\n", err)
+	}
+	cancel()
 	os.Exit(code)
 }
