@@ -10,11 +10,12 @@ import "sync/atomic"
 // stops short by the districts not written. Stale district documents a
 // write deletes are not counted.
 //
-// Add is called from a goroutine of the write's own, never from a chunk's,
-// and never from two at once: the chunks only count, so that a slow Add
-// (a terminal that does not keep up) delays the display, not a commit.
-// Counts that pile up meanwhile come in one Add. Every Add of a write has
-// returned before its Write or Repair does. Add's error is ignored.
+// Add is called from a goroutine of the write's own, never from a chunk's:
+// the chunks only count, so that a slow Add (a terminal that does not keep
+// up) delays the display, not a commit. Counts that pile up meanwhile come
+// in one Add. One write's Adds come one at a time, and all of them have
+// returned before its Write or Repair does; writes run at once on one
+// Writer call Add at once. Add's error is ignored.
 type Progress interface {
 	Add(n int) error
 }

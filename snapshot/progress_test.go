@@ -174,12 +174,20 @@ func TestSlowProgressDoesNotStallChunks(t *testing.T) {
 		done <- err
 	}()
 	<-c.entered
-	deadline := time.Now().Add(time.Minute)
-	for len(e.stored(day)) < 132 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 132 districts stored while the Progress is stuck", len(e.stored(day)))
+	districts := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts")
+	stored := func() int {
+		docs, err := districts.Select().Documents(context.Background()).GetAll()
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return len(docs)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for n := stored(); n < 132; n = stored() {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 132 districts stored while the Progress is stuck", n)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	select {
 	case err := <-done:

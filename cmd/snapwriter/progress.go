@@ -1,6 +1,10 @@
 package main
 
 import (
+	"io"
+	"os"
+	"sync"
+
 	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/internal/progress"
@@ -36,4 +40,25 @@ func (a *app) districtBar(mode, desc string, n int) ([]snapshot.Option, func()) 
 	}
 	opts := []snapshot.Option{snapshot.WithProgress(bar), snapshot.WithLogger(bar.Quiet(a.log))}
 	return opts, func() { _ = bar.Stop() }
+}
+
+// syncStderr is stderr made safe for the logger and a bar's goroutine to
+// write at once: an *os.File is (and stays one, so that a bar can tell a
+// terminal); anything else, such as a test's buffer, gets a lock.
+func syncStderr(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
