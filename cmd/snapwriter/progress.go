@@ -38,6 +38,10 @@ func (a *app) districtBar(mode, desc string, n int) ([]snapshot.Option, func()) 
 		// No WithProgress(bar): a nil *Bar would be a Progress all the same.
 		return nil, func() {}
 	}
+	// Drawn at once, at 0 while the lock is taken and the root written:
+	// the clock of its rate and time left starts with the write, not with
+	// the first chunk.
+	bar.Start()
 	opts := []snapshot.Option{snapshot.WithProgress(bar), snapshot.WithLogger(bar.Quiet(a.log))}
 	return opts, func() { _ = bar.Stop() }
 }
