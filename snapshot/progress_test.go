@@ -202,3 +202,21 @@ func TestSlowProgressDoesNotStallChunks(t *testing.T) {
 		t.Errorf("Progress got %d, want 132", n)
 	}
 }
+
+// BenchmarkProgressAdd is what counting a committed chunk costs it, from
+// many chunks at once, with a Progress that is slow to draw.
+func BenchmarkProgressAdd(b *testing.B) {
+	f := startProgress(progressFunc(func(int) { time.Sleep(time.Millisecond) }))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			f.add(50)
+		}
+	})
+	f.stop()
+}
+
+// progressFunc is a func as a Progress (tests).
+type progressFunc func(n int)
+
+func (p progressFunc) Add(n int) error { p(n); return nil }
