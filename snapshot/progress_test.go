@@ -15,6 +15,9 @@ type counter struct {
 	busy  bool
 	n     int
 	calls int
+	first int // the first Add's n
+	// started: an Add has begun
+	started bool
 	// block, if set, is waited on in every Add.
 	block chan struct{}
 	// entered is closed at the first Add, when set.
@@ -27,8 +30,11 @@ func (c *counter) Add(n int) error {
 		c.t.Error("two Adds at once")
 	}
 	c.busy = true
-	if c.entered != nil && c.calls == 0 {
-		close(c.entered)
+	if c.calls == 0 && !c.started {
+		c.started, c.first = true, n
+		if c.entered != nil {
+			close(c.entered)
+		}
 	}
 	c.mu.Unlock()
 	if c.block != nil {
@@ -149,6 +155,11 @@ func TestProgressCounts(t *testing.T) {
 		if n, _ := c.total(); n != 132 || rep.DistrictsWritten != 5 || rep.DistrictsKept != 127 {
 			t.Errorf("repair: Progress got %d (written %d, kept %d); want 132", n, rep.DistrictsWritten, rep.DistrictsKept)
 		}
+		// The kept districts are counted as soon as they are known, before
+		// the chunk, not only when the repair ends.
+		if c.first < 127 || c.first == 132 {
+			t.Errorf("repair: first Add(%d), want the 127 kept districts before the last chunk's", c.first)
+		}
 
 		// A complete snapshot left alone counts as done.
 		c = &counter{t: t}
@@ -174,6 +185,9 @@ func TestSlowProgressDoesNotStallChunks(t *testing.T) {
 		done <- err
 	}()
 	<-c.entered
+	if c.first >= 132 {
+		t.Errorf("first Add(%d): want a chunk's count, not the whole write's at its end", c.first)
+	}
 	districts := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts")
 	stored := func() int {
 		docs, err := districts.Select().Documents(context.Background()).GetAll()
