@@ -92,6 +92,7 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 		}
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
+			j.progress.add(len(r.DistrictIDs))
 		}
 		logBatch(log, r)
 		return r

@@ -56,6 +56,8 @@ type job struct {
 	superseded atomic.Bool
 	// rootCommits counts the commits of this write that wrote the root.
 	rootCommits atomic.Int32
+	// progress passes the districts stored on to the writer's Progress.
+	progress *progressFeed
 }
 
 // operation is what a job does under the lock.
@@ -79,6 +81,10 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 	start := w.cfg.now()
 	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
+	// Deferred before the lock's release, so run after it: a Progress
+	// that is slow with its last count never holds the lock.
+	j.progress = startProgress(w.cfg.progress)
+	defer j.progress.stop()
 	end, err := j.begin(id)
 	if err != nil {
 		return nil, err
@@ -97,6 +103,7 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 	} else {
 		err = j.write()
 	}
+	j.progress.settle(j.progressDone())
 	return j.res, err
 }
 

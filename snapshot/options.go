@@ -53,6 +53,7 @@ type config struct {
 	// instead of refusing it.
 	rewriteChanged bool
 	log            *zap.Logger
+	progress       Progress // told the districts stored (WithProgress); nil: no one
 	allowSwitch    bool
 	api            *vkit.Client
 	inlineBegin    bool

@@ -79,6 +79,7 @@ func (j *job) complete(resume bool) error {
 		return err
 	}
 	j.res.DistrictsKept = len(t.kept)
+	j.progress.add(len(t.kept)) // stored already: done, as far as a bar goes
 	j.log.Info("writing the districts not stored", zap.Int("districts", len(t.todo)), zap.Int("districtsKept", len(t.kept)))
 	j.in.kept = t.kept
 	return j.writeDistricts(j.in.ops(t.todo))

@@ -80,7 +80,7 @@ type globalFlags struct {
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
-	a := &app{stdin: stdin, stdout: stdout, stderr: stderr, lookupEnv: lookupEnv, log: zap.NewNop()}
+	a := &app{stdin: stdin, stdout: stdout, stderr: syncStderr(stderr), lookupEnv: lookupEnv, log: zap.NewNop()}
 	a.newClient = a.openFirestore
 	a.newAPIClient = a.openAPI
 	return a

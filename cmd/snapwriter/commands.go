@@ -143,7 +143,7 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 
 func (a *app) writeCommand() *cobra.Command {
 	var f writeFlags
-	var input, date string
+	var input, date, progressMode string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "write --input F|- [--date D]",
@@ -159,7 +159,10 @@ agree with it otherwise. Input is validated before anything is written.
 
 On SIGTERM or SIGINT no new chunk starts; chunks in flight get --grace-period to
 finish, the manifest records what was and was not written, the lock is released,
-and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
+and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.
+
+On a terminal a progress bar counts the districts stored (rate, time left), and
+the per-chunk log lines are left out while it shows; --progress log keeps them.`,
 		Example: `  snapwriter write --input snap.json
   snapwriter generate --date 2026-11-20 | snapwriter write --input - --json
   SNAPWRITER_CONCURRENCY=16 snapwriter write --input ./snapshots/2026-11-20/`,
@@ -171,13 +174,17 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 			if date != "" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, op: (*snapshot.Writer).Write})
+			if err := checkProgress(progressMode); err != nil {
+				return err
+			}
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Write})
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate, which it must equal when the input has one")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	registerProgress(fl, &progressMode)
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input")
@@ -185,10 +192,12 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 }
 
 // writeRequest is what write or repair asks of writeOp: the input's path
-// and --date, the output form, the Writer's method and options of its own.
+// and --date, the output form, the --progress mode, the Writer's method
+// and options of its own.
 type writeRequest struct {
 	input, date string
 	asJSON      bool
+	progress    string
 	op          func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
 	extra       []snapshot.Option
 }
@@ -209,12 +218,15 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 		return err
 	}
 	defer client.Close()
-	w, closeLocker, err := a.newWriter(ctx, client, f, r.extra...)
+	barOpts, endBar := a.districtBar(r.progress, cmd.Name()+" "+id, len(snap.Payload.Districts))
+	w, closeLocker, err := a.newWriter(ctx, client, f, append(r.extra, barOpts...)...)
 	if err != nil {
+		endBar()
 		return err
 	}
 	defer closeLocker()
 	res, werr := r.op(w, ctx, id, snap)
+	endBar()
 	if res != nil {
 		if err := a.printResult(res, werr, r.asJSON); err != nil {
 			return err

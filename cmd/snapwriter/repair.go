@@ -9,7 +9,7 @@ import (
 
 func (a *app) repairCommand() *cobra.Command {
 	var f writeFlags
-	var input, date string
+	var input, date, progressMode string
 	var asJSON, rewrite bool
 	cmd := &cobra.Command{
 		Use:   "repair --date D --input F|-",
@@ -27,7 +27,8 @@ Anything else is refused with exit 2 before a write, naming the first difference
 write the snapshot instead (it replaces it under the lock), or pass
 --rewrite-changed to re-write what differs too. A repaired snapshot never mixes two
 exports. A snapshot that is complete and intact is left alone (exit 0). Exit codes
-are those of 'write'.`,
+are those of 'write'. --progress is write's: on a terminal a bar counts the
+districts stored, those kept as they are included.`,
 		Example: `  snapwriter repair --date 2026-11-20 --input snapshots/2026-11-20.json
   snapwriter list --json | jq -r '.[] | select(.state == "partial") | .snapshotId' |
     while read d; do snapwriter repair --date "$d" --input "snapshots/$d.json"; done`,
@@ -39,7 +40,10 @@ are those of 'write'.`,
 			if !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, op: (*snapshot.Writer).Repair,
+			if err := checkProgress(progressMode); err != nil {
+				return err
+			}
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Repair,
 				extra: []snapshot.Option{snapshot.WithRewriteChanged(rewrite)}})
 		},
 	}
@@ -47,6 +51,7 @@ are those of 'write'.`,
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
 	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, or "-" (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	registerProgress(fl, &progressMode)
 	fl.BoolVar(&rewrite, "rewrite-changed", false, "re-write the districts (or the whole snapshot, if its metadata or rankings differ) whose stored data differs from --input, instead of refusing")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)

@@ -41,10 +41,24 @@ type Bar struct {
 	w   io.Writer
 }
 
+// Option adds to what a bar shows.
+type Option func(*progressbar.ProgressBar)
+
+// Rate shows how many steps a second the bar advances, as "120 unit/s"
+// (or /min, /hr when slower), beside its count and its elapsed and
+// remaining time.
+func Rate(unit string) Option {
+	return func(p *progressbar.ProgressBar) {
+		progressbar.OptionShowIts()(p)
+		progressbar.OptionSetItsString(unit)(p)
+	}
+}
+
 // New returns a bar of n steps named desc on w when mode asks for one, or
 // when mode is ModeAuto and w is a terminal; nil means no bar (ModeLog, or
-// nothing to count).
-func New(w io.Writer, mode string, n int, desc string) *Bar {
+// nothing to count). It shows the count and the elapsed and remaining
+// time, and what opts add.
+func New(w io.Writer, mode string, n int, desc string, opts ...Option) *Bar {
 	if mode == ModeLog || n == 0 {
 		return nil
 	}
@@ -54,14 +68,27 @@ func New(w io.Writer, mode string, n int, desc string) *Bar {
 			return nil
 		}
 	}
-	return &Bar{w: w, bar: progressbar.NewOptions(n,
+	bar := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionSetWidth(30),
-	)}
+	}
+	for _, o := range opts {
+		bar = append(bar, progressbar.Option(o))
+	}
+	return &Bar{w: w, bar: progressbar.NewOptions(n, bar...)}
+}
+
+// Start draws the bar at once, at what it has counted, and starts the
+// clock its rate and time left are measured by (else the first Add
+// does: a rate over no time at all).
+func (b *Bar) Start() {
+	if b != nil {
+		_ = b.bar.RenderBlank()
+	}
 }
 
 // Describe names the step under way.
@@ -86,6 +113,17 @@ func (b *Bar) Finish() error {
 		return nil
 	}
 	err := b.bar.Finish()
+	_, werr := fmt.Fprintln(b.w)
+	return errors.Join(err, werr)
+}
+
+// Stop leaves the bar where it stands — short of its total when not every
+// step was done — and ends its line, as Finish does.
+func (b *Bar) Stop() error {
+	if b == nil {
+		return nil
+	}
+	err := b.bar.Exit()
 	_, werr := fmt.Fprintln(b.w)
 	return errors.Join(err, werr)
 }

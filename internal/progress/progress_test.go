@@ -76,3 +76,33 @@ func TestBarNilAndQuiet(t *testing.T) {
 		t.Errorf("quieted logger logged %v, want only the warning", got)
 	}
 }
+
+// Rate adds the rate; Start draws the bar at 0 at once; Stop leaves it
+// short of its total and ends its line.
+func TestRateStartStop(t *testing.T) {
+	var w bytes.Buffer
+	bar := New(&w, ModeBar, 10, "write 2026-11-20", Rate("districts"))
+	bar.Start()
+	if !strings.Contains(w.String(), "(0/10") {
+		t.Errorf("after Start %q: want the bar at 0", w.String())
+	}
+	_ = bar.Add(4)
+	if err := bar.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_ = bar.Add(1) // after Stop: not drawn
+	out := w.String()
+	for _, want := range []string{"write 2026-11-20", "(4/10", "districts/"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bar output %q: want %q", out, want)
+		}
+	}
+	if strings.Contains(out, "5/10") || strings.Contains(out, "10/10") || !strings.HasSuffix(out, "\n") {
+		t.Errorf("bar output %q: want it stopped at 4/10 and its line ended", out)
+	}
+	var none *Bar
+	none.Start()
+	if err := none.Stop(); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/snapwriter/snapwriter/internal/progress"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// registerProgress adds write's and repair's --progress (backfill has its
+// own, a bar of dates).
+func registerProgress(fl *pflag.FlagSet, mode *string) {
+	fl.StringVar(mode, "progress", progress.ModeAuto, "progress display: auto (a bar of the districts on a terminal), bar, or log")
+}
+
+// checkProgress refuses a --progress that is not auto, bar or log, as
+// backfill does.
+func checkProgress(mode string) error {
+	if progress.CheckMode(mode) != nil {
+		return usagef("--progress %q: want auto, bar or log", mode)
+	}
+	return nil
+}
+
+// districtBar starts the bar, named desc, of a write or repair of n
+// districts when mode asks for one (progress.New): it returns the
+// writer options that feed it — and quiet the writer's logger to
+// warnings, since per-chunk lines would tear the bar apart — and the func
+// that ends it, leaving it where the write stopped. Without a bar both
+// are no-ops.
+func (a *app) districtBar(mode, desc string, n int) ([]snapshot.Option, func()) {
+	bar := progress.New(a.stderr, mode, n, desc, progress.Rate("districts"))
+	if bar == nil {
+		// No WithProgress(bar): a nil *Bar would be a Progress all the same.
+		return nil, func() {}
+	}
+	// Drawn at once, at 0 while the lock is taken and the root written:
+	// the clock of its rate and time left starts with the write, not with
+	// the first chunk.
+	bar.Start()
+	opts := []snapshot.Option{snapshot.WithProgress(bar), snapshot.WithLogger(bar.Quiet(a.log))}
+	return opts, func() { _ = bar.Stop() }
+}
+
+// syncStderr is stderr made safe for the logger and a bar's goroutine to
+// write at once: an *os.File is (and stays one, so that a bar can tell a
+// terminal); anything else, such as a test's buffer, gets a lock.
+func syncStderr(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
