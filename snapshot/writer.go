@@ -59,6 +59,24 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	if client == nil || locker == nil {
 		return nil, errors.New("snapshot: a Firestore client and a lock backend are required")
 	}
+	w, err := configure(client, locker.Capabilities().Backend, opts)
+	if err != nil {
+		return nil, err
+	}
+	w.locker, w.api = locker, w.cfg.api
+	if w.api == nil {
+		if w.api, err = DialAPI(context.Background(), os.Getenv(emulatorHostEnv)); err != nil {
+			return nil, fmt.Errorf("snapshot: opening the Firestore API client: %w", err)
+		}
+		w.ownAPI = true
+	}
+	return w, nil
+}
+
+// configure is the Writer of client and opts for the lock backend named
+// lockName, without its lock backend and API client: what NewWriter and
+// NewPlanner share.
+func configure(client *firestore.Client, lockName string, opts []Option) (*Writer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
@@ -67,7 +85,6 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		return nil, err
 	}
 	cfg.retry.ContentionWait = cfg.contention
-	lockName := locker.Capabilities().Backend
 	scope, err := ScopeOf(client, cfg.collection)
 	if err == nil {
 		err = scope.validate(lockName)
@@ -75,14 +92,7 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	w := &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope, api: cfg.api}
-	if w.api == nil {
-		if w.api, err = DialAPI(context.Background(), os.Getenv(emulatorHostEnv)); err != nil {
-			return nil, fmt.Errorf("snapshot: opening the Firestore API client: %w", err)
-		}
-		w.ownAPI = true
-	}
-	return w, nil
+	return &Writer{client: client, cfg: cfg, lockName: lockName, scope: scope}, nil
 }
 
 // Close closes the Firestore API client NewWriter opened (none when one

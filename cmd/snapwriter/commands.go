@@ -144,9 +144,9 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 func (a *app) writeCommand() *cobra.Command {
 	var f writeFlags
 	var input, date string
-	var asJSON bool
+	var asJSON, dryRun bool
 	cmd := &cobra.Command{
-		Use:   "write --input F|- [--date D]",
+		Use:   "write --input F|- [--date D] [--dry-run]",
 		Short: "Write one snapshot and print the result",
 		Long: `Write one snapshot: take the snapshot's fenced lock, write the root document,
 commit the districts in chunks of --batch-size with --concurrency chunks in flight,
@@ -171,13 +171,15 @@ and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.`,
 			if date != "" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
-			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, op: (*snapshot.Writer).Write})
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, op: (*snapshot.Writer).Write,
+				dryRun: dryRun, plan: (*snapshot.Planner).Plan})
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate, which it must equal when the input has one")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage)
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input")
@@ -191,6 +193,9 @@ type writeRequest struct {
 	asJSON      bool
 	op          func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
 	extra       []snapshot.Option
+	// dryRun: print what op would do (plan) instead (dryrun.go).
+	dryRun bool
+	plan   func(p *snapshot.Planner, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Plan, error)
 }
 
 // writeOp is the body of write and repair: load and validate the input
@@ -209,6 +214,9 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 		return err
 	}
 	defer client.Close()
+	if r.dryRun {
+		return a.dryRun(ctx, client, f, r, id, snap)
+	}
 	w, closeLocker, err := a.newWriter(ctx, client, f, r.extra...)
 	if err != nil {
 		return err
