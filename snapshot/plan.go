@@ -340,11 +340,29 @@ func storedState(id string, root *rootDocument) State {
 	return s.State
 }
 
+// maxTextIDs bounds the district ids WriteText lists per reason.
+const maxTextIDs = 30
+
+// text says what action a does, for WriteText.
+func (a PlanAction) text() string {
+	switch a {
+	case PlanWrite:
+		return "the whole snapshot would be written"
+	case PlanResume:
+		return "the unfinished write of this input would be completed"
+	case PlanRepair:
+		return "the districts below would be written again"
+	case PlanSkip:
+		return "nothing would be written"
+	}
+	return string(a)
+}
+
 // WriteText prints pl for a terminal: a summary, then the districts a
 // repair writes again and why.
 func (pl *Plan) WriteText(out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "snapshot %s: %s %s (dry run: nothing written, no lock taken)\n", pl.SnapshotID, pl.Op, pl.Action)
+	fmt.Fprintf(tw, "dry run of %s %s (nothing written, no lock taken): %s\n", pl.Op, pl.SnapshotID, pl.Action.text())
 	fmt.Fprintf(tw, "  why:\t%s\n", pl.Why)
 	fmt.Fprintf(tw, "  stored now:\t%s\n", pl.Stored)
 	fmt.Fprintf(tw, "  districts:\t%d in the input; %d to write, %d kept as stored, %d stale documents to delete\n",
@@ -377,7 +395,13 @@ func (pl *Plan) WriteText(out io.Writer) error {
 	slices.Sort(reasons)
 	fmt.Fprintf(out, "  districts written again (%d):\n", len(pl.Rewrite))
 	for _, r := range reasons {
-		if _, err := fmt.Fprintf(out, "    %s: %s\n", r, strings.Join(byReason[RewriteReason(r)], " ")); err != nil {
+		ids := byReason[RewriteReason(r)]
+		more := ""
+		if len(ids) > maxTextIDs {
+			// --json lists them all.
+			ids, more = ids[:maxTextIDs], fmt.Sprintf(" … and %d more", len(ids)-maxTextIDs)
+		}
+		if _, err := fmt.Fprintf(out, "    %s (%d): %s%s\n", r, len(byReason[RewriteReason(r)]), strings.Join(ids, " "), more); err != nil {
 			return err
 		}
 	}

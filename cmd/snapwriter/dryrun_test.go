@@ -84,7 +84,7 @@ func TestWriteDryRun(t *testing.T) {
 		t.Fatalf("the dry run left %d documents", n)
 	}
 	text := c.dryRun(in, "write", "--input", "-", "--dry-run", "--batch-size", "100")
-	for _, want := range []string{"dry run: nothing written, no lock taken", "132 in the input", "chunks:", "2 of at most 100",
+	for _, want := range []string{"dry run of write 2026-11-20 (nothing written, no lock taken): the whole snapshot would be written", "132 in the input", "chunks:", "2 of at most 100",
 		"manifest:", "inline", "root document:", "1048576-byte limit", p.Lock.Key, p.Lock.KeyHash} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q:\n%s", want, text)
@@ -113,7 +113,7 @@ func TestWriteDryRun(t *testing.T) {
 		t.Errorf("the write recorded key hash %v, the plan said %s", md["writerLockKeyHash"], p.Lock.KeyHash)
 	}
 	// PostgreSQL's key names the project; no lock database is opened.
-	p = decodePlan(t, c.dryRun(in, "write", "--input", "-", "--dry-run", "--json", "--lock-backend", "postgres", "--lock-dsn", "postgres://nobody@127.0.0.1:1/none"))
+	p = decodePlan(t, c.dryRun(in, "write", "--input", "-", "--dry-run", "--json", "--lock-backend", "postgres", "--lock-dsn", "postgres://nobody@127.0.0.1:1/none", "--allow-lock-backend-switch"))
 	if p.Lock.Backend != "postgres" || p.Lock.Key != c.snapKey("postgres", day) {
 		t.Errorf("postgres plan lock = %+v", p.Lock)
 	}
@@ -150,7 +150,7 @@ func TestRepairDryRun(t *testing.T) {
 		t.Fatalf("plan = %+v", p)
 	}
 	text := c.dryRun("", "repair", "--date", day, "--input", file, "--dry-run", "--rewrite-changed")
-	for _, want := range []string{"districts written again", "missing: 55", "changed: 41", "failed: "} {
+	for _, want := range []string{"districts written again (12)", "missing (1): 55", "changed (1): 41", "failed (10): "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("text output lacks %q:\n%s", want, text)
 		}
