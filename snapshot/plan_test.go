@@ -3,9 +3,11 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"cloud.google.com/go/firestore"
@@ -240,5 +242,33 @@ func TestPlanRefuses(t *testing.T) {
 	}
 	if len(e.f.commits()) != before {
 		t.Error("the plan of an invalid input committed")
+	}
+}
+
+// The text form names the manifest's pages, skips what a skip does not
+// do, and lists at most maxTextIDs districts per reason.
+func TestPlanWriteText(t *testing.T) {
+	t.Parallel()
+	pl := &Plan{SnapshotID: day, Op: "repair", Action: PlanRepair, Why: "w", Stored: "partial", Districts: 40, DistrictsToWrite: 40,
+		BatchSize: 50, Chunks: 1, Manifest: PlanManifest{Form: ManifestPages, Pages: 3, PageSize: 1000}, RootBytes: 524288,
+		RootLimitBytes: 1 << 20, Lock: PlanLock{Backend: "firestore", Key: "k", KeyHash: "h"}}
+	for i := range 40 {
+		pl.Rewrite = append(pl.Rewrite, PlannedDistrict{DistrictID: fmt.Sprint(i), Reason: RewriteFailed})
+	}
+	pl.Rewrite[39].Reason = RewriteAltered
+	var b strings.Builder
+	if err := pl.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"dry run of repair " + day, "pages (3 pages of up to 1000 entries)", "50.0% of the 1048576-byte limit",
+		"failed (39): 0 1 2", "… and 9 more", "altered (1): 39", "key k (key hash h)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	skip := &Plan{SnapshotID: day, Op: "write", Action: PlanSkip}
+	if err := skip.WriteText(&b); err != nil || strings.Contains(b.String(), "chunks:") || !strings.Contains(b.String(), "nothing would be written") {
+		t.Errorf("skip text (%v):\n%s", err, b.String())
 	}
 }

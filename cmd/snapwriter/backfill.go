@@ -126,7 +126,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		return err
 	}
 	if b.dryRun {
-		return a.backfillPlan(ctx, client, f, b, mine, complete, shard)
+		return a.backfillPlan(ctx, client, f, b, backfillDates{mine: mine, complete: complete, shard: shard})
 	}
 	log := a.log.With(zap.Int("taskIndex", shard.Index), zap.Int("taskCount", shard.Count))
 	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),

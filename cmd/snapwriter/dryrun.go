@@ -46,15 +46,22 @@ func (a *app) dryRun(ctx context.Context, client *firestore.Client, f writeFlags
 	return plan.WriteText(a.stdout)
 }
 
-// backfillPlan is backfill's --dry-run: the plan of each date of mine
-// (checked already), printed as a table or JSON.
-func (a *app) backfillPlan(ctx context.Context, client *firestore.Client, f writeFlags, b backfillFlags,
-	mine []backfill.Input, complete map[string]string, shard backfill.Shard) error {
+// backfillDates are the dates a backfill task writes: its inputs (listed,
+// selected and checked), those --skip-complete found complete, its shard.
+type backfillDates struct {
+	mine     []backfill.Input
+	complete map[string]string
+	shard    backfill.Shard
+}
+
+// backfillPlan is backfill's --dry-run: the plan of each date of d,
+// printed as a table or JSON.
+func (a *app) backfillPlan(ctx context.Context, client *firestore.Client, f writeFlags, b backfillFlags, d backfillDates) error {
 	p, err := a.planner(client, f, snapshot.WithSkipComplete(b.skipComplete))
 	if err != nil {
 		return err
 	}
-	rep, err := backfill.Plan(ctx, mine, complete, shard, p)
+	rep, err := backfill.Plan(ctx, d.mine, d.complete, d.shard, p)
 	if err != nil {
 		return a.firestoreWait(err)
 	}
