@@ -66,11 +66,7 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
 	}
-	for _, sid := range stale {
-		ops = append(ops, op{districtID: sid, bytes: 256})
-	}
-	chunks, err := batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
-		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
+	chunks, err := j.w.chunks(withDeletes(ops, stale))
 	if err != nil {
 		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
@@ -216,15 +212,36 @@ func (j *job) chunkWrites(chunk []op) ([]*pb.Write, error) {
 	return writes, nil
 }
 
+// withDeletes is ops and the deletes of the stale district documents
+// (stale, by district id) after them.
+func withDeletes(ops []op, stale []string) []op {
+	for _, sid := range stale {
+		ops = append(ops, op{districtID: sid, bytes: 256})
+	}
+	return ops
+}
+
+// chunks divides ops into the chunks a write commits: at most the batch
+// size of operations each, and at most maxCommitBytes of them.
+func (w *Writer) chunks(ops []op) ([][]op, error) {
+	return batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
+		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
+}
+
 // findStale lists district documents of an earlier write of this
 // snapshot that the new snapshot no longer has.
 func (j *job) findStale() ([]string, error) {
-	snap := j.in.snap
+	return j.w.staleDistricts(j.wctx, j.in.id, j.in.snap)
+}
+
+// staleDistricts lists, sorted, the ids of the district documents stored
+// under snapshot id that snap does not have: those a write of snap deletes.
+func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
 	keep := make(map[string]bool, len(snap.Payload.Districts))
 	for _, d := range snap.Payload.Districts {
 		keep[districtDocID(d.DistrictID)] = true
 	}
-	refs, err := j.w.root(j.in.id).Collection("districts").Select().Documents(j.wctx).GetAll()
+	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
 	if err != nil {
 		return nil, err
 	}

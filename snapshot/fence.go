@@ -37,30 +37,60 @@ func refusedByPrior(err error) bool {
 //   - our key: ErrFencedOut when the stored fence is newer than ours.
 func (j *job) checkPrior(ctx context.Context, data map[string]any) error {
 	in := &j.in
-	md := asMap(data["metadata"])
-	storedBackend, _ := md["writerLockBackend"].(string)
-	storedFence, _ := md["writerFence"].(string)
-	storedKey, _ := md["writerLockKeyHash"].(string)
-	ourKey := in.keyHash
-	switch {
-	case storedBackend != "" && storedBackend != in.backend:
-		if j.w.cfg.allowSwitch {
-			return nil
-		}
-		return fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.backend)
-	case storedKey == "" && storedFence != "":
+	storedFence, _ := asMap(data["metadata"])["writerFence"].(string)
+	switch prior, err := j.w.checkSwitch(data, *in); {
+	case err != nil:
+		return err
+	case prior == priorLegacy:
 		return j.w.checkLegacy(ctx, in.id)
-	case storedKey != "" && storedKey != ourKey:
-		if j.w.cfg.allowSwitch {
-			return nil
-		}
-		return fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable",
-			ErrLockKeySwitch, storedKey, ourKey)
+	case prior == priorSwitched:
+		return nil
 	}
 	if fenceNewer(storedFence, in.fence) {
 		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, storedFence, in.fence)
 	}
 	return nil
+}
+
+// priorWriter is what checkSwitch finds of the writer of a stored root.
+type priorWriter int
+
+const (
+	// priorOurs: no writer, or one of our lock backend and key, whose
+	// fence ours is compared with.
+	priorOurs priorWriter = iota
+	// priorLegacy: a writer under LegacyLockKey (checkLegacy decides).
+	priorLegacy
+	// priorSwitched: a writer of another lock backend or key, replaced
+	// as WithAllowLockBackendSwitch allows.
+	priorSwitched
+)
+
+// checkSwitch is the part of checkPrior that needs no fence and no lock
+// backend, which a plan (Plan) makes too: ErrLockBackendSwitch or
+// ErrLockKeySwitch for a root stored by a writer of another lock backend
+// or key, unless WithAllowLockBackendSwitch.
+func (w *Writer) checkSwitch(data map[string]any, in rootInput) (priorWriter, error) {
+	md := asMap(data["metadata"])
+	storedBackend, _ := md["writerLockBackend"].(string)
+	storedFence, _ := md["writerFence"].(string)
+	storedKey, _ := md["writerLockKeyHash"].(string)
+	switch {
+	case storedBackend != "" && storedBackend != in.backend:
+		if w.cfg.allowSwitch {
+			return priorSwitched, nil
+		}
+		return priorOurs, fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.backend)
+	case storedKey == "" && storedFence != "":
+		return priorLegacy, nil
+	case storedKey != "" && storedKey != in.keyHash:
+		if w.cfg.allowSwitch {
+			return priorSwitched, nil
+		}
+		return priorOurs, fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable",
+			ErrLockKeySwitch, storedKey, in.keyHash)
+	}
+	return priorOurs, nil
 }
 
 // checkLegacy decides whether a root written under LegacyLockKey(id), by

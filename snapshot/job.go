@@ -143,8 +143,14 @@ func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) f
 // data's (data, model.Prepare), and the payload's hash. The documents themselves are built chunk by chunk
 // (document), so that a write never holds more than its chunks in flight.
 func (j *job) newInput(id string, snap *model.Snapshot, data []model.DataSummary, start time.Time) (rootInput, error) {
+	return j.w.buildInput(id, snap, data, writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}, start)
+}
+
+// buildInput is newInput for the writer whose fence and lock key hash
+// stamp gives (its backend is w's): a write's, or a plan's (Plan).
+func (w *Writer) buildInput(id string, snap *model.Snapshot, data []model.DataSummary, stamp writerStamp, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
-	in := rootInput{id: id, snap: snap, fence: j.lease.Fence(), backend: j.w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start,
+	in := rootInput{id: id, snap: snap, fence: stamp.WriterFence, backend: w.lockName, keyHash: stamp.WriterLockKeyHash, startedAt: start,
 		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n)}
 	sums, err := summarizeDistricts(snap, data, in.fence)
 	if err != nil {

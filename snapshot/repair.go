@@ -140,19 +140,19 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		if err != nil {
 			return fmt.Errorf("reading manifest pages: %w", err)
 		}
-		expandPages(data, pages)
 		storedPages := make([]string, len(pages))
 		for i, p := range pages {
 			storedPages[i] = p.Ref.ID
 		}
-		todo, kept, err = in.repairSet(data, inData, stored, rewrite)
-		if err != nil {
+		dec, err := in.decideRepair(data, pages, inData, stored, rewrite)
+		switch {
+		case errors.Is(err, errSkip):
+			return retry.Permanent(errSkip)
+		case err != nil:
 			refused = err
 			return retry.Permanent(err)
 		}
-		if len(todo) == 0 && writtenWhole(asMap(data["metadata"])) && !legacyRoot(data) {
-			return retry.Permanent(errSkip)
-		}
+		todo, kept = dec.todo(), dec.kept
 		root, newPages, err := in.keeping(kept).rootDoc()
 		if err != nil {
 			return retry.Permanent(err)
@@ -245,6 +245,64 @@ func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[str
 	}
 }
 
+// RewriteReason says why a repair (or a write completing its own
+// unfinished write) writes a district again.
+type RewriteReason string
+
+// The reasons a district is written again.
+const (
+	// RewriteFailed: the manifest records its chunk as failed.
+	RewriteFailed RewriteReason = "failed"
+	// RewritePending: the manifest records it as not written yet (its
+	// writer stopped before its chunk).
+	RewritePending RewriteReason = "pending"
+	// RewriteMissing: the manifest records it as written, but its
+	// document is absent.
+	RewriteMissing RewriteReason = "missing"
+	// RewriteAltered: its document no longer matches the content hash
+	// the manifest recorded.
+	RewriteAltered RewriteReason = "altered"
+	// RewriteChanged: it is stored intact, with other data than the
+	// input's (WithRewriteChanged).
+	RewriteChanged RewriteReason = "changed"
+)
+
+// repairDecision is what a repair does with the districts of a stored
+// snapshot: those it writes, and why (rewrite), and those it keeps as
+// they are stored.
+type repairDecision struct {
+	rewrite map[string]RewriteReason
+	kept    map[string]keptDistrict
+}
+
+// todo is the set of districts d writes.
+func (d repairDecision) todo() map[string]bool {
+	todo := make(map[string]bool, len(d.rewrite))
+	for id := range d.rewrite {
+		todo[id] = true
+	}
+	return todo
+}
+
+// decideRepair is the decision of a repair (or of a write completing its
+// own unfinished write) on the stored snapshot: its root's fields (root,
+// whose manifest it expands from the stored manifest pages), its district
+// documents (stored) and inData, the input's data to compare them with.
+// The repair's root transaction and its dry run (PlanRepair) both call it,
+// so that a plan says what the repair does. It returns errSkip for a
+// snapshot that is complete and needs nothing, and repairSet's errors.
+func (in rootInput) decideRepair(root map[string]any, pages []*firestore.DocumentSnapshot, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+	expandPages(root, pages)
+	d, err := in.repairSet(root, inData, stored, rewrite)
+	if err != nil {
+		return repairDecision{}, err
+	}
+	if len(d.rewrite) == 0 && writtenWhole(asMap(root["metadata"])) && !legacyRoot(root) {
+		return repairDecision{}, errSkip
+	}
+	return d, nil
+}
+
 // repairSet checks that the input is the snapshot the stored root
 // describes and returns the districts to write: those the manifest does
 // not record as written, and those whose document is missing or altered
@@ -252,7 +310,7 @@ func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[str
 // intact with other data than the input's (inData compares them), or
 // another root payload, is ErrMismatch — or, WithRewriteChanged, a
 // district to write again and errReplace.
-func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map[string]storedDistrict, rewrite bool) (map[string]bool, map[string]keptDistrict, error) {
+func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
 	entries, _ := asMap(root["manifest"])["districts"].([]any)
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -263,7 +321,7 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 	slices.Sort(ids)
 	slices.Sort(given)
 	if !slices.Equal(ids, given) {
-		return nil, nil, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
+		return repairDecision{}, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
 			ErrMismatch, len(ids), len(given))
 	}
 	var diffs []string
@@ -274,16 +332,16 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 	if md.PayloadHash != "" {
 		same, err := samePayload(root, in.snap)
 		if err != nil {
-			return nil, nil, err
+			return repairDecision{}, err
 		}
 		if !same && rewrite {
-			return nil, nil, errReplace
+			return repairDecision{}, errReplace
 		}
 		if !same {
 			diffs = append(diffs, "the root payload (metadata, rankings, …)")
 		}
 	}
-	todo := map[string]bool{}
+	todo := map[string]RewriteReason{}
 	kept := map[string]keptDistrict{}
 	rootFence := md.WriterFence
 	for _, e := range entries {
@@ -299,20 +357,25 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 			// (Byte-exact, not as Firestore compares: one that is not is
 			// written again, which is never wrong.)
 			kept[id] = keptDistrict{modified: isoMillis(s.updated), hash: s.hash, size: s.size}
-		case st != entrySuccess, !present:
-			todo[id] = true // not written, or missing
+		case st != entrySuccess:
+			todo[id] = RewriteFailed
+			if msg, _ := em["errorMessage"].(string); msg == notWrittenYet {
+				todo[id] = RewritePending
+			}
+		case !present:
+			todo[id] = RewriteMissing
 		case recorded != "" && s.hash != recorded:
-			todo[id] = true // altered since it was written
+			todo[id] = RewriteAltered // since it was written
 		default:
 			same, err := inData.same(id, s)
 			switch {
 			case err != nil:
-				return nil, nil, fmt.Errorf("district %s: %w", id, err)
+				return repairDecision{}, fmt.Errorf("district %s: %w", id, err)
 			case same:
 				modified, _ := em["lastModified"].(string)
 				kept[id] = keptDistrict{modified: modified, hash: s.hash, size: s.size}
 			case rewrite:
-				todo[id] = true
+				todo[id] = RewriteChanged
 			default:
 				diffs = append(diffs, "district "+id)
 			}
@@ -324,8 +387,8 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 		if n := len(diffs) - len(listed); n > 0 {
 			more = fmt.Sprintf(" and %d more", n)
 		}
-		return nil, nil, fmt.Errorf("%w: the input differs from what is stored in %s%s; write the snapshot instead (it replaces it under the lock), or repair with --rewrite-changed to re-write what differs",
+		return repairDecision{}, fmt.Errorf("%w: the input differs from what is stored in %s%s; write the snapshot instead (it replaces it under the lock), or repair with --rewrite-changed to re-write what differs",
 			ErrMismatch, strings.Join(listed, ", "), more)
 	}
-	return todo, kept, nil
+	return repairDecision{rewrite: todo, kept: kept}, nil
 }

@@ -60,6 +60,24 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	if client == nil || locker == nil {
 		return nil, errors.New("snapshot: a Firestore client and a lock backend are required")
 	}
+	w, err := configure(client, locker.Capabilities().Backend, opts)
+	if err != nil {
+		return nil, err
+	}
+	w.locker, w.api = locker, w.cfg.api
+	if w.api == nil {
+		if w.api, err = DialAPI(context.Background(), os.Getenv(emulatorHostEnv)); err != nil {
+			return nil, fmt.Errorf("snapshot: opening the Firestore API client: %w", err)
+		}
+		w.ownAPI = true
+	}
+	return w, nil
+}
+
+// configure is the Writer of client and opts for the lock backend named
+// lockName, without its lock backend and API client: what NewWriter and
+// NewPlanner share.
+func configure(client *firestore.Client, lockName string, opts []Option) (*Writer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
 		o(&cfg)
@@ -68,7 +86,6 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 		return nil, err
 	}
 	cfg.retry.ContentionWait = cfg.contention
-	lockName := locker.Capabilities().Backend
 	scope, err := ScopeOf(client, cfg.collection)
 	if err == nil {
 		err = scope.validate(lockName)
@@ -76,15 +93,9 @@ func NewWriter(client *firestore.Client, locker locking.Backend, opts ...Option)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	w := &Writer{client: client, locker: locker, cfg: cfg, lockName: lockName, scope: scope, api: cfg.api}
+	w := &Writer{client: client, cfg: cfg, lockName: lockName, scope: scope}
 	if w.tel, err = newTelemetry(cfg.otel, scope.Project); err != nil {
 		return nil, err
-	}
-	if w.api == nil {
-		if w.api, err = DialAPI(context.Background(), os.Getenv(emulatorHostEnv)); err != nil {
-			return nil, fmt.Errorf("snapshot: opening the Firestore API client: %w", err)
-		}
-		w.ownAPI = true
 	}
 	return w, nil
 }

@@ -30,6 +30,7 @@ type backfillFlags struct {
 	taskCount    int
 	asJSON       bool
 	progress     string
+	dryRun       bool
 }
 
 func (a *app) backfillCommand() *cobra.Command {
@@ -73,6 +74,7 @@ date was done) over 5 (fenced out) over 4 (lock held) over 3 (partial) over 0.`,
 	fl.IntVar(&b.taskIndex, "task-index", -1, "this task's index (default CLOUD_RUN_TASK_INDEX, else 0)")
 	fl.IntVar(&b.taskCount, "task-count", -1, "number of tasks sharing the dates (default CLOUD_RUN_TASK_COUNT, else 1)")
 	fl.BoolVar(&b.asJSON, "json", false, "print the summary as JSON")
+	fl.BoolVar(&b.dryRun, "dry-run", false, dryRunUsage+", for every date of this task")
 	fl.StringVar(&b.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, or log")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
@@ -125,6 +127,9 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 				len(ue.Problems), ue.Checked, strings.Join(ue.Problems, "\n  "))}
 		}
 		return err
+	}
+	if b.dryRun {
+		return a.backfillPlan(ctx, client, f, b, backfillDates{mine: mine, complete: complete, shard: shard})
 	}
 	log := a.log.With(zap.Int("taskIndex", shard.Index), zap.Int("taskCount", shard.Count))
 	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),

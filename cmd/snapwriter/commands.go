@@ -144,9 +144,9 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 func (a *app) writeCommand() *cobra.Command {
 	var f writeFlags
 	var input, date, progressMode string
-	var asJSON bool
+	var asJSON, dryRun bool
 	cmd := &cobra.Command{
-		Use:   "write --input F|- [--date D]",
+		Use:   "write --input F|- [--date D] [--dry-run]",
 		Short: "Write one snapshot and print the result",
 		Long: `Write one snapshot: take the snapshot's fenced lock, write the root document,
 commit the districts in chunks of --batch-size with --concurrency chunks in flight,
@@ -177,7 +177,8 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 			if err := checkProgress(progressMode); err != nil {
 				return err
 			}
-			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Write})
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Write,
+				dryRun: dryRun, plan: (*snapshot.Planner).Plan})
 		},
 	}
 	fl := cmd.Flags()
@@ -185,6 +186,7 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate, which it must equal when the input has one")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	registerProgress(fl, &progressMode)
+	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage)
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input")
@@ -200,6 +202,9 @@ type writeRequest struct {
 	progress    string
 	op          func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
 	extra       []snapshot.Option
+	// dryRun: print what op would do (plan) instead (dryrun.go).
+	dryRun bool
+	plan   func(p *snapshot.Planner, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Plan, error)
 }
 
 // writeOp is the body of write and repair: load and validate the input
@@ -218,6 +223,9 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 		return err
 	}
 	defer client.Close()
+	if r.dryRun {
+		return a.dryRun(ctx, client, f, r, id, snap)
+	}
 	barOpts, endBar := a.districtBar(r.progress, cmd.Name()+" "+id, len(snap.Payload.Districts))
 	w, closeLocker, err := a.newWriter(ctx, client, f, append(r.extra, barOpts...)...)
 	if err != nil {

@@ -10,9 +10,9 @@ import (
 func (a *app) repairCommand() *cobra.Command {
 	var f writeFlags
 	var input, date, progressMode string
-	var asJSON, rewrite bool
+	var asJSON, rewrite, dryRun bool
 	cmd := &cobra.Command{
-		Use:   "repair --date D --input F|-",
+		Use:   "repair --date D --input F|- [--dry-run]",
 		Short: "Re-write only the districts the manifest records as failed, missing or altered",
 		Long: `Complete a partial snapshot. Under the snapshot's lock, repair moves the root
 to its own fence, re-writes exactly the districts the manifest does not record as
@@ -44,7 +44,7 @@ districts stored, those kept as they are included.`,
 				return err
 			}
 			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Repair,
-				extra: []snapshot.Option{snapshot.WithRewriteChanged(rewrite)}})
+				extra: []snapshot.Option{snapshot.WithRewriteChanged(rewrite)}, dryRun: dryRun, plan: (*snapshot.Planner).PlanRepair})
 		},
 	}
 	fl := cmd.Flags()
@@ -52,6 +52,7 @@ districts stored, those kept as they are included.`,
 	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, or "-" (required)`)
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	registerProgress(fl, &progressMode)
+	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage+"; lists the districts it would write again, and why")
 	fl.BoolVar(&rewrite, "rewrite-changed", false, "re-write the districts (or the whole snapshot, if its metadata or rankings differ) whose stored data differs from --input, instead of refusing")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
