@@ -9,7 +9,7 @@ WITH_PG     := $(GO) run ./pgserver/withpostgres --
 WITH_PG_DUR := $(GO) run ./pgserver/withpostgres --durable --
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-short demo bench chaos lint fmt tidy clean
+.PHONY: all build test test-short demo bench chaos lint deps-check fmt tidy clean
 
 all: lint test
 
@@ -55,6 +55,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go mod tidy would change go.mod/go.sum"; exit 1; }
+
+# Modules in go.mod with a newer version on the module proxy (scripts/deps-check.sh).
+# Informational: exits 0 however many are behind; non-zero only if it cannot list them.
+deps-check:
+	@GO=$(GO) bash scripts/deps-check.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
