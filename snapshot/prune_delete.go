@@ -1,0 +1,174 @@
+package snapshot
+
+// The deleting half of a prune: listing what is below a marked root and
+// deleting it in fenced chunks, then the fence document and the root.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/batching"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// listBelow lists the documents below the root, by full name, in the
+// order a prune deletes them: the district documents, the manifest pages,
+// then the documents of any other subcollection but the fence document
+// (which goes with the root). Listed after the mark, it holds every
+// document a writer committed: a chunk of an older writer either
+// committed before the mark's fence write or is refused after it.
+func (j *job) listBelow() ([3][]string, error) {
+	var groups [3][]string
+	root := j.w.root(j.in.id)
+	fence := j.w.fenceRef(j.in.id).Path
+	colls, err := root.Collections(j.wctx).GetAll()
+	if err != nil {
+		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.id, err)
+	}
+	for _, c := range colls {
+		refs, err := c.DocumentRefs(j.wctx).GetAll()
+		if err != nil {
+			return groups, fmt.Errorf("listing %s/%s: %w", j.in.id, c.ID, err)
+		}
+		g := 2
+		switch c.ID {
+		case districtsCollection:
+			g = 0
+		case pagesCollection:
+			g = 1
+		}
+		for _, r := range refs {
+			if r.Path != fence {
+				groups[g] = append(groups[g], r.Path)
+			}
+		}
+	}
+	return groups, nil
+}
+
+// deleteChunks deletes the documents names in chunks of the writer's
+// batch size, its concurrency at once (fewer while the store answers
+// slowly, as a write's chunks), each a transaction that checks the fence.
+// n counts the documents whose chunk committed; err is the first failure,
+// a fenced-out one before any other.
+func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) {
+	chunks, err := batching.Plan(names, func(string) (int, int) { return 1, 256 },
+		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
+	if err != nil || len(chunks) == 0 {
+		return 0, err
+	}
+	var mu sync.Mutex
+	var errs []error
+	batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, _ int, chunk []string) struct{} {
+		epoch, admitted := j.shed.enter(ctx, j.wctx)
+		if admitted {
+			defer j.shed.leave()
+		}
+		t0 := time.Now()
+		retries, err := j.deleteChunk(chunk)
+		if admitted && err == nil {
+			j.shed.committed(time.Since(t0), epoch)
+		}
+		fields := []zap.Field{zap.Int("documents", len(chunk)), zap.Int("retryAttempts", retries),
+			zap.Int64("durationMs", time.Since(t0).Milliseconds())}
+		if err != nil {
+			j.log.Warn("delete chunk failed", append(fields, zap.Error(err))...)
+		} else {
+			j.log.Info("delete chunk committed", fields...)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		res.Chunks++
+		res.RetryAttempts += retries
+		if err != nil {
+			errs = append(errs, err)
+			return struct{}{}
+		}
+		n += len(chunk)
+		return struct{}{}
+	})
+	if len(chunks) > 0 && res.Chunks < len(chunks) && j.ctx.Err() != nil {
+		errs = append(errs, fmt.Errorf("stopped before every chunk was deleted: %w", context.Cause(j.ctx)))
+	}
+	for _, e := range errs {
+		if errors.Is(e, ErrFencedOut) {
+			return n, e
+		}
+	}
+	if len(errs) > 0 {
+		return n, errs[0]
+	}
+	return n, nil
+}
+
+// deleteChunk deletes names in one chunk transaction that first checks the
+// fence document carries the prune's fence, retried as a write's chunk is.
+func (j *job) deleteChunk(names []string) (retries int, err error) {
+	for _, c := range []context.Context{j.ctx, j.wctx} {
+		if c.Err() != nil {
+			return 0, fmt.Errorf("not attempted: %w", context.Cause(c))
+		}
+	}
+	writes := make([]*pb.Write, len(names))
+	for i, name := range names {
+		writes[i] = deleteWrite(name)
+	}
+	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path, prepare: func() error { return nil },
+		decide: func(fence *pb.Document) ([]*pb.Write, error) {
+			if err := j.in.fenceProblem(fence); err != nil {
+				return nil, retry.Permanent(err)
+			}
+			return writes, nil
+		}}
+	var prev []byte // the last attempt's transaction, when it was aborted
+	st, _, err := j.retry(j.wctx, j.w.cfg.retry, func(ctx context.Context) error {
+		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		prev = nil
+		if status.Code(err) == codes.Aborted {
+			prev = tid
+		}
+		return err
+	})
+	return st.Retries, err
+}
+
+// deleteRoot deletes the fence document and the root in one transaction
+// that checks both still carry the prune's fence and the root is marked
+// deleting. A root already gone is done: a retried commit whose first
+// outcome was lost.
+func (j *job) deleteRoot() error {
+	ref, fence := j.w.root(j.in.id), j.w.fenceRef(j.in.id)
+	_, _, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(_ context.Context, tx *firestore.Transaction) error {
+		snap, err := tx.Get(ref)
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := j.requireFence(tx); err != nil {
+			return err
+		}
+		md := readRoot(snap).meta()
+		if md.WriteState != stateDeleting {
+			return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, stateDeleting))
+		}
+		if err := j.in.fenceMismatch(md.WriterFence, md.WriterLockBackend); err != nil {
+			return retry.Permanent(err)
+		}
+		if err := tx.Delete(fence); err != nil {
+			return err
+		}
+		return tx.Delete(ref)
+	}))
+	return err
+}
