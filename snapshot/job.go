@@ -68,6 +68,30 @@ const (
 	opRepair operation = "repair"
 )
 
+// newJob is a job of op on snapshot id, its log lines named so, with its
+// shedder (started once the lock is taken: see lock).
+func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
+	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
+	return j
+}
+
+// lock takes snapshot id's lock (begin), starts the shedder and notes
+// the lock wait since start; the func returned stops the shedder, then
+// releases the lock.
+func (j *job) lock(id string, start time.Time) (unlock func(), err error) {
+	end, err := j.begin(id)
+	if err != nil {
+		return nil, err
+	}
+	j.shed.start(time.Now())
+	j.lockWait = j.w.cfg.now().Sub(start)
+	return func() {
+		j.shed.stop()
+		end()
+	}, nil
+}
+
 // run is the common part of Write and Repair: validate snap before any
 // I/O, take the snapshot's lock, build the documents, do op under the
 // lock (see begin for the job's ctx and wctx) and release the lock after.
@@ -79,20 +103,16 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 		return nil, err
 	}
 	start := w.cfg.now()
-	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
-	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
+	j := w.newJob(ctx, op, id)
 	// Deferred before the lock's release, so run after it: a Progress
 	// that is slow with its last count never holds the lock.
 	j.progress = startProgress(w.cfg.progress)
 	defer j.progress.stop()
-	end, err := j.begin(id)
+	unlock, err := j.lock(id, start)
 	if err != nil {
 		return nil, err
 	}
-	defer end()
-	j.shed.start(time.Now())
-	defer j.shed.stop()
-	j.lockWait = w.cfg.now().Sub(start)
+	defer unlock()
 	if j.in, err = j.newInput(id, snap, data, start); err != nil {
 		return nil, err
 	}

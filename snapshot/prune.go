@@ -103,16 +103,12 @@ func (w *Writer) prune(ctx context.Context, id string, afterMark func(context.Co
 		return nil, fmt.Errorf("snapshot %q: %w: want a real YYYY-MM-DD date", id, model.ErrInvalid)
 	}
 	start := w.cfg.now()
-	j := &job{w: w, ctx: ctx, log: w.cfg.log.With(zap.String("snapshotId", id), zap.String("op", string(opPrune)))}
-	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
-	end, err := j.begin(id)
+	j := w.newJob(ctx, opPrune, id)
+	unlock, err := j.lock(id, start)
 	if err != nil {
 		return nil, err
 	}
-	defer end()
-	j.shed.start(time.Now())
-	defer j.shed.stop()
-	j.lockWait = w.cfg.now().Sub(start)
+	defer unlock()
 	j.in = rootInput{id: id, fence: j.lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start}
 	j.log = j.log.With(zap.String("fence", j.in.fence))
 	res := &PruneResult{SnapshotID: id, Fence: j.in.fence, LockWaitMs: j.lockWait.Milliseconds()}

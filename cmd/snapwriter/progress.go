@@ -3,9 +3,9 @@ package main
 import (
 	"io"
 	"os"
-	"sync"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/snapwriter/snapwriter/internal/progress"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -53,16 +53,5 @@ func syncStderr(w io.Writer) io.Writer {
 	if _, ok := w.(*os.File); ok {
 		return w
 	}
-	return &lockedWriter{w: w}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	return zapcore.Lock(zapcore.AddSync(w))
 }
