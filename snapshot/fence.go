@@ -35,10 +35,9 @@ func refusedByPrior(err error) bool {
 //     holds that key on our backend — a writer of that version at work —
 //     which is ErrLockHeld (see checkLegacy);
 //   - our key: ErrFencedOut when the stored fence is newer than ours.
-func (j *job) checkPrior(ctx context.Context, data map[string]any) error {
+func (j *job) checkPrior(ctx context.Context, md *rootMetadata) error {
 	in := &j.in
-	storedFence, _ := asMap(data["metadata"])["writerFence"].(string)
-	switch prior, err := j.w.checkSwitch(data, *in); {
+	switch prior, err := j.w.checkSwitch(md, *in); {
 	case err != nil:
 		return err
 	case prior == priorLegacy:
@@ -46,8 +45,8 @@ func (j *job) checkPrior(ctx context.Context, data map[string]any) error {
 	case prior == priorSwitched:
 		return nil
 	}
-	if fenceNewer(storedFence, in.fence) {
-		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, storedFence, in.fence)
+	if fenceNewer(md.WriterFence, in.fence) {
+		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, md.WriterFence, in.fence)
 	}
 	return nil
 }
@@ -69,12 +68,10 @@ const (
 // checkSwitch is the part of checkPrior that needs no fence and no lock
 // backend, which a plan (Plan) makes too: ErrLockBackendSwitch or
 // ErrLockKeySwitch for a root stored by a writer of another lock backend
-// or key, unless WithAllowLockBackendSwitch.
-func (w *Writer) checkSwitch(data map[string]any, in rootInput) (priorWriter, error) {
-	md := asMap(data["metadata"])
-	storedBackend, _ := md["writerLockBackend"].(string)
-	storedFence, _ := md["writerFence"].(string)
-	storedKey, _ := md["writerLockKeyHash"].(string)
+// or key, unless WithAllowLockBackendSwitch. md is the stored root's
+// metadata.
+func (w *Writer) checkSwitch(md *rootMetadata, in rootInput) (priorWriter, error) {
+	storedBackend, storedFence, storedKey := md.WriterLockBackend, md.WriterFence, md.WriterLockKeyHash
 	switch {
 	case storedBackend != "" && storedBackend != in.backend:
 		if w.cfg.allowSwitch {
@@ -126,10 +123,8 @@ func (j *job) requireFence(tx *firestore.Transaction) error {
 	if err != nil {
 		return err
 	}
-	md := doc.Data()
-	f, _ := md["writerFence"].(string)
-	b, _ := md["writerLockBackend"].(string)
-	if err := j.in.fenceMismatch(f, b); err != nil {
+	f := readFence(doc)
+	if err := j.in.fenceMismatch(f.WriterFence, f.WriterLockBackend); err != nil {
 		return retry.Permanent(err)
 	}
 	return nil
@@ -142,7 +137,7 @@ func (in rootInput) fenceProblem(doc *pb.Document) error {
 		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
 	}
 	f := doc.GetFields()
-	return in.fenceMismatch(f["writerFence"].GetStringValue(), f["writerLockBackend"].GetStringValue())
+	return in.fenceMismatch(f[fieldWriterFence].GetStringValue(), f[fieldWriterLockBackend].GetStringValue())
 }
 
 // fenceMismatch is ErrFencedOut unless the snapshot's fence document names

@@ -7,8 +7,8 @@ import "strings"
 // which Go cannot spell with constants: TestLayoutTagsAreFieldConstants
 // holds every tag to one of these, and every one of these to a tag. Code
 // that names a field outside a tag (a field path of a query, a
-// projection or an update, a map of a document not converted to the
-// layout types yet, a test) uses the constant.
+// projection or an update, a stored document hashed as it is, a test)
+// uses the constant.
 //
 // A name used in several documents is one constant: "status" is the
 // metadata's, a manifest entry's, a district document's and the rankings

@@ -35,7 +35,7 @@ func digestHash(sum [sha256.Size]byte) string {
 // and stands for the data by the data's own hash, so that the data, nearly
 // all of the document, is encoded once.
 func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
-	if dataHash, err = contentHash(doc["data"]); err != nil {
+	if dataHash, err = contentHash(doc[fieldData]); err != nil {
 		return "", "", err
 	}
 	hash, err = new(docHasher).envelopeHash(doc, dataHash)
@@ -60,11 +60,11 @@ func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, e
 	}
 	defer clear(h.fields) // hold no document's values between uses
 	for k, v := range doc {
-		if k != "writerFence" {
+		if k != fieldWriterFence {
 			h.fields[k] = v
 		}
 	}
-	h.fields["data"] = dataHash
+	h.fields[fieldData] = dataHash
 	b, err := h.enc.Marshal(h.fields)
 	if err != nil {
 		return "", fmt.Errorf("hashing: %w", err)
@@ -116,22 +116,13 @@ func payloadMatches(recorded string, s *model.Snapshot, storedID string) (bool, 
 	return old == recorded, err
 }
 
-// storedInputID is the input's snapshot_id a root holds: inputSnapshotId,
-// or, in roots from before snapshotId was the date, snapshotId.
-func storedInputID(md map[string]any) string {
-	if id, ok := md["inputSnapshotId"].(string); ok {
-		return id
-	}
-	id, _ := md["snapshotId"].(string)
-	return id
-}
-
 // storedPayloadMatches reports whether a stored root's payload still
 // matches the payloadHash it records.
-func storedPayloadMatches(root map[string]any, recorded string) (bool, error) {
-	s, err := fromRoot(root, nil)
+func storedPayloadMatches(root *rootDocument) (bool, error) {
+	s, err := rootSnapshot(root, nil)
 	if err != nil {
 		return false, err
 	}
-	return payloadMatches(recorded, s, storedInputID(asMap(root["metadata"])))
+	md := root.meta()
+	return payloadMatches(md.PayloadHash, s, md.inputID())
 }

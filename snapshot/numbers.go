@@ -180,18 +180,18 @@ func districtNumbersHash(ds model.DistrictStatistics, exact string) (string, err
 // payloadHash is snap's, or the payload it stores equals snap's as
 // Firestore compares values. A root the application wrote keeps too little
 // of the payload to compare, and has no recorded hash: it never holds it.
-func samePayload(root map[string]any, snap *model.Snapshot) (bool, error) {
-	md := asMap(root["metadata"])
-	if rec, _ := md["payloadHash"].(string); rec != "" {
-		same, err := payloadMatches(rec, snap, storedInputID(md))
+func samePayload(root *rootDocument, snap *model.Snapshot) (bool, error) {
+	md := root.meta()
+	if md.PayloadHash != "" {
+		same, err := payloadMatches(md.PayloadHash, snap, md.inputID())
 		if err != nil || same {
 			return same, err
 		}
 	}
-	if _, ours := md["payloadMetadata"]; !ours {
+	if md.PayloadMetadata == nil {
 		return false, nil
 	}
-	stored, err := fromRoot(root, nil)
+	stored, err := rootSnapshot(root, nil)
 	if err != nil {
 		return false, err
 	}

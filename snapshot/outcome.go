@@ -119,7 +119,7 @@ func (j *job) resolve(tx *firestore.Transaction, out districtOutcome) (Result, d
 				ok = ok && !d.Exists()
 				continue
 			}
-			mine := d.Exists() && fenceOf(d.Data()) == in.fence
+			mine := d.Exists() && readDistrict(d).WriterFence == in.fence
 			ok = ok && mine
 			if mine {
 				decided.status[o.districtID], decided.msgs[o.districtID] = entrySuccess, ""
@@ -139,10 +139,12 @@ func (j *job) resolve(tx *firestore.Transaction, out districtOutcome) (Result, d
 	return r, decided, nil
 }
 
-// fenceOf is the fence a district document was written under.
+// fenceOf is the fence a district document, given its fields, was
+// written under.
 func fenceOf(doc map[string]any) string {
-	f, _ := doc["writerFence"].(string)
-	return f
+	var env districtEnvelope
+	decodeFields(doc, &env)
+	return env.WriterFence
 }
 
 func clone(m map[string]string) map[string]string {

@@ -192,21 +192,21 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading the root: %w", id, err)
 	}
-	root := doc.Data()
-	pl.Stored = string(storedState(id, readRoot(doc)))
+	root := readRoot(doc)
+	pl.Stored = string(storedState(id, root))
 	resume := false
 	if op == opWrite {
-		if w.cfg.skipComplete && isComplete(root) {
+		if w.cfg.skipComplete && root.complete() {
 			return pl.skip("the stored snapshot is complete (--skip-complete)"), nil
 		}
-		if _, err := w.checkSwitch(root, in); err != nil {
+		if _, err := w.checkSwitch(root.meta(), in); err != nil {
 			return nil, withID(id, err)
 		}
 		if !resumable(root, in) {
 			return pl, p.whole(ctx, pl, in, "the stored snapshot is replaced")
 		}
 		resume = true
-	} else if _, err := w.checkSwitch(root, in); err != nil {
+	} else if _, err := w.checkSwitch(root.meta(), in); err != nil {
 		return nil, withID(id, err)
 	}
 	// As takeOver decides, from the same reads.

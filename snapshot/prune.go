@@ -188,11 +188,11 @@ func (j *job) markDeleting() (found bool, err error) {
 			return err
 		}
 		found = true
-		data := snap.Data()
-		if err := j.checkPrior(ctx, data); err != nil {
+		root := readRoot(snap)
+		if err := j.checkPrior(ctx, root.meta()); err != nil {
 			return retry.Permanent(err)
 		}
-		if isComplete(data) {
+		if root.complete() {
 			newer, err := j.w.newerComplete(tx, j.in.id)
 			if err != nil {
 				return err
@@ -201,7 +201,7 @@ func (j *job) markDeleting() (found bool, err error) {
 				return retry.Permanent(ErrNewestComplete)
 			}
 		}
-		if err := tx.Update(ref, j.in.deletingMark(data)); err != nil {
+		if err := tx.Update(ref, j.in.deletingMark(root)); err != nil {
 			return retry.Permanent(err)
 		}
 		return j.setFence(tx, j.w.cfg.now())
@@ -235,15 +235,15 @@ func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, erro
 	}
 }
 
-// deletingMark is the update that marks a stored root (data) as being
-// deleted by this prune: the application's status "failed", writeComplete
-// false, no district successful (every one failed, every manifest entry
-// failed), writeState "deleting", and this prune's stamp. The manifest's
-// inline entries are rewritten; pages are not (only snapwriter reads them,
-// and it reads none of a root marked deleting).
-func (in rootInput) deletingMark(data map[string]any) []firestore.Update {
-	md, mf := asMap(data[fieldMetadata]), asMap(data[fieldManifest])
-	failed := appendNew(stringsOf(md[fieldFailedDistricts]), stringsOf(md[fieldSuccessfulDistricts])...)
+// deletingMark is the update that marks stored root as being deleted by
+// this prune: the application's status "failed", writeComplete false, no
+// district successful (every one failed, every manifest entry failed),
+// writeState "deleting", and this prune's stamp. The manifest's inline
+// entries are rewritten; pages are not (only snapwriter reads them, and it
+// reads none of a root marked deleting).
+func (in rootInput) deletingMark(root *rootDocument) []firestore.Update {
+	md, mf := root.meta(), root.Manifest
+	failed := appendNew(districtList(md.FailedDistricts), districtList(md.SuccessfulDistricts)...)
 	st := in.stamp()
 	meta := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldMetadata, field} }
 	man := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldManifest, field} }
@@ -257,32 +257,29 @@ func (in rootInput) deletingMark(data map[string]any) []firestore.Update {
 		{FieldPath: meta(fieldWriterLockBackend), Value: st.WriterLockBackend},
 		{FieldPath: meta(fieldWriterLockKeyHash), Value: st.WriterLockKeyHash},
 	}
-	if total, ok := mf[fieldTotalDistricts].(int64); ok {
+	if mf.TotalDistricts != nil {
 		ups = append(ups, firestore.Update{FieldPath: man(fieldSuccessfulDistricts), Value: 0},
-			firestore.Update{FieldPath: man(fieldFailedDistricts), Value: total})
+			firestore.Update{FieldPath: man(fieldFailedDistricts), Value: *mf.TotalDistricts})
 	}
-	if entries, ok := mf[fieldDistricts].([]any); ok {
-		marked := make([]any, len(entries))
-		for i, e := range entries {
-			m := map[string]any{}
-			for k, v := range asMap(e) {
-				m[k] = v
-			}
-			m[fieldStatus], m[fieldErrorMessage] = entryFailed, deletingMessage
-			marked[i] = m
+	// Present (an inline manifest's; a paged root has none), even empty.
+	if mf.Districts != nil {
+		marked := make([]manifestEntry, len(mf.Districts))
+		for i, e := range mf.Districts {
+			e.Status, e.ErrorMessage = entryFailed, deletingMessage
+			marked[i] = e
 		}
 		ups = append(ups, firestore.Update{FieldPath: man(fieldDistricts), Value: marked})
 	}
 	return ups
 }
 
-// stringsOf is a stored array of strings (other elements skipped).
-func stringsOf(v any) []string {
-	list, _ := v.([]any)
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
+// districtList is a stored list of district ids without the elements that
+// were not strings (read as ""), never nil: the lists are never null.
+func districtList(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" {
+			out = append(out, id)
 		}
 	}
 	return out

@@ -189,7 +189,7 @@ func TestPruneStoppedAfterMarkIsFinishedByARerun(t *testing.T) {
 			t.Fatal(err)
 		}
 		md := asMap(rootDoc.Data()[fieldMetadata])
-		if md[fieldStatus] != statusFailed || md[fieldWriteComplete] != false || len(stringsOf(md[fieldSuccessfulDistricts])) != 0 {
+		if sd, _ := md[fieldSuccessfulDistricts].([]any); md[fieldStatus] != statusFailed || md[fieldWriteComplete] != false || sd == nil || len(sd) != 0 {
 			t.Errorf("marked root: status %v writeComplete %v successful %v", md[fieldStatus], md[fieldWriteComplete], md[fieldSuccessfulDistricts])
 		}
 		entries, _ := asMap(rootDoc.Data()[fieldManifest])[fieldDistricts].([]any)

@@ -126,11 +126,11 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		if err != nil {
 			return err
 		}
-		data := doc.Data()
-		if err := j.checkPrior(ctx, data); err != nil {
+		storedRoot := readRoot(doc)
+		if err := j.checkPrior(ctx, storedRoot.meta()); err != nil {
 			return retry.Permanent(err)
 		}
-		stored, err := readStoredDistricts(tx.Documents(ref.Collection("districts")), inData)
+		stored, err := readStoredDistricts(tx.Documents(ref.Collection(districtsCollection)), inData)
 		if err != nil {
 			return err
 		}
@@ -144,7 +144,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		for i, p := range pages {
 			storedPages[i] = p.Ref.ID
 		}
-		dec, err := in.decideRepair(data, pages, inData, stored, rewrite)
+		dec, err := in.decideRepair(storedRoot, pages, inData, stored, rewrite)
 		switch {
 		case errors.Is(err, errSkip):
 			return retry.Permanent(errSkip)
@@ -190,15 +190,6 @@ func (in rootInput) keeping(kept map[string]keptDistrict) rootInput {
 	return in
 }
 
-// legacyRoot reports whether a complete root is still in an earlier
-// snapwriter version's form (its snapshotId the input's, or no
-// writeState): a repair brings it to the current form.
-func legacyRoot(root map[string]any) bool {
-	md := asMap(root["metadata"])
-	_, ours := md["writerFence"]
-	return ours && !currentForm(md)
-}
-
 // storedDistrict is what Repair and Verify need of a stored district
 // document: its districtHash, the hash of its data alone, and its size.
 type storedDistrict struct {
@@ -232,12 +223,12 @@ func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[str
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 		}
-		id := strings.TrimPrefix(d.Ref.ID, "district_")
+		id := strings.TrimPrefix(d.Ref.ID, districtDocPrefix)
 		s := storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(data)), fence: fenceOf(data), updated: d.UpdateTime}
 		if in.needsNumbers(id, dh) {
 			// Only here: data equal to the input's to the byte, the
 			// usual case, needs no second hash.
-			if s.numbersHash, err = numbersHash(data["data"], dh); err != nil {
+			if s.numbersHash, err = numbersHash(data[fieldData], dh); err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 			}
 		}
@@ -285,19 +276,19 @@ func (d repairDecision) todo() map[string]bool {
 }
 
 // decideRepair is the decision of a repair (or of a write completing its
-// own unfinished write) on the stored snapshot: its root's fields (root,
-// whose manifest it expands from the stored manifest pages), its district
+// own unfinished write) on the stored snapshot: its root (whose manifest
+// it expands from the stored manifest pages), its district
 // documents (stored) and inData, the input's data to compare them with.
 // The repair's root transaction and its dry run (PlanRepair) both call it,
 // so that a plan says what the repair does. It returns errSkip for a
 // snapshot that is complete and needs nothing, and repairSet's errors.
-func (in rootInput) decideRepair(root map[string]any, pages []*firestore.DocumentSnapshot, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
-	expandPages(root, pages)
+func (in rootInput) decideRepair(root *rootDocument, pages []*firestore.DocumentSnapshot, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+	root.expandPages(pages)
 	d, err := in.repairSet(root, inData, stored, rewrite)
 	if err != nil {
 		return repairDecision{}, err
 	}
-	if len(d.rewrite) == 0 && writtenWhole(asMap(root["metadata"])) && !legacyRoot(root) {
+	if md := root.meta(); len(d.rewrite) == 0 && md.writtenWhole() && !md.legacy() {
 		return repairDecision{}, errSkip
 	}
 	return d, nil
@@ -310,12 +301,11 @@ func (in rootInput) decideRepair(root map[string]any, pages []*firestore.Documen
 // intact with other data than the input's (inData compares them), or
 // another root payload, is ErrMismatch — or, WithRewriteChanged, a
 // district to write again and errReplace.
-func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
-	entries, _ := asMap(root["manifest"])["districts"].([]any)
+func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+	entries := root.Manifest.Districts
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
-		id, _ := asMap(e)["districtId"].(string)
-		ids = append(ids, id)
+		ids = append(ids, e.DistrictID)
 	}
 	given := districtIDs(in.snap)
 	slices.Sort(ids)
@@ -327,8 +317,7 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 	var diffs []string
 	// Roots written before content hashes (or by the TypeScript
 	// application) did not record one: their payload is not compared.
-	var md rootMetadata
-	decodeFields(asMap(root[fieldMetadata]), &md)
+	md := root.meta()
 	if md.PayloadHash != "" {
 		same, err := samePayload(root, in.snap)
 		if err != nil {
@@ -345,11 +334,9 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 	kept := map[string]keptDistrict{}
 	rootFence := md.WriterFence
 	for _, e := range entries {
-		em := asMap(e)
-		id, _ := em["districtId"].(string)
-		recorded, _ := em["contentHash"].(string)
+		id, recorded := e.DistrictID, e.ContentHash
 		s, present := stored[id]
-		switch st, _ := em["status"].(string); {
+		switch st := e.Status; {
 		case st != entrySuccess && present && md.unrecorded(s) && s.hash == in.hashUnder(id, rootFence):
 			// Written by the root's writer, which died (or lost its
 			// lease) before recording it: its document is this input's,
@@ -359,7 +346,7 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 			kept[id] = keptDistrict{modified: isoMillis(s.updated), hash: s.hash, size: s.size}
 		case st != entrySuccess:
 			todo[id] = RewriteFailed
-			if msg, _ := em["errorMessage"].(string); msg == notWrittenYet {
+			if e.ErrorMessage == notWrittenYet {
 				todo[id] = RewritePending
 			}
 		case !present:
@@ -372,8 +359,7 @@ func (in rootInput) repairSet(root map[string]any, inData *inputData, stored map
 			case err != nil:
 				return repairDecision{}, fmt.Errorf("district %s: %w", id, err)
 			case same:
-				modified, _ := em["lastModified"].(string)
-				kept[id] = keptDistrict{modified: modified, hash: s.hash, size: s.size}
+				kept[id] = keptDistrict{modified: e.LastModified, hash: s.hash, size: s.size}
 			case rewrite:
 				todo[id] = RewriteChanged
 			default:

@@ -15,16 +15,15 @@ import (
 	"github.com/snapwriter/snapwriter/retry"
 )
 
-// resumable reports whether stored root data of in's snapshot is an
+// resumable reports whether stored root of in's snapshot is an
 // unfinished write (in progress when its writer died, or partial) of the
 // same input, by the same lock backend and key: then Write need not write
 // again what it stored.
-func resumable(root map[string]any, in rootInput) bool {
-	md := asMap(root["metadata"])
-	str := func(k string) string { v, _ := md[k].(string); return v }
+func resumable(root *rootDocument, in rootInput) bool {
+	md := root.meta()
 	// A root a prune is deleting is not resumed: its districts are going.
-	return currentForm(md) && !writtenWhole(md) && str(fieldWriteState) != stateDeleting && str("payloadHash") == in.payloadHash &&
-		str("writerLockBackend") == in.backend && str("writerLockKeyHash") == in.keyHash
+	return md.currentForm() && !md.writtenWhole() && md.WriteState != stateDeleting && md.PayloadHash == in.payloadHash &&
+		md.WriterLockBackend == in.backend && md.WriterLockKeyHash == in.keyHash
 }
 
 // errResume ends a root transaction that found an unfinished write of the
@@ -99,13 +98,14 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 			return err
 		}
 		if snap.Exists() {
-			if j.w.cfg.skipComplete && isComplete(snap.Data()) {
+			root := readRoot(snap)
+			if j.w.cfg.skipComplete && root.complete() {
 				return retry.Permanent(errSkip)
 			}
-			if err := j.checkPrior(ctx, snap.Data()); err != nil {
+			if err := j.checkPrior(ctx, root.meta()); err != nil {
 				return retry.Permanent(err)
 			}
-			if resume && resumable(snap.Data(), *in) {
+			if resume && resumable(root, *in) {
 				return retry.Permanent(errResume)
 			}
 		}
@@ -134,12 +134,3 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 
 // errSkip ends a write that WithSkipComplete found nothing to do for.
 var errSkip = errors.New("stored snapshot is complete")
-
-// isComplete reports whether a stored root is a complete snapshot, as the
-// application's readers take it: status "success" and writeComplete not
-// false (roots of the application's writer may lack the flag), and no
-// write at work on it.
-func isComplete(root map[string]any) bool {
-	md := asMap(root["metadata"])
-	return md["status"] == statusSuccess && writtenWhole(md)
-}

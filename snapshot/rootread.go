@@ -76,9 +76,17 @@ func (md *rootMetadata) writtenWhole() bool {
 	return (md.WriteComplete == nil || *md.WriteComplete) && !md.writing()
 }
 
+// legacy reports whether a complete root is still in an earlier
+// snapwriter version's form (its snapshotId the input's, or no
+// writeState): a repair brings it to the current form. The application's
+// roots have no writerFence.
+func (md *rootMetadata) legacy() bool {
+	return md.WriterFence != "" && !md.currentForm()
+}
+
 // complete reports whether the root is a complete snapshot, as the
 // application's readers take it: status "success", written whole, and no
-// write at work on it (isComplete's rule).
+// write at work on it.
 func (r *rootDocument) complete() bool {
 	md := r.meta()
 	return md.Status == statusSuccess && md.writtenWhole()

@@ -167,11 +167,8 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	if current {
 		checkLists(id, md, mf, add)
 	}
-	// The payload checks (hash.go, numbers.go) read the root's fields as
-	// a map.
-	rootFields := doc.Data()
 	if md.PayloadHash != "" {
-		same, err := storedPayloadMatches(rootFields, md.PayloadHash)
+		same, err := storedPayloadMatches(root)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
@@ -180,7 +177,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	if input != nil {
-		if err := compareInput(rootFields, root, stored, inData, add); err != nil {
+		if err := compareInput(root, stored, inData, add); err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
 	}
@@ -287,9 +284,8 @@ func verifyInput(input *model.Snapshot) (*inputData, error) {
 
 // compareInput reports where the stored snapshot differs from the input
 // inData holds: the district set, each stored district's data, and the root
-// payload, numbers compared as Firestore compares them. rootFields are
-// root's fields as stored, for samePayload (numbers.go).
-func compareInput(rootFields map[string]any, root *rootDocument, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
+// payload, numbers compared as Firestore compares them.
+func compareInput(root *rootDocument, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
 	input := inData.snap
 	inManifest := make(map[string]bool, len(root.Manifest.Districts))
 	for _, e := range root.Manifest.Districts {
@@ -326,7 +322,7 @@ func compareInput(rootFields map[string]any, root *rootDocument, stored map[stri
 		// stored verbatim all the same). A root the TypeScript
 		// application wrote keeps too little of it to compare.
 		var err error
-		if same, err = samePayload(rootFields, input); err != nil {
+		if same, err = samePayload(root, input); err != nil {
 			return err
 		}
 	}

@@ -1,17 +1,11 @@
 package snapshot
 
-import (
-	"cloud.google.com/go/firestore"
+import "cloud.google.com/go/firestore"
 
-	"github.com/snapwriter/snapwriter/model"
-)
-
-// Reads of stored documents as maps (DocumentSnapshot.Data), for the code
-// that does not read them into the layout types yet (repair.go, root.go,
-// fence.go, hash.go, numbers.go, pages.go and their tests). Each is the typed
-// read it names, on the map; once its callers read the layout types, it
-// goes. They look up single fields rather than decode the whole metadata:
-// repair calls some once per district.
+// Reads of stored documents as maps (DocumentSnapshot.Data), for tests
+// that check what is stored independently of the layout types the
+// package reads it into (rootread.go). Each is the typed read it names,
+// on the map.
 
 // asMap is v as a map, nil when it is none.
 func asMap(v any) map[string]any {
@@ -24,23 +18,6 @@ func writing(md map[string]any) bool {
 	ws, _ := md[fieldWriteState].(string)
 	st, _ := md[fieldStatus].(string)
 	return inProgress(ws, st)
-}
-
-// currentForm is rootMetadata.currentForm of root metadata md.
-func currentForm(md map[string]any) bool {
-	ws, _ := md[fieldWriteState].(string)
-	return ws != ""
-}
-
-// writtenWhole is rootMetadata.writtenWhole of root metadata md.
-func writtenWhole(md map[string]any) bool {
-	done, flagged := md[fieldWriteComplete].(bool)
-	return (done || !flagged) && !writing(md)
-}
-
-// fromRoot is rootSnapshot of a root's fields.
-func fromRoot(root map[string]any, districts map[string]model.Object) (*model.Snapshot, error) {
-	return rootSnapshot(decodeRoot(root), districts)
 }
 
 // pagedRoot is rootDocument.paged of a root's fields.
