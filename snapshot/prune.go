@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -188,7 +189,8 @@ func (j *job) markDeleting() (found bool, err error) {
 			return err
 		}
 		found = true
-		root := readRoot(snap)
+		data := snap.Data()
+		root := decodeRoot(data)
 		if err := j.checkPrior(ctx, root.meta()); err != nil {
 			return retry.Permanent(err)
 		}
@@ -201,7 +203,7 @@ func (j *job) markDeleting() (found bool, err error) {
 				return retry.Permanent(ErrNewestComplete)
 			}
 		}
-		if err := tx.Update(ref, j.in.deletingMark(root)); err != nil {
+		if err := tx.Update(ref, j.in.deletingMark(root, data)); err != nil {
 			return retry.Permanent(err)
 		}
 		return j.setFence(tx, j.w.cfg.now())
@@ -235,13 +237,17 @@ func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, erro
 	}
 }
 
-// deletingMark is the update that marks stored root as being deleted by
-// this prune: the application's status "failed", writeComplete false, no
-// district successful (every one failed, every manifest entry failed),
-// writeState "deleting", and this prune's stamp. The manifest's inline
-// entries are rewritten; pages are not (only snapwriter reads them, and it
-// reads none of a root marked deleting).
-func (in rootInput) deletingMark(root *rootDocument) []firestore.Update {
+// deletingMark is the update that marks stored root (data, its fields as
+// stored) as being deleted by this prune: the application's status
+// "failed", writeComplete false, no district successful (every one failed,
+// every manifest entry failed), writeState "deleting", and this prune's
+// stamp. The manifest's inline entries are rewritten from data, as they
+// are stored but for their status and errorMessage: read into
+// manifestEntry, an entry of the application's, which has no contentHash,
+// would gain one, and the root bytes it does not need. Pages are not
+// rewritten (only snapwriter reads them, and it reads none of a root
+// marked deleting).
+func (in rootInput) deletingMark(root *rootDocument, data map[string]any) []firestore.Update {
 	md, mf := root.meta(), root.Manifest
 	failed := appendNew(districtList(md.FailedDistricts), districtList(md.SuccessfulDistricts)...)
 	st := in.stamp()
@@ -261,12 +267,18 @@ func (in rootInput) deletingMark(root *rootDocument) []firestore.Update {
 		ups = append(ups, firestore.Update{FieldPath: man(fieldSuccessfulDistricts), Value: 0},
 			firestore.Update{FieldPath: man(fieldFailedDistricts), Value: *mf.TotalDistricts})
 	}
+	stored, _ := data[fieldManifest].(map[string]any)
 	// Present (an inline manifest's; a paged root has none), even empty.
-	if mf.Districts != nil {
-		marked := make([]manifestEntry, len(mf.Districts))
-		for i, e := range mf.Districts {
-			e.Status, e.ErrorMessage = entryFailed, deletingMessage
-			marked[i] = e
+	if entries, ok := stored[fieldDistricts].([]any); ok {
+		marked := make([]any, len(entries))
+		for i, e := range entries {
+			m, _ := e.(map[string]any)
+			m = maps.Clone(m)
+			if m == nil {
+				m = map[string]any{}
+			}
+			m[fieldStatus], m[fieldErrorMessage] = entryFailed, deletingMessage
+			marked[i] = m
 		}
 		ups = append(ups, firestore.Update{FieldPath: man(fieldDistricts), Value: marked})
 	}
