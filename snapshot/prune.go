@@ -249,7 +249,7 @@ func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, erro
 // marked deleting).
 func (in rootInput) deletingMark(root *rootDocument, data map[string]any) []firestore.Update {
 	md, mf := root.meta(), root.Manifest
-	failed := appendNew(districtList(md.FailedDistricts), districtList(md.SuccessfulDistricts)...)
+	failed := markedFailed(md.FailedDistricts, md.SuccessfulDistricts)
 	st := in.stamp()
 	meta := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldMetadata, field} }
 	man := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldManifest, field} }
@@ -285,26 +285,28 @@ func (in rootInput) deletingMark(root *rootDocument, data map[string]any) []fire
 	return ups
 }
 
-// districtList is a stored list of district ids without the elements that
-// were not strings (read as ""), never nil: the lists are never null.
-func districtList(ids []string) []string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
+// markedFailed is the failed list of a root marked deleting: its failed
+// districts as stored, then those of its successful ones not among them.
+// Elements that were not strings (read as "") are left out, and the list
+// is never nil: the lists are never null. A map, not a search of the list
+// per district: a root lists up to 20,000 districts, and the mark's
+// transaction may be retried.
+func markedFailed(failed, successful []string) []string {
+	out := make([]string, 0, len(failed)+len(successful))
+	seen := make(map[string]bool, cap(out))
+	for _, id := range failed {
 		if id != "" {
 			out = append(out, id)
+			seen[id] = true
+		}
+	}
+	for _, id := range successful {
+		if id != "" && !seen[id] {
+			out = append(out, id)
+			seen[id] = true
 		}
 	}
 	return out
-}
-
-// appendNew appends to list the elements of more it does not hold yet.
-func appendNew(list []string, more ...string) []string {
-	for _, s := range more {
-		if !slices.Contains(list, s) {
-			list = append(list, s)
-		}
-	}
-	return list
 }
 
 // PrunePlan is what a retention run prunes, as SelectPrune chooses it

@@ -427,3 +427,24 @@ func TestKeepDaysCutoff(t *testing.T) {
 		}
 	}
 }
+
+// The mark's failed list keeps the stored failed districts as they are,
+// then adds the successful ones it lacks, once each, in their order; ids
+// that were not strings (read as "") are dropped, and nothing is null.
+func TestMarkedFailed(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		failed, successful, want []string
+	}{
+		{nil, nil, []string{}},
+		{[]string{"3", "1"}, []string{"2", "1", "4", "2"}, []string{"3", "1", "2", "4"}},
+		{[]string{"", "5"}, []string{"", "6"}, []string{"5", "6"}},
+		{[]string{"7", "7"}, nil, []string{"7", "7"}}, // the stored list, as it is
+	}
+	for _, c := range cases {
+		got := markedFailed(c.failed, c.successful)
+		if got == nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("markedFailed(%q, %q) = %#v, want %q", c.failed, c.successful, got, c.want)
+		}
+	}
+}
