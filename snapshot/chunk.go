@@ -137,21 +137,61 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		}
 	}
 	t0 := time.Now()
+	if err := j.notStarted(); err != nil {
+		r.Err, r.notAttempted = err, true
+		return r
+	}
+	c, err := j.commitFenced(ctx, func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
+	r.RetryAttempts, r.AbortedRetries, r.DurationMs = c.Retries, c.aborted, time.Since(t0).Milliseconds()
+	if err != nil {
+		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		r.Err = err
+		r.unsure = c.unsure && !errors.Is(err, ErrFencedOut)
+		return r
+	}
+	r.Success, r.committed = true, time.Now()
+	return r
+}
+
+// notStarted is why a chunk must not start, nil when it may: the write
+// was stopped (the job's ctx ended) or its lease lost (wctx ended).
+func (j *job) notStarted() error {
 	for _, c := range []context.Context{j.ctx, j.wctx} {
 		if c.Err() != nil {
-			// Never started: the write was stopped or the lease lost.
-			r.Err = fmt.Errorf("not attempted: %w", context.Cause(c))
-			return r
+			return fmt.Errorf("not attempted: %w", context.Cause(c))
 		}
 	}
-	var writes []*pb.Write // encoded once, during the first attempt's fence read
+	return nil
+}
+
+// fencedCommit is what commitFenced tells of a chunk's transaction: its
+// retries, whether a commit may have been applied although no attempt was
+// seen to succeed, and how many attempts retried an aborted one
+// (contention).
+type fencedCommit struct {
+	retry.Stats
+	unsure  bool
+	aborted int
+}
+
+// commitFenced commits a chunk, under ctx, as one transaction that first
+// checks the snapshot's fence document still carries this job's fence
+// (chunkTxn), retried by the write's policy; an attempt after an aborted
+// one retries that transaction, which the server then gives priority.
+// encode makes the chunk's writes, once, while the first attempt's fence
+// read is on its way: every attempt commits the same messages. A write's
+// chunks and a prune's delete chunks both commit through it.
+func (j *job) commitFenced(ctx context.Context, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
+	var writes []*pb.Write
 	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
 	tx.prepare = func() error {
 		if writes != nil {
 			return nil
 		}
 		var err error
-		if writes, err = j.chunkWrites(chunk); err != nil {
+		if writes, err = encode(); err != nil {
 			return retry.Permanent(err)
 		}
 		return nil
@@ -162,10 +202,12 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		}
 		return writes, nil
 	}
+	var c fencedCommit
 	var prev []byte // the last attempt's transaction, when it was aborted
-	st, unsure, err := j.retry(ctx, j.w.cfg.retry, func(ctx context.Context) error {
+	var err error
+	c.Stats, c.unsure, err = j.retry(ctx, j.w.cfg.retry, func(ctx context.Context) error {
 		if prev != nil {
-			r.AbortedRetries++ // this attempt retries an aborted one
+			c.aborted++ // this attempt retries an aborted one
 		}
 		tid, err := j.w.chunkTxn(ctx, tx, prev)
 		prev = nil
@@ -174,17 +216,7 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		}
 		return err
 	})
-	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
-	if err != nil {
-		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
-			err = fmt.Errorf("%w (%w)", err, cause)
-		}
-		r.Err = err
-		r.unsure = unsure && !errors.Is(err, ErrFencedOut)
-		return r
-	}
-	r.Success, r.committed = true, time.Now()
-	return r
+	return c, err
 }
 
 // chunkWrites encodes a chunk's sets and deletes. Each district's
@@ -212,11 +244,15 @@ func (j *job) chunkWrites(chunk []op) ([]*pb.Write, error) {
 	return writes, nil
 }
 
+// deleteBytes is what a delete counts against a commit's bytes
+// (maxCommitBytes): its document's name, with room to spare.
+const deleteBytes = 256
+
 // withDeletes is ops and the deletes of the stale district documents
 // (stale, by district id) after them.
 func withDeletes(ops []op, stale []string) []op {
 	for _, sid := range stale {
-		ops = append(ops, op{districtID: sid, bytes: 256})
+		ops = append(ops, op{districtID: sid, bytes: deleteBytes})
 	}
 	return ops
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -58,17 +57,19 @@ func (j *job) listBelow() ([3][]string, error) {
 // deleteChunks deletes the documents names in chunks of the writer's
 // batch size, its concurrency at once (fewer while the store answers
 // slowly, as a write's chunks), each a transaction that checks the fence.
-// n counts the documents whose chunk committed; err is the first failure,
-// a fenced-out one before any other.
+// n counts the documents whose chunk committed; err is the failure of the
+// first chunk that failed, a fenced-out one before any other.
 func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) {
-	chunks, err := batching.Plan(names, func(string) (int, int) { return 1, 256 },
+	chunks, err := batching.Plan(names, func(string) (int, int) { return 1, deleteBytes },
 		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}
-	var mu sync.Mutex
-	var errs []error
-	batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, _ int, chunk []string) struct{} {
+	type deleted struct {
+		retries int
+		err     error
+	}
+	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, _ int, chunk []string) deleted {
 		epoch, admitted := j.shed.enter(ctx, j.wctx)
 		if admitted {
 			defer j.shed.leave()
@@ -85,60 +86,35 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 		} else {
 			j.log.Info("delete chunk committed", fields...)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		res.Chunks++
-		res.RetryAttempts += retries
-		if err != nil {
-			errs = append(errs, err)
-			return struct{}{}
-		}
-		n += len(chunk)
-		return struct{}{}
+		return deleted{retries, err}
 	})
-	if len(chunks) > 0 && res.Chunks < len(chunks) && j.ctx.Err() != nil {
-		errs = append(errs, fmt.Errorf("stopped before every chunk was deleted: %w", context.Cause(j.ctx)))
-	}
-	for _, e := range errs {
-		if errors.Is(e, ErrFencedOut) {
-			return n, e
+	for i, r := range results {
+		res.Chunks++
+		res.RetryAttempts += r.retries
+		switch {
+		case r.err == nil:
+			n += len(chunks[i])
+		case err == nil, errors.Is(r.err, ErrFencedOut) && !errors.Is(err, ErrFencedOut):
+			err = r.err
 		}
 	}
-	if len(errs) > 0 {
-		return n, errs[0]
-	}
-	return n, nil
+	return n, err
 }
 
 // deleteChunk deletes names in one chunk transaction that first checks the
 // fence document carries the prune's fence, retried as a write's chunk is.
 func (j *job) deleteChunk(names []string) (retries int, err error) {
-	for _, c := range []context.Context{j.ctx, j.wctx} {
-		if c.Err() != nil {
-			return 0, fmt.Errorf("not attempted: %w", context.Cause(c))
-		}
+	if err := j.notStarted(); err != nil {
+		return 0, err
 	}
-	writes := make([]*pb.Write, len(names))
-	for i, name := range names {
-		writes[i] = deleteWrite(name)
-	}
-	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path, prepare: func() error { return nil },
-		decide: func(fence *pb.Document) ([]*pb.Write, error) {
-			if err := j.in.fenceProblem(fence); err != nil {
-				return nil, retry.Permanent(err)
-			}
-			return writes, nil
-		}}
-	var prev []byte // the last attempt's transaction, when it was aborted
-	st, _, err := j.retry(j.wctx, j.w.cfg.retry, func(ctx context.Context) error {
-		tid, err := j.w.chunkTxn(ctx, tx, prev)
-		prev = nil
-		if status.Code(err) == codes.Aborted {
-			prev = tid
+	c, err := j.commitFenced(j.wctx, func() ([]*pb.Write, error) {
+		writes := make([]*pb.Write, len(names))
+		for i, name := range names {
+			writes[i] = deleteWrite(name)
 		}
-		return err
+		return writes, nil
 	})
-	return st.Retries, err
+	return c.Retries, err
 }
 
 // deleteRoot deletes the fence document and the root in one transaction

@@ -27,9 +27,12 @@ type BatchResult struct {
 	deletes int
 	// unsure: a commit of this chunk may have been applied although no
 	// attempt was seen to succeed; the finish reads its documents to decide.
-	unsure    bool
-	ops       []op
-	committed time.Time // when the chunk's commit succeeded
+	unsure bool
+	// notAttempted: the chunk never started (the write was stopped or
+	// its lease lost first).
+	notAttempted bool
+	ops          []op
+	committed    time.Time // when the chunk's commit succeeded
 }
 
 // MarshalJSON renders Err as "error", its message, in the field order of
