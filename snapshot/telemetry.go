@@ -319,14 +319,11 @@ func lockAttrs(backend, key string) []attribute.KeyValue {
 func (j *job) tracedChunk(index int, chunk []op) BatchResult {
 	t := j.w.tel
 	ctx, span := t.start(j.wctx, SpanChunk, attrChunkIndex.Int(index), attrChunkOps.Int(len(chunk)))
-	// As writeChunk decides it: a chunk is not started once either
-	// context has ended.
-	started := j.ctx.Err() == nil && j.wctx.Err() == nil
 	r := j.writeChunk(ctx, index, chunk)
 	outcome, attempts := chunkCommitted, r.RetryAttempts+1
 	switch {
 	case r.Success:
-	case !started:
+	case r.notAttempted:
 		outcome, attempts = chunkNotAttempted, 0
 	case errors.Is(r.Err, ErrFencedOut):
 		outcome = chunkFencedOut

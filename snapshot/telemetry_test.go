@@ -453,3 +453,32 @@ func printTree(b *strings.Builder, all tracetest.SpanStubs, s tracetest.SpanStub
 		printTree(b, all, k, indent+"  ")
 	}
 }
+
+// A write stopped after its root (its context cancelled before any chunk
+// started): every chunk span says not_attempted with no attempt, and no
+// chunk's duration is recorded.
+func TestTraceOfStoppedWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	o := newObserved()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := e.writer(append(o.options(), WithBatchSize(10), withBeforeChunks(func(context.Context) { cancel() }))...)
+	if _, err := w.Write(ctx, day, gen(40, 5)); !errors.Is(err, ErrPartial) {
+		t.Fatalf("stopped write: %v, want ErrPartial", err)
+	}
+	_, kids := o.run(t, SpanWrite)
+	chunks := named(kids, SpanChunk)
+	if len(chunks) != 4 {
+		t.Fatalf("%d chunk spans, want 4", len(chunks))
+	}
+	for _, c := range chunks {
+		if attr(c, attrChunkOutcome) != chunkNotAttempted || attr(c, attrAttempts) != "0" {
+			t.Errorf("chunk %s: outcome %s, attempts %s; want not_attempted, 0",
+				attr(c, attrChunkIndex), attr(c, attrChunkOutcome), attr(c, attrAttempts))
+		}
+	}
+	if got := o.sum(t, MetricChunkDuration); got != 0 {
+		t.Errorf("%s has %d samples, want none", MetricChunkDuration, got)
+	}
+}
