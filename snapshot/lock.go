@@ -34,7 +34,8 @@ func (j *job) begin(id string) (end func(), err error) {
 	actx, span := w.tel.start(actx, SpanLockAcquire, lockAttrs(w.lockName, key)...)
 	lease, err := locking.Acquire(actx, w.locker, key,
 		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(j.shed.renewed))
-	w.tel.acquired(actx, span, time.Since(t0), lease, err)
+	wait := time.Since(t0)
+	w.tel.acquired(actx, span, wait, lease, err)
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
@@ -48,7 +49,7 @@ func (j *job) begin(id string) (end func(), err error) {
 		return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: %w", id, err)
 	}
 	log.Info("snapshot lock acquired", zap.String("fence", lease.Fence()),
-		zap.String("keyHash", locking.HashKey(lease.Key())), zap.Int64("lockWaitMs", time.Since(t0).Milliseconds()))
+		zap.String("keyHash", locking.HashKey(lease.Key())), zap.Int64("lockWaitMs", wait.Milliseconds()))
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
 	j.lease, j.wctx = lease, wctx

@@ -259,8 +259,6 @@ func errorType(err error) string {
 	switch {
 	case errors.As(err, &e):
 		return e.Kind.String()
-	case errors.Is(err, ErrFencedOut):
-		return FencedOut.String()
 	case errors.Is(err, model.ErrInvalid):
 		return "InvalidInput"
 	case errors.Is(err, locking.ErrAcquisitionTimeout):
