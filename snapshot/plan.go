@@ -170,19 +170,17 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	if err != nil {
 		return nil, err
 	}
-	key, err := w.scope.LockKey(w.lockName, id)
+	pl, err := w.newPlan(op, id)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", id, err)
+		return nil, err
 	}
-	in, err := w.buildInput(id, snap, data, writerStamp{WriterFence: planFence, WriterLockKeyHash: locking.HashKey(key)}, w.cfg.now())
+	in, err := w.buildInput(id, snap, data, writerStamp{WriterFence: planFence, WriterLockKeyHash: pl.Lock.KeyHash}, w.cfg.now())
 	if err != nil {
 		return nil, err
 	}
 	in.repairing = op == opRepair
 	w.paginate(&in)
-	pl := &Plan{SnapshotID: id, Op: string(op), Stored: StoredNone, Districts: len(snap.Payload.Districts),
-		BatchSize: w.cfg.batchSize, RootLimitBytes: model.MaxDocumentBytes, Rewrite: []PlannedDistrict{},
-		Lock: PlanLock{Backend: w.lockName, Key: key, KeyHash: in.keyHash}}
+	pl.Districts = len(snap.Payload.Districts)
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.reqTimeout)
 	doc, err := w.root(id).Get(rctx)
 	cancel()
@@ -194,20 +192,16 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	}
 	root := readRoot(doc)
 	pl.Stored = string(storedState(id, root))
-	resume := false
-	if op == opWrite {
-		if w.cfg.skipComplete && root.complete() {
-			return pl.skip("the stored snapshot is complete (--skip-complete)"), nil
-		}
-		if _, err := w.checkSwitch(root.meta(), in); err != nil {
-			return nil, withID(id, err)
-		}
-		if !resumable(root, in) {
-			return pl, p.whole(ctx, pl, in, "the stored snapshot is replaced")
-		}
-		resume = true
-	} else if _, err := w.checkSwitch(root.meta(), in); err != nil {
+	// In writeRoot's order: the skip, then the prior writer's check.
+	if op == opWrite && w.cfg.skipComplete && root.complete() {
+		return pl.skip("the stored snapshot is complete (--skip-complete)"), nil
+	}
+	if _, err := w.checkSwitch(root.meta(), in); err != nil {
 		return nil, withID(id, err)
+	}
+	resume := op == opWrite
+	if resume && !resumable(root, in) {
+		return pl, p.whole(ctx, pl, in, "the stored snapshot is replaced")
 	}
 	// As takeOver decides, from the same reads.
 	rctx, cancel = context.WithTimeout(ctx, w.cfg.reqTimeout)
@@ -251,15 +245,24 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 // complete and does not read its input): it writes nothing, and only the
 // lock is filled in. No read is made.
 func (p *Planner) Skipped(id, why string) (*Plan, error) {
-	w := p.w
+	pl, err := p.w.newPlan(opWrite, id)
+	if err != nil {
+		return nil, err
+	}
+	pl.Stored, pl.Manifest = string(StateComplete), PlanManifest{Form: ManifestInline}
+	return pl.skip(why), nil
+}
+
+// newPlan is the plan of op on snapshot id before anything is known of
+// the input or what is stored: the writer's limits and the lock.
+func (w *Writer) newPlan(op operation, id string) (*Plan, error) {
 	key, err := w.scope.LockKey(w.lockName, id)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	pl := &Plan{SnapshotID: id, Op: string(opWrite), Stored: string(StateComplete), BatchSize: w.cfg.batchSize,
-		RootLimitBytes: model.MaxDocumentBytes, Rewrite: []PlannedDistrict{}, Manifest: PlanManifest{Form: ManifestInline},
-		Lock: PlanLock{Backend: w.lockName, Key: key, KeyHash: locking.HashKey(key)}}
-	return pl.skip(why), nil
+	return &Plan{SnapshotID: id, Op: string(op), Stored: StoredNone, BatchSize: w.cfg.batchSize,
+		RootLimitBytes: model.MaxDocumentBytes, Rewrite: []PlannedDistrict{},
+		Lock: PlanLock{Backend: w.lockName, Key: key, KeyHash: locking.HashKey(key)}}, nil
 }
 
 // skip makes pl a plan that writes nothing.
@@ -271,8 +274,7 @@ func (pl *Plan) skip(why string) *Plan {
 // whole makes pl the plan of a whole write of in.
 func (p *Planner) whole(ctx context.Context, pl *Plan, in rootInput, why string) error {
 	pl.Action, pl.Why = PlanWrite, why
-	pl.Rewrite = []PlannedDistrict{}
-	return p.fill(ctx, pl, in.keeping(nil), nil)
+	return p.fill(ctx, pl, in, nil)
 }
 
 // fill sets what pl writes: the districts of todo (every one when nil),
