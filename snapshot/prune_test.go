@@ -244,6 +244,20 @@ func TestPruneStoppedAfterMarkIsFinishedByARerun(t *testing.T) {
 	})
 }
 
+// pruneHeldAfterMark starts a prune of id by w that stops once its root
+// is marked until resume is closed. It returns when the mark is made,
+// with the channel the prune's error will come on.
+func pruneHeldAfterMark(ctx context.Context, w *Writer, id string, resume <-chan struct{}) <-chan error {
+	marked := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.prune(ctx, id, func(context.Context) error { close(marked); <-resume; return nil })
+		done <- err
+	}()
+	<-marked
+	return done
+}
+
 // A prune racing a write of the same date: the write wins (the prune,
 // stalled after its mark and its lock lost, is fenced out and deletes
 // nothing of the writer's), or the prune holds the lock and the write
@@ -256,13 +270,8 @@ func TestPruneRacingWrite(t *testing.T) {
 			ctx := context.Background()
 			w := e.writer(WithLockTTL(time.Minute), WithBatchSize(5))
 			e.writeDates(w, 30, "2026-11-19", "2026-11-20")
-			marked, resume := make(chan struct{}), make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				_, err := w.prune(ctx, "2026-11-19", func(context.Context) error { close(marked); <-resume; return nil })
-				done <- err
-			}()
-			<-marked
+			resume := make(chan struct{})
+			done := pruneHeldAfterMark(ctx, w, "2026-11-19", resume)
 			// The prune's lock "expires" behind its back; a writer takes
 			// the date over and writes it whole.
 			if _, err := e.clean.Collection("locks").Doc(e.lockKey("2026-11-19")).Delete(ctx); err != nil {
@@ -289,13 +298,8 @@ func TestPruneRacingWrite(t *testing.T) {
 		ctx := context.Background()
 		w := e.writer(WithBatchSize(5))
 		e.writeDates(w, 30, "2026-11-19", "2026-11-20")
-		marked, resume := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := w.prune(ctx, "2026-11-19", func(context.Context) error { close(marked); <-resume; return nil })
-			done <- err
-		}()
-		<-marked
+		resume := make(chan struct{})
+		done := pruneHeldAfterMark(ctx, w, "2026-11-19", resume)
 		// The writer meets the prune's lock and waits for it.
 		in := model.Generate("2026-11-19", 40, 9)
 		wrote := make(chan error, 1)
