@@ -139,8 +139,8 @@ func TestOffByDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Tracing() || p.Metering() {
-			t.Errorf("%v: tracing %v, metering %v; want both off", env, p.Tracing(), p.Metering())
+		if p.tp != nil || p.mp != nil {
+			t.Errorf("%v: traces on %v, metrics on %v; want both off", env, p.tp != nil, p.mp != nil)
 		}
 		if otel.GetTracerProvider() != before {
 			t.Errorf("%v: Setup replaced the global TracerProvider", env)
@@ -173,10 +173,10 @@ func TestOTLPHTTPExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !p.Tracing() || !p.Metering() {
-			t.Fatalf("tracing %v, metering %v; want both on", p.Tracing(), p.Metering())
+		if p.tp == nil || p.mp == nil {
+			t.Fatalf("traces on %v, metrics on %v; want both on", p.tp != nil, p.mp != nil)
 		}
-		if otel.GetTracerProvider() != p.TracerProvider || otel.GetMeterProvider() != p.MeterProvider {
+		if otel.GetTracerProvider() != p.tp || otel.GetMeterProvider() != p.mp {
 			t.Error("Setup did not install its providers as the global ones")
 		}
 		emit(ctx, t)
