@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os/exec"
 	"slices"
 	"strings"
@@ -117,18 +116,10 @@ func TestBinaryFlushesTelemetryOnSIGTERM(t *testing.T) {
 	file := writeFile(t, day+".json", genJSON(t, day, 1000))
 	cmd := exec.Command(binary(t), "write", "--input", file, "--concurrency", "1")
 	cmd.Env = binaryEnv(c.project, otelEnv(col.URL)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
+	stderr, sc, logs := startLogged(t, cmd)
 	for sc.Scan() && !strings.Contains(sc.Text(), `"message":"batch committed"`) {
 	}
-	if code := sigterm(t, cmd, stderr, &logs); code != exitPartial {
+	if code := sigterm(t, cmd, stderr, logs); code != exitPartial {
 		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
 	}
 	writes := col.Named("snapwriter.write")
