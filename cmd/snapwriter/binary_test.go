@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"os"
@@ -48,6 +49,24 @@ func binaryEnv(project string, extra ...string) []string {
 
 // newProject returns a fresh emulator project for t.
 func newProject(t *testing.T) string { return emulator.ProjectID(t) }
+
+// startLogged starts cmd with its stderr piped, for a test that waits
+// for a log line before it signals the process. It returns the pipe, a
+// scanner over it to wait with, and logs, which gets every byte the
+// scanner reads, so that a failure can show them; sigterm and stop, given
+// stderr and logs, copy the rest into logs.
+func startLogged(t *testing.T, cmd *exec.Cmd) (stderr io.Reader, sc *bufio.Scanner, logs *bytes.Buffer) {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs = &bytes.Buffer{}
+	return stderr, bufio.NewScanner(io.TeeReader(stderr, logs)), logs
+}
 
 // sigterm sends SIGTERM to cmd, copies the rest of its stderr into logs,
 // and waits at most 30 s for it to exit; it returns the exit code.

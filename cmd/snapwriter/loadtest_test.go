@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -128,23 +127,16 @@ func TestLoadtestCommandRefuses(t *testing.T) {
 }
 
 // startLoadtest starts the binary on a long write (one chunk at a time) and
-// returns once a district chunk has committed, with its stderr still
-// being read into logs.
-func startLoadtest(t *testing.T, c *cli, stdout *bytes.Buffer, logs *bytes.Buffer, args ...string) (*exec.Cmd, io.Reader) {
+// returns once a district chunk has committed, with its stderr and the
+// logs read from it so far (see startLogged).
+func startLoadtest(t *testing.T, c *cli, stdout *bytes.Buffer, args ...string) (*exec.Cmd, io.Reader, *bytes.Buffer) {
 	t.Helper()
 	cmd := exec.Command(binary(t), append([]string{"loadtest", "--collection", ltColl, "--districts", "1000",
 		"--concurrency", "1", "--rounds", "1", "--lock-ttl", "10s"}, args...)...)
 	cmd.Env = binaryEnv(c.project)
 	cmd.Stdout = stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr, sc, logs := startLogged(t, cmd)
 	// The root's commit is logged as a batch too: wait for two more.
-	sc := bufio.NewScanner(io.TeeReader(stderr, logs))
 	committed := 0
 	for committed < 3 && sc.Scan() {
 		if strings.Contains(sc.Text(), `"message":"batch committed"`) {
@@ -156,7 +148,7 @@ func startLoadtest(t *testing.T, c *cli, stdout *bytes.Buffer, logs *bytes.Buffe
 		_ = cmd.Wait()
 		t.Fatalf("the run ended before two chunks committed:\n%s", logs.String())
 	}
-	return cmd, stderr
+	return cmd, stderr, logs
 }
 
 // SIGINT mid-write: the round stops, everything is deleted, the figures so
@@ -164,9 +156,9 @@ func startLoadtest(t *testing.T, c *cli, stdout *bytes.Buffer, logs *bytes.Buffe
 func TestLoadtestBinarySIGINTCleansUp(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	var stdout, logs bytes.Buffer
-	cmd, stderr := startLoadtest(t, c, &stdout, &logs)
-	if code := stop(t, cmd, syscall.SIGINT, 2*time.Minute, stderr, &logs); code != 128+int(syscall.SIGINT) {
+	var stdout bytes.Buffer
+	cmd, stderr, logs := startLoadtest(t, c, &stdout)
+	if code := stop(t, cmd, syscall.SIGINT, 2*time.Minute, stderr, logs); code != 128+int(syscall.SIGINT) {
 		t.Fatalf("exit %d, want 130\n%s\n%s", code, stdout.String(), logs.String())
 	}
 	if out := stdout.String(); !strings.Contains(out, "PARTIAL") || !strings.Contains(out, "interrupted after 1 of 1 rounds") {
@@ -185,8 +177,8 @@ func TestLoadtestBinarySIGINTCleansUp(t *testing.T) {
 func TestLoadtestBinaryKilledRunLeftoversRemoved(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	var stdout, logs bytes.Buffer
-	cmd, stderr := startLoadtest(t, c, &stdout, &logs)
+	var stdout bytes.Buffer
+	cmd, stderr, _ := startLoadtest(t, c, &stdout)
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

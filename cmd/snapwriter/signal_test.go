@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -75,16 +74,8 @@ func TestSIGTERMDuringWrite(t *testing.T) {
 	cmd.Env = binaryEnv(c.project)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stderr, sc, logs := startLogged(t, cmd)
 	// Signal once two district chunks have committed.
-	var logs bytes.Buffer
-	sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
 	committed := 0
 	for committed < 3 && sc.Scan() {
 		if strings.Contains(sc.Text(), `"message":"batch committed"`) {
@@ -95,7 +86,7 @@ func TestSIGTERMDuringWrite(t *testing.T) {
 		t.Fatalf("the write ended before two chunks committed:\n%s", logs.String())
 	}
 	t.Logf("signal at %s", time.Since(t0))
-	if code := sigterm(t, cmd, stderr, &logs); code != exitPartial {
+	if code := sigterm(t, cmd, stderr, logs); code != exitPartial {
 		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
 	}
 	var res snapshot.Result

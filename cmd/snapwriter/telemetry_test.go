@@ -5,78 +5,16 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os/exec"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
-	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/snapwriter/snapwriter/internal/telemetry/otlptest"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// otlpCollector is an OTLP/HTTP endpoint keeping the spans and metric
-// names it receives.
-type otlpCollector struct {
-	*httptest.Server
-	mu      sync.Mutex
-	spans   []*tracepb.Span
-	metrics map[string]bool
-}
-
-func newOTLPCollector(t *testing.T) *otlpCollector {
-	c := &otlpCollector{metrics: map[string]bool{}}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		switch r.URL.Path {
-		case "/v1/traces":
-			var req colltrace.ExportTraceServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				t.Errorf("decoding a trace export: %v", err)
-			}
-			for _, rs := range req.GetResourceSpans() {
-				for _, ss := range rs.GetScopeSpans() {
-					c.spans = append(c.spans, ss.GetSpans()...)
-				}
-			}
-		case "/v1/metrics":
-			var req collmetrics.ExportMetricsServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				t.Errorf("decoding a metrics export: %v", err)
-			}
-			for _, rm := range req.GetResourceMetrics() {
-				for _, sm := range rm.GetScopeMetrics() {
-					for _, m := range sm.GetMetrics() {
-						c.metrics[m.GetName()] = true
-					}
-				}
-			}
-		}
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// named are the spans received named name.
-func (c *otlpCollector) named(name string) []*tracepb.Span {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*tracepb.Span
-	for _, s := range c.spans {
-		if s.GetName() == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
 
 // spanAttr is span s's string attribute key.
 func spanAttr(s *tracepb.Span, key string) string {
@@ -100,7 +38,7 @@ func otelEnv(endpoint string) []string {
 func TestBinaryExportsTelemetry(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	col := newOTLPCollector(t)
+	col := otlptest.NewCollector(t)
 	file := writeFile(t, day+".json", genJSON(t, day, 120))
 	cmd := exec.Command(binary(t), "write", "--input", file)
 	cmd.Env = binaryEnv(c.project, otelEnv(col.URL)...)
@@ -109,7 +47,7 @@ func TestBinaryExportsTelemetry(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("write: %v\n%s", err, stderr.String())
 	}
-	writes := col.named("snapwriter.write")
+	writes := col.Named("snapwriter.write")
 	if len(writes) != 1 {
 		t.Fatalf("%d write spans received, want 1", len(writes))
 	}
@@ -117,22 +55,21 @@ func TestBinaryExportsTelemetry(t *testing.T) {
 	if spanAttr(w, "snapwriter.outcome") != "complete" || spanAttr(w, "snapwriter.snapshot.id") != day {
 		t.Errorf("write span attributes %v", w.GetAttributes())
 	}
-	if n := len(col.named("snapwriter.chunk")); n != 3 {
+	if n := len(col.Named("snapwriter.chunk")); n != 3 {
 		t.Errorf("%d chunk spans received, want 3", n)
 	}
 	nested := 0
-	col.mu.Lock()
-	for _, s := range col.spans {
+	for _, s := range col.Spans() {
 		if strings.HasPrefix(s.GetName(), "cloud.google.com/go/firestore.") && bytes.Equal(s.GetTraceId(), w.GetTraceId()) {
 			nested++
 		}
 	}
+	metrics := col.MetricNames()
 	for _, m := range []string{"snapwriter.districts.written", "snapwriter.chunk.commit.duration", "snapwriter.writes", "snapwriter.write.duration", "snapwriter.lock.wait.duration"} {
-		if !col.metrics[m] {
-			t.Errorf("metric %s not received (got %v)", m, col.metrics)
+		if !slices.Contains(metrics, m) {
+			t.Errorf("metric %s not received (got %v)", m, metrics)
 		}
 	}
-	col.mu.Unlock()
 	if nested == 0 {
 		t.Error("no Firestore client span in the write's trace")
 	}
@@ -175,32 +112,24 @@ func TestBinaryBadTelemetryConfig(t *testing.T) {
 func TestBinaryFlushesTelemetryOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	col := newOTLPCollector(t)
+	col := otlptest.NewCollector(t)
 	file := writeFile(t, day+".json", genJSON(t, day, 1000))
 	cmd := exec.Command(binary(t), "write", "--input", file, "--concurrency", "1")
 	cmd.Env = binaryEnv(c.project, otelEnv(col.URL)...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
+	stderr, sc, logs := startLogged(t, cmd)
 	for sc.Scan() && !strings.Contains(sc.Text(), `"message":"batch committed"`) {
 	}
-	if code := sigterm(t, cmd, stderr, &logs); code != exitPartial {
+	if code := sigterm(t, cmd, stderr, logs); code != exitPartial {
 		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
 	}
-	writes := col.named("snapwriter.write")
+	writes := col.Named("snapwriter.write")
 	if len(writes) != 1 {
 		t.Fatalf("%d write spans received, want 1\n%s", len(writes), logs.String())
 	}
 	if w := writes[0]; spanAttr(w, "error.type") != "Partial" || spanAttr(w, "snapwriter.outcome") != "partial" {
 		t.Errorf("write span attributes %v", w.GetAttributes())
 	}
-	if len(col.named("snapwriter.lock.release")) != 1 {
+	if len(col.Named("snapwriter.lock.release")) != 1 {
 		t.Error("the lock's release was not exported")
 	}
 }

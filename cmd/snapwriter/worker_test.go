@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -198,15 +197,7 @@ func TestScheduleSIGTERM(t *testing.T) {
 	}
 	cmd := exec.Command(binary(t), "schedule", "--cron", "* * * * * *", "--input-dir", dir, "--concurrency", "1")
 	cmd.Env = binaryEnv(c.project)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
+	stderr, sc, logs := startLogged(t, cmd)
 	committed, missed := 0, false
 	for (committed < 3 || !missed) && sc.Scan() {
 		committed += strings.Count(sc.Text(), `"message":"batch committed"`)
@@ -216,7 +207,7 @@ func TestScheduleSIGTERM(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("no write in progress with a missed tick:\n%s", logs.String())
 	}
-	if code := sigterm(t, cmd, stderr, &logs); code != exitOK {
+	if code := sigterm(t, cmd, stderr, logs); code != exitOK {
 		t.Fatalf("exit %d, want 0\n%s", code, logs.String())
 	}
 	if !strings.Contains(logs.String(), `"message":"schedule stopped"`) {

@@ -25,15 +25,11 @@ import (
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/metric"
-	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
-	"go.opentelemetry.io/otel/trace"
-	nooptrace "go.opentelemetry.io/otel/trace/noop"
 )
 
 // The environment variables that turn the signals on (see the package
@@ -54,21 +50,13 @@ const ServiceName = "snapwriter"
 // doing anything.
 var ErrConfig = errors.New("OpenTelemetry configuration")
 
-// Providers are the providers Setup made: the SDK's for a signal that is
-// on, a no-op one otherwise.
+// Providers are the SDK providers Setup made for the signals that are on,
+// kept for Shutdown to flush. The program reaches them through the global
+// ones Setup installs, so they are not exported.
 type Providers struct {
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
-
 	tp *sdktrace.TracerProvider // nil: traces off
 	mp *sdkmetric.MeterProvider // nil: metrics off
 }
-
-// Tracing reports whether traces are exported.
-func (p *Providers) Tracing() bool { return p.tp != nil }
-
-// Metering reports whether metrics are exported.
-func (p *Providers) Metering() bool { return p.mp != nil }
 
 // Shutdown exports what is buffered — the spans ended since the last
 // batch, the metrics since the last period — and stops the exporters. A
@@ -95,10 +83,10 @@ func (p *Providers) Shutdown(ctx context.Context) error {
 // otel.SetMeterProvider) — which the Firestore client traces its RPCs
 // through, and which snapshot.Writer reports to by default — with the W3C
 // trace-context propagator. With no signal on it installs nothing, and
-// returns no-op providers whose Shutdown does nothing. version is the
+// returns Providers whose Shutdown does nothing. version is the
 // service.version. Errors wrap ErrConfig.
 func Setup(ctx context.Context, version string) (*Providers, error) {
-	p := &Providers{TracerProvider: nooptrace.NewTracerProvider(), MeterProvider: noopmetric.NewMeterProvider()}
+	p := &Providers{}
 	traces, metrics := on(TracesExporterEnv), on(MetricsExporterEnv)
 	if strings.EqualFold(strings.TrimSpace(os.Getenv(SDKDisabledEnv)), "true") || !traces && !metrics {
 		return p, nil
@@ -119,7 +107,6 @@ func Setup(ctx context.Context, version string) (*Providers, error) {
 			return nil, fmt.Errorf("%w: %s=%q: %w", ErrConfig, TracesExporterEnv, os.Getenv(TracesExporterEnv), err)
 		}
 		p.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-		p.TracerProvider = p.tp
 	}
 	if metrics {
 		r, err := autoexport.NewMetricReader(ctx)
@@ -128,7 +115,6 @@ func Setup(ctx context.Context, version string) (*Providers, error) {
 			return nil, errors.Join(err, p.Shutdown(ctx))
 		}
 		p.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(r), sdkmetric.WithResource(res))
-		p.MeterProvider = p.mp
 	}
 	if p.tp != nil {
 		otel.SetTracerProvider(p.tp)

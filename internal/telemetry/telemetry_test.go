@@ -3,92 +3,16 @@ package telemetry
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel"
 	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	nooptrace "go.opentelemetry.io/otel/trace/noop"
-	collmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	colltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/snapwriter/snapwriter/internal/telemetry/otlptest"
 )
-
-// collector is an OTLP/HTTP endpoint that keeps what it receives.
-type collector struct {
-	*httptest.Server
-	mu      sync.Mutex
-	spans   []string          // span names received
-	metrics []string          // metric names received
-	service []string          // service.name of each resource received
-	attrs   map[string]string // resource attributes received
-	posts   int
-}
-
-func newCollector(t *testing.T) *collector {
-	c := &collector{attrs: map[string]string{}}
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			t.Errorf("reading an export: %v", err)
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.posts++
-		switch r.URL.Path {
-		case "/v1/traces":
-			var req colltrace.ExportTraceServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				t.Errorf("decoding a trace export: %v", err)
-			}
-			for _, rs := range req.GetResourceSpans() {
-				for _, a := range rs.GetResource().GetAttributes() {
-					c.attrs[a.GetKey()] = a.GetValue().GetStringValue()
-					if a.GetKey() == "service.name" {
-						c.service = append(c.service, a.GetValue().GetStringValue())
-					}
-				}
-				for _, ss := range rs.GetScopeSpans() {
-					for _, s := range ss.GetSpans() {
-						c.spans = append(c.spans, s.GetName())
-					}
-				}
-			}
-			_, _ = w.Write(mustMarshal(t, &colltrace.ExportTraceServiceResponse{}))
-		case "/v1/metrics":
-			var req collmetrics.ExportMetricsServiceRequest
-			if err := proto.Unmarshal(body, &req); err != nil {
-				t.Errorf("decoding a metrics export: %v", err)
-			}
-			for _, rm := range req.GetResourceMetrics() {
-				for _, sm := range rm.GetScopeMetrics() {
-					for _, m := range sm.GetMetrics() {
-						c.metrics = append(c.metrics, m.GetName())
-					}
-				}
-			}
-			_, _ = w.Write(mustMarshal(t, &collmetrics.ExportMetricsServiceResponse{}))
-		default:
-			t.Errorf("export to unexpected path %s", r.URL.Path)
-			w.WriteHeader(http.StatusNotFound)
-		}
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-func mustMarshal(t *testing.T, m proto.Message) []byte {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		t.Error(err)
-	}
-	return b
-}
 
 // cleanEnv clears every OTEL_ variable of the test's environment, and
 // sets env; the global providers are reset after the test.
@@ -130,7 +54,7 @@ func TestOffByDefault(t *testing.T) {
 		{"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none", "OTEL_SERVICE_NAME": "x"},
 		{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"},
 	} {
-		c := newCollector(t)
+		c := otlptest.NewCollector(t)
 		env["OTEL_EXPORTER_OTLP_ENDPOINT"] = c.URL
 		cleanEnv(t, env)
 		ctx := context.Background()
@@ -139,8 +63,8 @@ func TestOffByDefault(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Tracing() || p.Metering() {
-			t.Errorf("%v: tracing %v, metering %v; want both off", env, p.Tracing(), p.Metering())
+		if p.tp != nil || p.mp != nil {
+			t.Errorf("%v: traces on %v, metrics on %v; want both off", env, p.tp != nil, p.mp != nil)
 		}
 		if otel.GetTracerProvider() != before {
 			t.Errorf("%v: Setup replaced the global TracerProvider", env)
@@ -149,11 +73,9 @@ func TestOffByDefault(t *testing.T) {
 		if err := p.Shutdown(ctx); err != nil {
 			t.Fatal(err)
 		}
-		c.mu.Lock()
-		if c.posts != 0 {
-			t.Errorf("%v: %d exports received; want none", env, c.posts)
+		if n := c.Requests(); n != 0 {
+			t.Errorf("%v: %d exports received; want none", env, n)
 		}
-		c.mu.Unlock()
 	}
 }
 
@@ -162,7 +84,7 @@ func TestOffByDefault(t *testing.T) {
 // environment names.
 func TestOTLPHTTPExport(t *testing.T) {
 	for _, service := range []string{"", "nightly-snapshots"} {
-		c := newCollector(t)
+		c := otlptest.NewCollector(t)
 		cleanEnv(t, map[string]string{
 			"OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",
 			"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_ENDPOINT": c.URL,
@@ -173,10 +95,10 @@ func TestOTLPHTTPExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !p.Tracing() || !p.Metering() {
-			t.Fatalf("tracing %v, metering %v; want both on", p.Tracing(), p.Metering())
+		if p.tp == nil || p.mp == nil {
+			t.Fatalf("traces on %v, metrics on %v; want both on", p.tp != nil, p.mp != nil)
 		}
-		if otel.GetTracerProvider() != p.TracerProvider || otel.GetMeterProvider() != p.MeterProvider {
+		if otel.GetTracerProvider() != p.tp || otel.GetMeterProvider() != p.mp {
 			t.Error("Setup did not install its providers as the global ones")
 		}
 		emit(ctx, t)
@@ -187,18 +109,21 @@ func TestOTLPHTTPExport(t *testing.T) {
 		if want == "" {
 			want = ServiceName
 		}
-		c.mu.Lock()
-		if strings.Join(c.spans, ",") != "test.child,test.parent" {
-			t.Errorf("spans received: %v", c.spans)
+		var spans []string
+		for _, s := range c.Spans() {
+			spans = append(spans, s.GetName())
 		}
-		if strings.Join(c.metrics, ",") != "test.count" {
-			t.Errorf("metrics received: %v", c.metrics)
+		if strings.Join(spans, ",") != "test.child,test.parent" {
+			t.Errorf("spans received: %v", spans)
 		}
-		if len(c.service) == 0 || c.service[0] != want || c.attrs["service.version"] != "v9.9.9" ||
-			c.attrs["deployment.environment.name"] != "test" {
-			t.Errorf("resource: service.name %v, attributes %v", c.service, c.attrs)
+		if metrics := c.MetricNames(); strings.Join(metrics, ",") != "test.count" {
+			t.Errorf("metrics received: %v", metrics)
 		}
-		c.mu.Unlock()
+		services, attrs := c.ServiceNames(), c.ResourceAttributes()
+		if len(services) == 0 || services[0] != want || attrs["service.version"] != "v9.9.9" ||
+			attrs["deployment.environment.name"] != "test" {
+			t.Errorf("resource: service.name %v, attributes %v", services, attrs)
+		}
 	}
 }
 
