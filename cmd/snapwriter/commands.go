@@ -109,6 +109,20 @@ func (f writeFlags) options() []snapshot.Option {
 	}
 }
 
+// writeOptions are the options of the writer the flags describe, for
+// newWriter and the dry run's planner alike: the flags' own, the
+// collection, the request bound and the logger, then extra, then the
+// tests' writerOptions. Later options override earlier ones, so the
+// tests' come last.
+func (a *app) writeOptions(f writeFlags, extra ...snapshot.Option) []snapshot.Option {
+	opts := append(f.options(),
+		snapshot.WithCollection(a.global.collection),
+		snapshot.WithRequestTimeout(a.bound()),
+		snapshot.WithLogger(a.log))
+	opts = append(opts, extra...)
+	return append(opts, a.writerOptions...)
+}
+
 // newWriter builds the snapshot writer the flags describe, and returns the
 // func that closes its lock backend (with the Firestore client of its own,
 // see writeLocker) and its API client (after the writer is done).
@@ -126,13 +140,10 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 		closeLocker()
 		_ = api.Close()
 	}
-	opts := append(f.options(),
-		snapshot.WithCollection(a.global.collection),
-		snapshot.WithRequestTimeout(a.bound()),
-		snapshot.WithLogger(a.log),
-		snapshot.WithAPIClient(api))
-	opts = append(opts, extra...)
-	opts = append(opts, a.writerOptions...)
+	// The API client is the writer's alone (a planner commits no chunk);
+	// it goes before extra, so that extra and the tests' writerOptions
+	// may still override it.
+	opts := a.writeOptions(f, append([]snapshot.Option{snapshot.WithAPIClient(api)}, extra...)...)
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
 		closeAll()
