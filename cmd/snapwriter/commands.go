@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -74,6 +75,19 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 		"how long a transaction that finds the snapshot or its lock document locked by another transaction keeps retrying (a writer that died mid-transaction holds it until Firestore expires it, within 60 s)")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
 	f.lock.register(fl)
+}
+
+// addWriteFlags registers the write flags on fl, but for those named in
+// skip: for a command (prune, loadtest) that has no use for some of them
+// or a flag of its own by that name.
+func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, skip ...string) {
+	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
+	f.register(wf)
+	wf.VisitAll(func(w *pflag.Flag) {
+		if !slices.Contains(skip, w.Name) {
+			fl.AddFlag(w)
+		}
+	})
 }
 
 func (f writeFlags) validate() error {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/loadtest"
@@ -31,11 +30,6 @@ type loadtestFlags struct {
 	run    loadtest.Config // Districts, Concurrency, Rounds and Date
 	asJSON bool
 }
-
-// loadtestSkips are the write flags loadtest leaves out: it takes a list of
-// concurrencies, and deletes every snapshot it writes, so a backend switch
-// has nothing to allow.
-var loadtestSkips = map[string]bool{"concurrency": true, "allow-lock-backend-switch": true}
 
 func (a *app) loadtestCommand() *cobra.Command {
 	var f writeFlags
@@ -81,13 +75,10 @@ loadtest holds the collection, 130/143 interrupted.`,
 	fl.IntVar(&l.run.Rounds, "rounds", loadtest.DefaultRounds, fmt.Sprintf("writes per concurrency (1..%d)", loadtest.MaxRounds))
 	fl.StringVar(&l.run.Date, "date", loadtest.DefaultDate, "snapshot id every round writes (YYYY-MM-DD)")
 	fl.BoolVar(&l.asJSON, "json", false, "print the report as JSON")
-	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
-	f.register(wf)
-	wf.VisitAll(func(w *pflag.Flag) {
-		if !loadtestSkips[w.Name] {
-			fl.AddFlag(w)
-		}
-	})
+	// Loadtest takes a list of concurrencies (its own --concurrency), and
+	// deletes every snapshot it writes, so a backend switch has nothing to
+	// allow.
+	addWriteFlags(fl, &f, "concurrency", "allow-lock-backend-switch")
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	return cmd
 }
