@@ -152,7 +152,14 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	if err != nil || rep.ExitCode == exitOK {
 		return err
 	}
+	// Not pruned: the dates that still need something (Outcome.Done).
+	notDone := 0
+	for _, d := range rep.Snapshots {
+		if !d.Outcome.Done() {
+			notDone++
+		}
+	}
 	return codedError{code: rep.ExitCode, err: fmt.Errorf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
-		len(rep.Snapshots)-n[retention.Pruned]-n[retention.Gone]-n[retention.Kept], len(rep.Snapshots),
+		notDone, len(rep.Snapshots),
 		n[retention.LockHeld], n[retention.FencedOut], n[retention.Failed]+n[retention.NotStarted])}
 }
