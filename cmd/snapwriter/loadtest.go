@@ -108,16 +108,10 @@ func checkLoadtest(run loadtest.Config, f writeFlags) error {
 // by its flag: loadtest's flags are named after the Config fields.
 func loadtestUsage(ce *loadtest.ConfigError) error {
 	flag := "--" + strings.ToLower(ce.Field)
-	switch v := ce.Value.(type) {
-	case nil:
-		if ce.Field == "Collection" {
-			return usagef("%s is required: name a scratch collection (loadtest writes and deletes snapshots there)", flag)
-		}
-		return usagef("%s: %s", flag, ce.Reason)
-	case string:
-		return usagef("%s %q: %s", flag, v, ce.Reason)
+	if ce.Field == "Collection" && ce.Value == nil {
+		return usagef("%s is required: name a scratch collection (loadtest writes and deletes snapshots there)", flag)
 	}
-	return usagef("%s %v: %s", flag, ce.Value, ce.Reason)
+	return valueUsage(flag, ce.Value, ce.Reason)
 }
 
 func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error {
