@@ -89,8 +89,8 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := backfill.CheckRange(b.from, b.to); err != nil {
 		return backfillUsage(err)
 	}
-	if progress.CheckMode(b.progress) != nil {
-		return usagef("--progress %q: want auto, bar or log", b.progress)
+	if err := checkProgress(b.progress); err != nil {
+		return err
 	}
 	shard, err := backfill.TaskShard(b.taskIndex, b.taskCount, a.lookupEnv)
 	if err != nil {

@@ -26,12 +26,9 @@ func optionUsage(err error) error {
 	if !errors.As(err, &oe) {
 		return usageError{err}
 	}
-	shown := fmt.Sprint(oe.Value)
-	if s, ok := oe.Value.(string); ok {
-		shown = fmt.Sprintf("%q", s)
-		if len(s) > 100 {
-			shown = fmt.Sprintf("(%d bytes)", len(s))
-		}
+	value := oe.Value
+	if s, ok := value.(string); ok && len(s) > 100 {
+		value = longString(len(s))
 	}
 	flag, ok := map[string]string{
 		"WithCollection": "--collection", "WithBatchSize": "--batch-size", "WithConcurrency": "--concurrency",
@@ -43,9 +40,30 @@ func optionUsage(err error) error {
 	case oe.Option == "WithRetryPolicy":
 		return usagef("--max-retries: %s", oe.Reason)
 	case ok:
-		return usagef("%s %s: %s", flag, shown, oe.Reason)
+		return valueUsage(flag, value, oe.Reason)
 	}
 	return usageError{err}
+}
+
+// longString stands in optionUsage's message for a string over 100 bytes
+// (a collection name refused for its length, say), which would drown the
+// reason: it shows only the length.
+type longString int
+
+func (n longString) String() string { return fmt.Sprintf("(%d bytes)", int(n)) }
+
+// valueUsage is the usage error for v, the value of flag, that a library
+// refused for reason: a string is quoted, a nil value (none given) left
+// out, any other shown as %v. optionUsage, loadtest's and schedule's
+// refusals all read alike through it.
+func valueUsage(flag string, v any, reason string) error {
+	switch v := v.(type) {
+	case nil:
+		return usagef("%s: %s", flag, reason)
+	case string:
+		return usagef("%s %q: %s", flag, v, reason)
+	}
+	return usagef("%s %v: %s", flag, v, reason)
 }
 
 // checkDate refuses a --date that disagrees with the input's own

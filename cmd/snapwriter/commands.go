@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -76,6 +77,19 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	f.lock.register(fl)
 }
 
+// addWriteFlags registers the write flags on fl, but for those named in
+// skip: for a command (prune, loadtest) that has no use for some of them
+// or a flag of its own by that name.
+func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, skip ...string) {
+	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
+	f.register(wf)
+	wf.VisitAll(func(w *pflag.Flag) {
+		if !slices.Contains(skip, w.Name) {
+			fl.AddFlag(w)
+		}
+	})
+}
+
 func (f writeFlags) validate() error {
 	// --max-retries is the flag's own domain: the library's
 	// policy.Unlimited is not offered on the command line.
@@ -109,6 +123,20 @@ func (f writeFlags) options() []snapshot.Option {
 	}
 }
 
+// writeOptions are the options of the writer the flags describe, for
+// newWriter and the dry run's planner alike: the flags' own, the
+// collection, the request bound and the logger, then extra, then the
+// tests' writerOptions. Later options override earlier ones, so the
+// tests' come last.
+func (a *app) writeOptions(f writeFlags, extra ...snapshot.Option) []snapshot.Option {
+	opts := append(f.options(),
+		snapshot.WithCollection(a.global.collection),
+		snapshot.WithRequestTimeout(a.bound()),
+		snapshot.WithLogger(a.log))
+	opts = append(opts, extra...)
+	return append(opts, a.writerOptions...)
+}
+
 // newWriter builds the snapshot writer the flags describe, and returns the
 // func that closes its lock backend (with the Firestore client of its own,
 // see writeLocker) and its API client (after the writer is done).
@@ -126,13 +154,10 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 		closeLocker()
 		_ = api.Close()
 	}
-	opts := append(f.options(),
-		snapshot.WithCollection(a.global.collection),
-		snapshot.WithRequestTimeout(a.bound()),
-		snapshot.WithLogger(a.log),
-		snapshot.WithAPIClient(api))
-	opts = append(opts, extra...)
-	opts = append(opts, a.writerOptions...)
+	// The API client is the writer's alone (a planner commits no chunk);
+	// it goes before extra, so that extra and the tests' writerOptions
+	// may still override it.
+	opts := a.writeOptions(f, append([]snapshot.Option{snapshot.WithAPIClient(api)}, extra...)...)
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
 		closeAll()

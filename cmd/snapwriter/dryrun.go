@@ -14,15 +14,10 @@ import (
 const dryRunUsage = "validate the input and print what the command would do (districts, chunks, manifest form, root size, lock key) without writing anything or taking a lock"
 
 // planner is the snapshot.Planner of the writes the flags describe: the
-// writer's options, with no lock backend opened (snapshot.NewPlanner).
+// writer's options (writeOptions, as newWriter's but for the API client),
+// with no lock backend opened (snapshot.NewPlanner).
 func (a *app) planner(client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Planner, error) {
-	opts := append(f.options(),
-		snapshot.WithCollection(a.global.collection),
-		snapshot.WithRequestTimeout(a.bound()),
-		snapshot.WithLogger(a.log))
-	opts = append(opts, extra...)
-	opts = append(opts, a.writerOptions...)
-	p, err := snapshot.NewPlanner(client, f.lock.backend, opts...)
+	p, err := snapshot.NewPlanner(client, f.lock.backend, a.writeOptions(f, extra...)...)
 	if err != nil {
 		return nil, optionUsage(err)
 	}

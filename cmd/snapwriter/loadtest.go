@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/loadtest"
@@ -31,11 +30,6 @@ type loadtestFlags struct {
 	run    loadtest.Config // Districts, Concurrency, Rounds and Date
 	asJSON bool
 }
-
-// loadtestSkips are the write flags loadtest leaves out: it takes a list of
-// concurrencies, and deletes every snapshot it writes, so a backend switch
-// has nothing to allow.
-var loadtestSkips = map[string]bool{"concurrency": true, "allow-lock-backend-switch": true}
 
 func (a *app) loadtestCommand() *cobra.Command {
 	var f writeFlags
@@ -81,13 +75,10 @@ loadtest holds the collection, 130/143 interrupted.`,
 	fl.IntVar(&l.run.Rounds, "rounds", loadtest.DefaultRounds, fmt.Sprintf("writes per concurrency (1..%d)", loadtest.MaxRounds))
 	fl.StringVar(&l.run.Date, "date", loadtest.DefaultDate, "snapshot id every round writes (YYYY-MM-DD)")
 	fl.BoolVar(&l.asJSON, "json", false, "print the report as JSON")
-	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
-	f.register(wf)
-	wf.VisitAll(func(w *pflag.Flag) {
-		if !loadtestSkips[w.Name] {
-			fl.AddFlag(w)
-		}
-	})
+	// Loadtest takes a list of concurrencies (its own --concurrency), and
+	// deletes every snapshot it writes, so a backend switch has nothing to
+	// allow.
+	addWriteFlags(fl, &f, "concurrency", "allow-lock-backend-switch")
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	return cmd
 }
@@ -117,16 +108,10 @@ func checkLoadtest(run loadtest.Config, f writeFlags) error {
 // by its flag: loadtest's flags are named after the Config fields.
 func loadtestUsage(ce *loadtest.ConfigError) error {
 	flag := "--" + strings.ToLower(ce.Field)
-	switch v := ce.Value.(type) {
-	case nil:
-		if ce.Field == "Collection" {
-			return usagef("%s is required: name a scratch collection (loadtest writes and deletes snapshots there)", flag)
-		}
-		return usagef("%s: %s", flag, ce.Reason)
-	case string:
-		return usagef("%s %q: %s", flag, v, ce.Reason)
+	if ce.Field == "Collection" && ce.Value == nil {
+		return usagef("%s is required: name a scratch collection (loadtest writes and deletes snapshots there)", flag)
 	}
-	return usagef("%s %v: %s", flag, ce.Value, ce.Reason)
+	return valueUsage(flag, ce.Value, ce.Reason)
 }
 
 func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error {

@@ -17,8 +17,8 @@ func registerProgress(fl *pflag.FlagSet, mode *string) {
 	fl.StringVar(mode, "progress", progress.ModeAuto, "progress display: auto (a bar of the districts on a terminal), bar, or log")
 }
 
-// checkProgress refuses a --progress that is not auto, bar or log, as
-// backfill does.
+// checkProgress refuses a --progress that is not auto, bar or log: write's
+// and repair's, and backfill's (a bar of dates, the same modes).
 func checkProgress(mode string) error {
 	if progress.CheckMode(mode) != nil {
 		return usagef("--progress %q: want auto, bar or log", mode)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -22,9 +21,6 @@ type pruneFlags struct {
 	dryRun   bool
 	asJSON   bool
 }
-
-// pruneSkips are the write flags prune leaves out: it records no progress.
-var pruneSkips = map[string]bool{"record-interval": true}
 
 func (a *app) pruneCommand() *cobra.Command {
 	var f writeFlags
@@ -74,17 +70,12 @@ date skipped), 5 fenced out by a writer (that date left to it).`,
 	fl.StringVar(&p.before, "before", "", "delete the snapshots dated before D (YYYY-MM-DD)")
 	fl.BoolVar(&p.dryRun, "dry-run", false, "print what would be deleted; delete nothing, take no lock")
 	fl.BoolVar(&p.asJSON, "json", false, "print the report as JSON")
-	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
-	f.register(wf)
+	// Prune records no progress: no --record-interval.
+	addWriteFlags(fl, &f, "record-interval")
 	// A held lock is a writer at work: skip that date rather than wait
 	// for it and then delete what it wrote.
 	f.lockWait = 0
-	wf.Lookup("lock-wait").DefValue = "0s"
-	wf.VisitAll(func(w *pflag.Flag) {
-		if !pruneSkips[w.Name] {
-			fl.AddFlag(w)
-		}
-	})
+	fl.Lookup("lock-wait").DefValue = "0s"
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage+"; bounds the listing too")
 	return cmd
 }
@@ -161,7 +152,14 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	if err != nil || rep.ExitCode == exitOK {
 		return err
 	}
+	// Not pruned: the dates that still need something (Outcome.Done).
+	notDone := 0
+	for _, d := range rep.Snapshots {
+		if !d.Outcome.Done() {
+			notDone++
+		}
+	}
 	return codedError{code: rep.ExitCode, err: fmt.Errorf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
-		len(rep.Snapshots)-n[retention.Pruned]-n[retention.Gone]-n[retention.Kept], len(rep.Snapshots),
+		notDone, len(rep.Snapshots),
 		n[retention.LockHeld], n[retention.FencedOut], n[retention.Failed]+n[retention.NotStarted])}
 }

@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/retention"
@@ -154,5 +158,23 @@ func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
 	}
 	if states := listStates(t, c); len(states) != 1 || states["2026-01-03"] != string(snapshot.StateComplete) {
 		t.Errorf("list at the end: %v", states)
+	}
+}
+
+// pruneFinish's error counts the dates that still need a prune (not
+// pruned, gone or kept) among all those selected, and names the causes.
+func TestPruneFinishCountsDatesNotDone(t *testing.T) {
+	t.Parallel()
+	rep := &retention.Report{Before: "2026-01-09"}
+	for i, o := range []retention.Outcome{retention.Pruned, retention.Gone, retention.Kept,
+		retention.LockHeld, retention.FencedOut, retention.Failed, retention.NotStarted} {
+		rep.Snapshots = append(rep.Snapshots, retention.Date{SnapshotID: fmt.Sprintf("2026-01-0%d", i+1), Outcome: o})
+	}
+	a := &app{stdout: io.Discard, log: zap.NewNop()}
+	err := a.pruneFinish(rep, true)
+	want := "prune: 4 of 7 snapshots not pruned (1 lock held, 1 fenced out, 2 failed); run `snapwriter prune` again to finish"
+	var ce codedError
+	if !errors.As(err, &ce) || ce.code != exitError || err.Error() != want {
+		t.Errorf("pruneFinish = %v (%#v), want exit %d and %s", err, ce, exitError, want)
 	}
 }

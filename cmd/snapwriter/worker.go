@@ -87,11 +87,8 @@ func scheduleUsage(err error) error {
 	}
 	flag := map[string]string{"Cron": "--cron", "Timezone": "--timezone", "InputDir": "--input-dir", "InputURL": "--input-url",
 		"DateOffset": "--date-offset", "HTTPTimeout": "--http-timeout"}[ce.Field]
-	switch v := ce.Value.(type) {
-	case nil: // Field "Input"
+	if ce.Value == nil { // Field "Input"
 		return usagef("give exactly one of --input-dir and --input-url")
-	case string:
-		return usagef("%s %q: %s", flag, v, ce.Reason)
 	}
-	return usagef("%s %v: %s", flag, ce.Value, ce.Reason)
+	return valueUsage(flag, ce.Value, ce.Reason)
 }
