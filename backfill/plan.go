@@ -31,7 +31,7 @@ func Plan(ctx context.Context, inputs []Input, complete map[string]string, shard
 		var pl *snapshot.Plan
 		var err error
 		if _, done := complete[in.Date]; done {
-			pl, err = p.Skipped(in.Date, "complete in Firestore (--skip-complete)")
+			pl, err = p.Skipped(in.Date, "complete in Firestore, and complete dates are skipped")
 		} else {
 			pl, err = planDate(ctx, in, p)
 		}

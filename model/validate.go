@@ -96,7 +96,7 @@ func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
 	}
 	switch {
 	case id == "":
-		p.add("$.payload.metadata.dataAsOfDate", "missing: the snapshot id comes from --date or payload.metadata.dataAsOfDate")
+		p.add("$.payload.metadata.dataAsOfDate", "missing, and no snapshot id was given")
 	case !ValidDate(id):
 		p.add("snapshot id", "%q is not a real YYYY-MM-DD date", id)
 	}

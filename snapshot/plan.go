@@ -194,7 +194,7 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	pl.Stored = string(storedState(id, root))
 	// In writeRoot's order: the skip, then the prior writer's check.
 	if op == opWrite && w.cfg.skipComplete && root.complete() {
-		return pl.skip("the stored snapshot is complete (--skip-complete)"), nil
+		return pl.skip("the stored snapshot is complete, and complete snapshots are skipped"), nil
 	}
 	if _, err := w.checkSwitch(root.meta(), in); err != nil {
 		return nil, withID(id, err)
@@ -220,7 +220,7 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	dec, err := in.decideRepair(root, pages, inData, stored, resume || w.cfg.rewriteChanged)
 	switch {
 	case errors.Is(err, errReplace):
-		return pl, p.whole(ctx, pl, in, "the input's root payload differs from the stored one (--rewrite-changed)")
+		return pl, p.whole(ctx, pl, in, "the input's root payload differs from the stored one, and what differs is re-written")
 	case resume && errors.Is(err, ErrMismatch):
 		return pl, p.whole(ctx, pl, in, "the stored unfinished write has other districts")
 	case errors.Is(err, errSkip):

@@ -25,6 +25,27 @@ var errReplace = errors.New("the root payload differs")
 // maxListed bounds how many differences an ErrMismatch names.
 const maxListed = 5
 
+// ChangedError is the cause of an ErrMismatch that WithRewriteChanged
+// lifts: the input has the stored snapshot's districts, but its root
+// payload, or districts stored intact, hold other data. errors.As finds
+// it, so a caller can tell this refusal from one only a write resolves
+// (the sets of districts differ) without reading the message.
+type ChangedError struct {
+	// Changed names the first differences, in the manifest's order: "the
+	// root payload (metadata, rankings, …)" and "district <id>".
+	Changed []string
+	// More counts the differences found and not named.
+	More int
+}
+
+func (e *ChangedError) Error() string {
+	more := ""
+	if e.More > 0 {
+		more = fmt.Sprintf(" and %d more", e.More)
+	}
+	return "the input differs from what is stored in " + strings.Join(e.Changed, ", ") + more
+}
+
 // Repair completes a partial write of snapshot id: under the snapshot's
 // lock it takes the root over with its own fence, re-writes exactly the
 // districts the manifest does not record as written (failed, or still
@@ -369,12 +390,8 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 	}
 	if len(diffs) > 0 {
 		listed := diffs[:min(len(diffs), maxListed)]
-		more := ""
-		if n := len(diffs) - len(listed); n > 0 {
-			more = fmt.Sprintf(" and %d more", n)
-		}
-		return repairDecision{}, fmt.Errorf("%w: the input differs from what is stored in %s%s; write the snapshot instead (it replaces it under the lock), or repair with --rewrite-changed to re-write what differs",
-			ErrMismatch, strings.Join(listed, ", "), more)
+		changed := &ChangedError{Changed: listed, More: len(diffs) - len(listed)}
+		return repairDecision{}, fmt.Errorf("%w: %w; write the snapshot instead (it replaces it under the lock)", ErrMismatch, changed)
 	}
 	return repairDecision{rewrite: todo, kept: kept}, nil
 }

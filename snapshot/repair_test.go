@@ -186,6 +186,19 @@ func TestRepairRefusesOtherInput(t *testing.T) {
 		if !errors.Is(err, ErrMismatch) {
 			t.Errorf("%s: err = %v, want ErrMismatch", name, err)
 		}
+		// Only changed data is a ChangedError (WithRewriteChanged lifts
+		// it); other districts are not.
+		var ce *ChangedError
+		changed := errors.As(err, &ce)
+		switch want := name == "other creation time"; {
+		case changed != want:
+			t.Errorf("%s: errors.As(ChangedError) = %v, want %v (%v)", name, changed, want, err)
+		case changed && (!reflect.DeepEqual(ce.Changed, []string{"the root payload (metadata, rankings, …)"}) || ce.More != 0):
+			t.Errorf("%s: ChangedError %+v, want the root payload alone", name, ce)
+		}
+		if strings.Contains(err.Error(), "--") {
+			t.Errorf("%s: the library's message names a command-line flag: %v", name, err)
+		}
 		if n := len(e.f.commits()) - before; n != 0 {
 			t.Errorf("%s: %d commits", name, n)
 		}

@@ -280,6 +280,11 @@ func (a *app) load(path, date string) (*model.Snapshot, string, error) {
 	if err = checkDate(snap, date); err == nil {
 		err = model.Validate(snap, id)
 	}
+	if err != nil && id == "" {
+		// Neither --date nor the input's dataAsOfDate names it; on a line
+		// of its own, after however many problems are listed.
+		err = fmt.Errorf("%w\n  (give the snapshot's date with --date)", err)
+	}
 	if err != nil {
 		_ = snap.Close()
 		return nil, "", err

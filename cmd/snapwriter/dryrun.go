@@ -33,7 +33,7 @@ func (a *app) dryRun(ctx context.Context, client *firestore.Client, f writeFlags
 	}
 	plan, err := r.plan(p, ctx, id, snap)
 	if err != nil {
-		return a.firestoreWait(err)
+		return withHint(a.firestoreWait(err))
 	}
 	if r.asJSON {
 		return printJSON(a.stdout, plan)

@@ -138,7 +138,8 @@ func TestRepairDryRun(t *testing.T) {
 	file := writeFile(t, "in.json", changed)
 	// Without --rewrite-changed the changed district is refused: exit 2,
 	// as repair itself refuses it.
-	if code, _, errs := c.run("", "repair", "--date", day, "--input", file, "--dry-run"); code != exitUsage || !strings.Contains(errs, "district 41") {
+	if code, _, errs := c.run("", "repair", "--date", day, "--input", file, "--dry-run"); code != exitUsage || !strings.Contains(errs, "district 41") ||
+		!strings.Contains(errs, "`snapwriter repair --rewrite-changed` re-writes what differs") {
 		t.Errorf("repair --dry-run of a changed input: exit %d, want 2\n%s", code, errs)
 	}
 	p := decodePlan(t, c.dryRun("", "repair", "--date", day, "--input", file, "--dry-run", "--json", "--rewrite-changed"))

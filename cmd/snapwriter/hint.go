@@ -25,6 +25,12 @@ func hint(err error) string {
 		return "stop every writer of the other lock backend, then rerun once with --allow-lock-backend-switch"
 	case snapshot.LockKeySwitch:
 		return "stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch"
+	case snapshot.Mismatch:
+		// Only a refusal for changed data (not for other districts) is
+		// lifted by --rewrite-changed.
+		if errors.As(err, new(*snapshot.ChangedError)) {
+			return "or `snapwriter repair --rewrite-changed` re-writes what differs"
+		}
 	}
 	return ""
 }

@@ -186,6 +186,12 @@ func TestWriteDateAgreesWithInput(t *testing.T) {
 	undated := edit(t, genJSON(t, "2026-11-22", 3), func(m map[string]any) {
 		delete(m["payload"].(map[string]any)["metadata"].(map[string]any), "dataAsOfDate")
 	})
+	// Without --date it has no id: exit 2, and the CLI names the flag
+	// that gives one (the library's message names none).
+	if code, _, errs := c.run(undated, "write", "--input", "-"); code != exitUsage ||
+		!strings.Contains(errs, "dataAsOfDate: missing, and no snapshot id was given\n  (give the snapshot's date with --date)") {
+		t.Errorf("input without dataAsOfDate, no --date: exit %d, want 2\n%s", code, errs)
+	}
 	if code, _, errs := c.run(undated, "write", "--input", "-", "--date", "2026-11-22"); code != exitOK {
 		t.Fatalf("input without dataAsOfDate: exit %d\n%s", code, errs)
 	}

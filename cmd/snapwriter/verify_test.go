@@ -82,6 +82,12 @@ func TestRepairWithAnotherExportCLI(t *testing.T) {
 	if snapshotDocs(t, c.project) != before {
 		t.Error("a refused repair changed stored documents")
 	}
+	// Other districts: --rewrite-changed cannot help, and is not offered.
+	more := genJSON(t, day, 61)
+	if code, _, errs := c.run(more, "repair", "--date", day, "--input", "-"); code != exitUsage ||
+		!strings.Contains(errs, "the sets differ; write the snapshot instead") || strings.Contains(errs, "--rewrite-changed") {
+		t.Errorf("repair with other districts: exit %d, want 2 without the --rewrite-changed hint\n%s", code, errs)
+	}
 	if code, _, errs := c.run(b, "repair", "--date", day, "--input", "-", "--rewrite-changed"); code != exitOK {
 		t.Fatalf("repair --rewrite-changed: exit %d\n%s", code, errs)
 	}
