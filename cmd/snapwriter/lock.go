@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"cloud.google.com/go/firestore"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -138,25 +139,14 @@ func lockUsage(err error) error {
 }
 
 // snapshotLockKey returns the key a write of the snapshot of date holds on
-// the lock backend lf names, computed as the writer computes it: for the
-// project and database the Firestore client addresses (--project, or the
-// project detected) and --collection.
-func (a *app) snapshotLockKey(ctx context.Context, lf lockFlags, date string) (string, error) {
-	if !model.ValidDate(date) {
-		return "", usagef("--date %q: want a real YYYY-MM-DD date", date)
-	}
-	if err := lf.validate(); err != nil {
-		return "", err
-	}
-	client, err := a.client(ctx)
-	if err != nil {
-		return "", err
-	}
-	defer client.Close()
+// the lock backend named backend, computed as the writer computes it: for
+// the project and database client addresses (--project, or the project
+// detected) and --collection.
+func (a *app) snapshotLockKey(client *firestore.Client, backend, date string) (string, error) {
 	scope, err := snapshot.ScopeOf(client, a.global.collection)
 	if err == nil {
 		var key string
-		if key, err = scope.LockKey(lf.backend, date); err == nil {
+		if key, err = scope.LockKey(backend, date); err == nil {
 			return key, nil
 		}
 	}
@@ -172,24 +162,43 @@ type lockStatusFlags struct {
 
 func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
 	key, date, raw, lf := f.key, f.date, f.raw, f.lock
-	// --timeout bounds the whole command.
-	ctx, cancel := context.WithTimeout(ctx, a.bound())
-	defer cancel()
-	if date != "" {
-		var err error
-		if key, err = a.snapshotLockKey(ctx, lf, date); err != nil {
-			return err
-		}
+	// Validate before connecting: an invalid date or key reads nothing.
+	if date != "" && !model.ValidDate(date) {
+		return usagef("--date %q: want a real YYYY-MM-DD date", date)
 	}
-	// Validate before connecting: an invalid key reads nothing.
-	nkey, err := locking.NormalizeAndValidateKey(key)
-	if err != nil {
-		return lockUsage(err)
+	if date == "" {
+		if _, err := locking.NormalizeAndValidateKey(key); err != nil {
+			return lockUsage(err)
+		}
 	}
 	if err := lf.validate(); err != nil {
 		return err
 	}
-	b, closeLocker, err := a.writeLocker(ctx, lf)
+	// --timeout bounds the whole command.
+	ctx, cancel := context.WithTimeout(ctx, a.bound())
+	defer cancel()
+	// One Firestore client serves both the key's scope (--date) and the
+	// Firestore lock backend: a single read needs no connection of its
+	// own, unlike a writer's lease (writeLocker).
+	var client *firestore.Client
+	if date != "" || lf.backend == backendFirestore {
+		var err error
+		if client, err = a.client(ctx); err != nil {
+			return err
+		}
+		defer client.Close()
+	}
+	if date != "" {
+		var err error
+		if key, err = a.snapshotLockKey(client, lf.backend, date); err != nil {
+			return err
+		}
+	}
+	nkey, err := locking.NormalizeAndValidateKey(key)
+	if err != nil {
+		return lockUsage(err)
+	}
+	b, closeLocker, err := a.openLocker(ctx, client, lf)
 	if err != nil {
 		return err
 	}

@@ -49,8 +49,8 @@ func (f lockFlags) validate() error {
 	return nil
 }
 
-// writeLocker opens the lock backend of a writer, and of the lock
-// commands. On Firestore it gets a client of its own, and so a gRPC
+// writeLocker opens the lock backend of a writer, and of lock release.
+// On Firestore it gets a client of its own, and so a gRPC
 // connection of its own: the lease's renewals then never wait behind the
 // writer's own requests on a shared connection (issue 25: a writer's load
 // starved the one request that keeps its lock). The PostgreSQL backend has

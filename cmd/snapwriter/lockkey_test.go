@@ -164,9 +164,11 @@ func TestLockStatusDate(t *testing.T) {
 	if st := status(); st.Locked || st.Key != fsKey || st.KeyHash != locking.HashKey(fsKey) {
 		t.Errorf("free: %+v, want key %s", st, fsKey)
 	}
-	code, out, _ := c.run("", "lock", "status", "--date", day)
-	if code != exitOK || !strings.Contains(out, "not locked") || !strings.Contains(out, "key: "+fsKey) {
-		t.Errorf("text output: exit %d\n%s", code, out)
+	// One Firestore client serves the key's scope and the lock backend.
+	dials := 0
+	code, out, _ := c.runDialing("", func() { dials++ }, "lock", "status", "--date", day)
+	if code != exitOK || !strings.Contains(out, "not locked") || !strings.Contains(out, "key: "+fsKey) || dials != 1 {
+		t.Errorf("text output: exit %d, %d Firestore clients, want 1\n%s", code, dials, out)
 	}
 	if st := status("--collection", "daily:eu"); st.Key != "snapshot:(default):daily%3Aeu:"+day {
 		t.Errorf("collection with ':': key %s", st.Key)
