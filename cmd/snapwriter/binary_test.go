@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -66,6 +67,19 @@ func startLogged(t *testing.T, cmd *exec.Cmd) (stderr io.Reader, sc *bufio.Scann
 	}
 	logs = &bytes.Buffer{}
 	return stderr, bufio.NewScanner(io.TeeReader(stderr, logs)), logs
+}
+
+// scanCommitted reads sc until n "batch committed" log lines have been
+// read (the root's commit is one, batch 0), and reports whether they were
+// before the output ended.
+func scanCommitted(sc *bufio.Scanner, n int) bool {
+	for committed := 0; committed < n; {
+		if !sc.Scan() {
+			return false
+		}
+		committed += strings.Count(sc.Text(), `"message":"batch committed"`)
+	}
+	return true
 }
 
 // sigterm sends SIGTERM to cmd, copies the rest of its stderr into logs,

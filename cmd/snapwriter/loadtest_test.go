@@ -137,13 +137,7 @@ func startLoadtest(t *testing.T, c *cli, stdout *bytes.Buffer, args ...string) (
 	cmd.Stdout = stdout
 	stderr, sc, logs := startLogged(t, cmd)
 	// The root's commit is logged as a batch too: wait for two more.
-	committed := 0
-	for committed < 3 && sc.Scan() {
-		if strings.Contains(sc.Text(), `"message":"batch committed"`) {
-			committed++
-		}
-	}
-	if committed < 3 {
+	if !scanCommitted(sc, 3) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatalf("the run ended before two chunks committed:\n%s", logs.String())

@@ -76,13 +76,7 @@ func TestSIGTERMDuringWrite(t *testing.T) {
 	cmd.Stdout = &stdout
 	stderr, sc, logs := startLogged(t, cmd)
 	// Signal once two district chunks have committed.
-	committed := 0
-	for committed < 3 && sc.Scan() {
-		if strings.Contains(sc.Text(), `"message":"batch committed"`) {
-			committed++
-		}
-	}
-	if committed < 3 {
+	if !scanCommitted(sc, 3) {
 		t.Fatalf("the write ended before two chunks committed:\n%s", logs.String())
 	}
 	t.Logf("signal at %s", time.Since(t0))

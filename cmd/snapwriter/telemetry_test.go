@@ -117,7 +117,8 @@ func TestBinaryFlushesTelemetryOnSIGTERM(t *testing.T) {
 	cmd := exec.Command(binary(t), "write", "--input", file, "--concurrency", "1")
 	cmd.Env = binaryEnv(c.project, otelEnv(col.URL)...)
 	stderr, sc, logs := startLogged(t, cmd)
-	for sc.Scan() && !strings.Contains(sc.Text(), `"message":"batch committed"`) {
+	if !scanCommitted(sc, 1) {
+		t.Fatalf("the write ended before its root committed:\n%s", logs.String())
 	}
 	if code := sigterm(t, cmd, stderr, logs); code != exitPartial {
 		t.Fatalf("exit %d, want 3\n%s", code, logs.String())
