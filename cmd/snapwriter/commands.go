@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -261,7 +260,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 	res, werr := r.op(w, ctx, id, snap)
 	endBar()
 	if res != nil {
-		if err := a.printResult(res, werr, r.asJSON); err != nil {
+		if err := a.printResult(res, r.asJSON); err != nil {
 			return err
 		}
 	}
@@ -292,9 +291,8 @@ func (a *app) load(path, date string) (*model.Snapshot, string, error) {
 	return snap, id, nil
 }
 
-// printResult prints what a write or repair did; werr, its error, tells
-// a write that wrote nothing from a partial one.
-func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
+// printResult prints what a write or repair did, as its Outcome says.
+func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	if asJSON {
 		return printJSON(a.stdout, res)
 	}
@@ -302,12 +300,17 @@ func (a *app) printResult(res *snapshot.Result, werr error, asJSON bool) error {
 		_, err := fmt.Fprintf(a.stdout, "snapshot %s: already complete — nothing written\n", res.SnapshotID)
 		return err
 	}
-	state := "complete"
-	switch {
-	case errors.Is(werr, snapshot.ErrNothingWritten):
+	// By the Outcome alone: a write refused before any district (another
+	// export given to repair, a lock backend switch, a failed root) wrote
+	// nothing, and the stored snapshot is as it was, not partial.
+	state := "PARTIAL" // OutcomePartial, OutcomeNotRecorded
+	switch res.Outcome {
+	case snapshot.OutcomeComplete:
+		state = "complete"
+	case snapshot.OutcomeNotWritten:
 		state = "NOT WRITTEN"
-	case !res.Complete():
-		state = "PARTIAL"
+	case snapshot.OutcomeFencedOut:
+		state = "FENCED OUT"
 	}
 	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d chunks (%d failed), fence %s, %d ms\n",
 		res.SnapshotID, state, res.DistrictsWritten, res.Chunks, res.FailedChunks, res.Fence, res.TotalDurationMs)

@@ -75,9 +75,13 @@ func TestRepairWithAnotherExportCLI(t *testing.T) {
 	c.writePartial(genJSON(t, day, 60))
 	b := genJSONSeed(t, day, 60, 2)
 	before := snapshotDocs(t, c.project)
-	code, _, errs := c.run(b, "repair", "--date", day, "--input", "-")
+	code, out, errs := c.run(b, "repair", "--date", day, "--input", "-")
 	if code != exitUsage || !strings.Contains(errs, "differs from what is stored") || !strings.Contains(errs, "--rewrite-changed") {
 		t.Fatalf("repair with another export: exit %d, want 2\n%s", code, errs)
+	}
+	// Refused before any district: nothing written, not partial.
+	if !strings.Contains(out, "NOT WRITTEN — 0 districts written") || strings.Contains(out, "PARTIAL") {
+		t.Errorf("the refused repair's result:\n%s", out)
 	}
 	if snapshotDocs(t, c.project) != before {
 		t.Error("a refused repair changed stored documents")
