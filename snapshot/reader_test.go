@@ -15,7 +15,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 )
 
-// states returns the state of id by List and by Summary, which must agree.
+// states returns the state of id by List, by Summary and by Verify, which must agree.
 func states(t *testing.T, r *Reader, id string) State {
 	t.Helper()
 	ctx := context.Background()
@@ -35,6 +35,13 @@ func states(t *testing.T, r *Reader, id string) State {
 	}
 	if s.State != listed {
 		t.Errorf("List says %s is %s, Summary %s", id, listed, s.State)
+	}
+	rep, err := r.Verify(ctx, id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.State != listed {
+		t.Errorf("List says %s is %s, Verify %s", id, listed, rep.State)
 	}
 	return s.State
 }

@@ -53,7 +53,9 @@ type Report struct {
 	// the input's own status). An intact incomplete snapshot is what
 	// Repair completes.
 	Complete bool `json:"complete"`
-	// State is the listing state (complete, partial, writing, interrupted…).
+	// State is the listing state (complete, partial, writing,
+	// interrupted…), as List and Summary give it: a root that says
+	// "writing" is settled against the Reader's lock backends.
 	State     State `json:"state"`
 	Districts int   `json:"districts"` // manifest entries
 	Written   int   `json:"written"`   // entries with status success
@@ -107,7 +109,13 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	}
 	root.expandPages(pages)
 	md, mf := root.meta(), &root.Manifest
-	rep := &Report{SnapshotID: id, Complete: md.writtenWhole(), State: summaryOf(id, root).State,
+	// The state as List says it: a root that says "writing" is settled
+	// against its lock backend, when the Reader has it.
+	sum := summaryOf(id, root)
+	if err := r.settle(ctx, &sum); err != nil {
+		return nil, err
+	}
+	rep := &Report{SnapshotID: id, Complete: md.writtenWhole(), State: sum.State,
 		Documents: len(stored), Problems: []Problem{}}
 	add := func(kind, district, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, DistrictID: district, Detail: fmt.Sprintf(format, args...)})

@@ -18,6 +18,8 @@ import (
 
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
 	"github.com/snapwriter/snapwriter/internal/logging"
+	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -318,8 +320,8 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// read runs fn with a Reader of the snapshots, on a Firestore client
-// opened for it; --timeout bounds the whole of it.
+// read runs fn with a Reader of the snapshots (see reader), on a
+// Firestore client opened for it; --timeout bounds the whole of it.
 func (a *app) read(cmd *cobra.Command, fn func(context.Context, *snapshot.Reader) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), a.bound())
 	defer cancel()
@@ -328,5 +330,24 @@ func (a *app) read(cmd *cobra.Command, fn func(context.Context, *snapshot.Reader
 		return err
 	}
 	defer client.Close()
-	return fn(ctx, snapshot.NewReader(client, a.global.collection))
+	r, closeLocks, err := a.reader(client)
+	if err != nil {
+		return err
+	}
+	defer closeLocks()
+	return fn(ctx, r)
+}
+
+// reader is the Reader get, verify and list read with, on client: for a
+// root that says "writing" it checks the Firestore lock (on client: no
+// connection of its own), and the backends in more, so that the three
+// name a snapshot's state alike — writing or interrupted, not unknown.
+// The func returned closes the Firestore lock backend.
+func (a *app) reader(client *firestore.Client, more ...locking.Backend) (*snapshot.Reader, func(), error) {
+	fsLock, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
+	if err != nil {
+		return nil, nil, err
+	}
+	backends := append([]locking.Backend{fsLock}, more...)
+	return snapshot.NewReader(client, a.global.collection, snapshot.WithLockBackends(backends...)), func() { _ = fsLock.Close() }, nil
 }

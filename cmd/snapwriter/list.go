@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/locking/pglock"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -73,12 +72,7 @@ func (a *app) list(ctx context.Context, lf lockFlags, asJSON bool) error {
 		return err
 	}
 	defer client.Close()
-	fsLock, err := firestorelock.New(client, firestorelock.WithLogger(a.log))
-	if err != nil {
-		return err
-	}
-	defer fsLock.Close()
-	backends := []locking.Backend{fsLock}
+	var pg []locking.Backend
 	if lf.backend == backendPostgres {
 		// Only read: the tables are not created here.
 		pgLock, closePG, err := a.openLocker(ctx, nil, lf, pglock.WithAutoCreateTables(false))
@@ -86,9 +80,14 @@ func (a *app) list(ctx context.Context, lf lockFlags, asJSON bool) error {
 			return err
 		}
 		defer closePG()
-		backends = append(backends, pgLock)
+		pg = append(pg, pgLock)
 	}
-	list, err := snapshot.NewReader(client, a.global.collection, snapshot.WithLockBackends(backends...)).List(ctx)
+	r, closeLocks, err := a.reader(client, pg...)
+	if err != nil {
+		return err
+	}
+	defer closeLocks()
+	list, err := r.List(ctx)
 	if err != nil {
 		var lc *snapshot.LockCheckError
 		if errors.As(err, &lc) && lc.Backend == backendPostgres {

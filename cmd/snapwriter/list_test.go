@@ -112,6 +112,7 @@ func TestListLiveness(t *testing.T) {
 	if strings.Contains(out, done+" complete:") {
 		t.Errorf("a next step for a complete snapshot:\n%s", out)
 	}
+	sameState(t, c, "interrupted")
 
 	// A live lock on the key, whatever its fence: a writer is at work.
 	c.acquire(c.snapKey("firestore", day), time.Minute)
@@ -125,6 +126,25 @@ func TestListLiveness(t *testing.T) {
 	}
 	if strings.Contains(out, day+" writing:") || strings.Contains(out, "--date "+day) {
 		t.Errorf("a next step for a live write:\n%s", out)
+	}
+	sameState(t, c, "writing")
+}
+
+// sameState checks that get and verify name the state of the snapshot of
+// day as list does (the Firestore lock checked), exit 3 both, and offer
+// repair only when no writer is at work.
+func sameState(t *testing.T, c *cli, want string) {
+	t.Helper()
+	live := want == "writing"
+	code, _, errs := c.run("", "get", "--date", day)
+	if code != exitPartial || !strings.Contains(errs, "snapshot "+day+" is "+want+":") || strings.Contains(errs, "a writer is at work") != live ||
+		strings.Contains(errs, "snapwriter repair") == live {
+		t.Errorf("get: exit %d, want 3 and the state %s\n%s", code, want, errs)
+	}
+	code, out, errs := c.run("", "verify", "--date", day)
+	if code != exitPartial || !strings.Contains(out, ", "+want+" —") || strings.Contains(errs, "a writer is at work") != live ||
+		strings.Contains(errs, "snapwriter repair") == live {
+		t.Errorf("verify: exit %d, want 3 and the state %s\n%s%s", code, want, out, errs)
 	}
 }
 

@@ -29,8 +29,12 @@ func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, asRead sna
 		return fmt.Errorf("%w: snapshot %s was still being written when it was read: the output holds the %d of its %d districts that were stored then; the write has finished since — get it again",
 			errIncomplete, id, printed, asRead.Districts)
 	}
-	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; see `snapwriter list`, and `snapwriter repair` completes it",
-		errIncomplete, id, sum.State, printed, sum.Districts)
+	next := "see `snapwriter list`, and `snapwriter repair` completes it"
+	if sum.State == snapshot.StateWriting {
+		next = "a writer is at work: get it again once it has finished"
+	}
+	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; %s",
+		errIncomplete, id, sum.State, printed, sum.Districts, next)
 }
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -82,6 +86,9 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 			switch {
 			case !rep.Intact:
 				return fmt.Errorf("%w: snapshot %s: %d problems", errNotIntact, date, len(rep.Problems))
+			case !rep.Complete && rep.State == snapshot.StateWriting:
+				return fmt.Errorf("%w: snapshot %s is %s: intact so far, %d of %d districts written; a writer is at work: verify it again once it has finished",
+					errIncomplete, date, rep.State, rep.Written, rep.Districts)
 			case !rep.Complete:
 				return fmt.Errorf("%w: snapshot %s is %s: intact, %d of %d districts written; `snapwriter repair` completes it",
 					errIncomplete, date, rep.State, rep.Written, rep.Districts)
