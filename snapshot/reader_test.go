@@ -127,6 +127,18 @@ func TestReaderLiveness(t *testing.T) {
 	if s, err := racing.Summary(ctx, day); err != nil || s.State != StateComplete {
 		t.Errorf("finished during the check: %+v, %v; want complete", s, err)
 	}
+	// Verify reports the root as it read it: still being written then.
+	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: statusPartial},
+		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},
+		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: false})
+	racing = NewReader(e.clean, "", WithLockBackends(&finishFirst{Backend: locker, finish: func() {
+		e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: "success"},
+			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateFinished},
+			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: true})
+	}}))
+	if rep, err := racing.Verify(ctx, day, nil); err != nil || rep.State != StateWriting || rep.Complete {
+		t.Errorf("Verify, finished during the check: %+v, %v; want writing, not complete", rep, err)
+	}
 
 	// A root of another lock backend than the Reader was given: unknown.
 	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},

@@ -110,10 +110,15 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	root.expandPages(pages)
 	md, mf := root.meta(), &root.Manifest
 	// The state as List says it: a root that says "writing" is settled
-	// against its lock backend, when the Reader has it.
+	// against its lock backend, when the Reader has it. The report is of
+	// the root as read: when settle found it finished (or taken over)
+	// since, its writer was at work then.
 	sum := summaryOf(id, root)
 	if err := r.settle(ctx, &sum); err != nil {
 		return nil, err
+	}
+	if md.writing() && sum.State != StateInterrupted && sum.State != StateUnknown {
+		sum.State = StateWriting
 	}
 	rep := &Report{SnapshotID: id, Complete: md.writtenWhole(), State: sum.State,
 		Documents: len(stored), Problems: []Problem{}}
