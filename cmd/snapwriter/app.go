@@ -320,6 +320,15 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// output prints a report to stdout: v as JSON with --json (asJSON), else
+// its text form, text (the report's own WriteText or WriteTable).
+func (a *app) output(asJSON bool, v any, text func(io.Writer) error) error {
+	if asJSON {
+		return printJSON(a.stdout, v)
+	}
+	return text(a.stdout)
+}
+
 // read runs fn with a Reader of the snapshots (see reader), on a
 // Firestore client opened for it; --timeout bounds the whole of it.
 func (a *app) read(cmd *cobra.Command, fn func(context.Context, *snapshot.Reader) error) error {

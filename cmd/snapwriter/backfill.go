@@ -170,13 +170,7 @@ func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *z
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
-	var err error
-	if asJSON {
-		err = printJSON(a.stdout, sum)
-	} else {
-		err = sum.WriteTable(a.stdout)
-	}
-	if err != nil || sum.ExitCode == exitOK {
+	if err := a.output(asJSON, sum, sum.WriteTable); err != nil || sum.ExitCode == exitOK {
 		return err
 	}
 	msg := "backfill: " + sum.Counts()

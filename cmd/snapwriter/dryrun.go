@@ -35,10 +35,7 @@ func (a *app) dryRun(ctx context.Context, client *firestore.Client, f writeFlags
 	if err != nil {
 		return withHint(a.firestoreWait(err))
 	}
-	if r.asJSON {
-		return printJSON(a.stdout, plan)
-	}
-	return plan.WriteText(a.stdout)
+	return a.output(r.asJSON, plan, plan.WriteText)
 }
 
 // backfillDates are the dates a backfill task writes: its inputs (listed,
@@ -60,8 +57,5 @@ func (a *app) backfillPlan(ctx context.Context, client *firestore.Client, f writ
 	if err != nil {
 		return a.firestoreWait(err)
 	}
-	if b.asJSON {
-		return printJSON(a.stdout, rep)
-	}
-	return rep.WriteTable(a.stdout)
+	return a.output(b.asJSON, rep, rep.WriteTable)
 }

@@ -143,13 +143,7 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	n := rep.Count()
 	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.String("before", rep.Before), zap.Bool("dryRun", rep.DryRun),
 		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[retention.Pruned]+n[retention.Gone]), zap.Int("exitCode", rep.ExitCode))
-	var err error
-	if asJSON {
-		err = printJSON(a.stdout, rep)
-	} else {
-		err = rep.WriteText(a.stdout)
-	}
-	if err != nil || rep.ExitCode == exitOK {
+	if err := a.output(asJSON, rep, rep.WriteText); err != nil || rep.ExitCode == exitOK {
 		return err
 	}
 	// Not pruned: the dates that still need something (Outcome.Done).
