@@ -163,13 +163,14 @@ type lockStatusFlags struct {
 func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
 	key, date, raw, lf := f.key, f.date, f.raw, f.lock
 	// Validate before connecting: an invalid date or key reads nothing.
-	if date != "" && !model.ValidDate(date) {
-		return usagef("--date %q: want a real YYYY-MM-DD date", date)
-	}
+	var nkey string
 	if date == "" {
-		if _, err := locking.NormalizeAndValidateKey(key); err != nil {
+		var err error
+		if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
 			return lockUsage(err)
 		}
+	} else if !model.ValidDate(date) {
+		return usagef("--date %q: want a real YYYY-MM-DD date", date)
 	}
 	if err := lf.validate(); err != nil {
 		return err
@@ -193,10 +194,9 @@ func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
 		if key, err = a.snapshotLockKey(client, lf.backend, date); err != nil {
 			return err
 		}
-	}
-	nkey, err := locking.NormalizeAndValidateKey(key)
-	if err != nil {
-		return lockUsage(err)
+		if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
+			return lockUsage(err)
+		}
 	}
 	b, closeLocker, err := a.openLocker(ctx, client, lf)
 	if err != nil {

@@ -86,12 +86,13 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 			switch {
 			case !rep.Intact:
 				return fmt.Errorf("%w: snapshot %s: %d problems", errNotIntact, date, len(rep.Problems))
-			case !rep.Complete && rep.State == snapshot.StateWriting:
-				return fmt.Errorf("%w: snapshot %s is %s: intact so far, %d of %d districts written; a writer is at work: verify it again once it has finished",
-					errIncomplete, date, rep.State, rep.Written, rep.Districts)
 			case !rep.Complete:
-				return fmt.Errorf("%w: snapshot %s is %s: intact, %d of %d districts written; `snapwriter repair` completes it",
-					errIncomplete, date, rep.State, rep.Written, rep.Districts)
+				intact, next := "intact", "`snapwriter repair` completes it"
+				if rep.State == snapshot.StateWriting {
+					intact, next = "intact so far", "a writer is at work: verify it again once it has finished"
+				}
+				return fmt.Errorf("%w: snapshot %s is %s: %s, %d of %d districts written; %s",
+					errIncomplete, date, rep.State, intact, rep.Written, rep.Districts, next)
 			}
 			return nil
 		},
