@@ -99,3 +99,16 @@ var (
 	districtIDRe = regexp.MustCompile(`^[A-Za-z0-9]+$`)
 	dateRe       = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 )
+
+// ErrNotReady is matched (errors.Is) by every error that means the input
+// is not ready yet: an upload still in progress (its manifest does not say
+// writeComplete: true), or an object replaced while it was read. Nothing
+// is wrong with it that waiting will not mend; the CLI maps it to an exit
+// code of its own.
+var ErrNotReady = errors.New("snapshot input not ready")
+
+// ErrMissing is matched (errors.Is) by an error that means the input
+// itself does not exist (a file, folder or object named as the input, not
+// a file within it): it may yet arrive, so it is what a wait for the input
+// waits out. Such an error also matches ErrInvalid and fs.ErrNotExist.
+var ErrMissing = errors.New("snapshot input missing")

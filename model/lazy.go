@@ -2,10 +2,12 @@ package model
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -22,9 +24,11 @@ import (
 
 // lazyInput is what a lazily read snapshot's districts are read back from.
 type lazyInput struct {
-	f      *os.File // the input file; nil for a snapshot directory, whose districts name their own files
-	name   string   // for errors
-	remove string   // a spooled file to remove on Close, if it could not be removed at once
+	f      *os.File  // the input file; nil for a snapshot directory, whose districts name their own files
+	dir    *dirInput // the snapshot directory, nil for an input file
+	closer io.Closer // closed by Close: the snapshot directory's fs.FS, when it is one
+	name   string    // for errors
+	remove string    // a spooled file to remove on Close, if it could not be removed at once
 	loads  atomic.Int64
 }
 
@@ -32,7 +36,7 @@ type lazyInput struct {
 // it found.
 type lazyData struct {
 	in     *lazyInput
-	path   string // the district's own file (snapshot directory), else in.f
+	path   string // the district's own file's name in in.dir (snapshot directory), else in.f
 	off, n int64
 	// rawSum is the SHA-256 of the bytes, so that a file changed after it
 	// was checked is refused instead of stored under the old hashes.
@@ -109,7 +113,13 @@ func (s *Snapshot) DataLoads() int64 {
 // districts in; Data fails after it. It is a no-op for other
 // snapshots.
 func (s *Snapshot) Close() error {
-	if s.lazy == nil || s.lazy.f == nil {
+	if s.lazy == nil {
+		return nil
+	}
+	if s.lazy.closer != nil {
+		return s.lazy.closer.Close()
+	}
+	if s.lazy.f == nil {
 		return nil
 	}
 	err := s.lazy.f.Close()
@@ -126,12 +136,12 @@ func (l *lazyData) load() (Object, error) {
 	name := l.in.name
 	src := io.ReaderAt(l.in.f)
 	if l.path != "" {
-		f, err := os.Open(l.path)
+		f, err := l.in.dir.open(l.path)
 		if err != nil {
 			return nil, fmt.Errorf("reading district data back: %w", err)
 		}
 		defer f.Close()
-		src, name = f, l.path
+		src, name = f, l.in.dir.path(l.path)
 	}
 	raw := make([]byte, l.n)
 	if _, err := src.ReadAt(raw, l.off); err != nil {
@@ -336,11 +346,12 @@ func districtPath(steps []pathElem) bool {
 		steps[1].isKey && steps[1].key == "districts" && !steps[2].isKey
 }
 
-// readDistrictFile reads a district file of a snapshot directory: the
-// stored envelope {districtId, …, data} or bare DistrictStatistics. Its
-// problems' paths name the file, as readObject's do.
-func readDistrictFile(in *lazyInput, path string, sc *summaryScratch) (*lazyData, error) {
-	f, err := os.Open(path)
+// readDistrictFile reads the district file name of a snapshot directory:
+// the stored envelope {districtId, …, data} or bare DistrictStatistics.
+// Its problems' paths name the file, as readObject's do.
+func readDistrictFile(in *lazyInput, name string, sc *summaryScratch) (*lazyData, error) {
+	path := in.dir.path(name)
+	f, err := in.dir.open(name)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s does not exist: %w", ErrInvalid, path, os.ErrNotExist)
@@ -377,13 +388,51 @@ func readDistrictFile(in *lazyInput, path string, sc *summaryScratch) (*lazyData
 	// as its Firestore documents.
 	var l *lazyData
 	if d, ok := o["data"].(map[string]any); ok && o["membership"] == nil {
-		l = newLazyData(in, path, d, data[0], data[1])
+		l = newLazyData(in, name, d, data[0], data[1])
 		o = d
 	} else {
-		l = newLazyData(in, path, o, whole[0], whole[1])
+		l = newLazyData(in, name, o, whole[0], whole[1])
 	}
 	if err := l.summarize(src, o, sc); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
+
+// dirFile is a file of a snapshot directory, read at offsets.
+type dirFile interface {
+	io.ReaderAt
+	Stat() (fs.FileInfo, error)
+	Close() error
+}
+
+// open opens the file name of the directory for reading at offsets: an
+// fs.FS whose files cannot be read at an offset has them read whole.
+func (d *dirInput) open(name string) (dirFile, error) {
+	f, err := d.fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if df, ok := f.(dirFile); ok {
+		return df, nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	return bytesFile{bytes.NewReader(b), fi}, nil
+}
+
+// bytesFile is a file of an fs.FS read whole into memory.
+type bytesFile struct {
+	*bytes.Reader
+	fi fs.FileInfo
+}
+
+func (b bytesFile) Stat() (fs.FileInfo, error) { return b.fi, nil }
+func (b bytesFile) Close() error               { return nil }

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,12 +31,23 @@ func inputErr(path string, err error) error {
 // is read, in name order. Each district's data stays in its file until it
 // is needed (DistrictStatistics.Data).
 func LoadDir(dir string) (*Snapshot, error) {
-	md, err := readObject(filepath.Join(dir, "metadata.json"))
+	return LoadFS(os.DirFS(dir), filepath.Clean(dir))
+}
+
+// LoadFS reads a per-district snapshot directory, as LoadDir does, from the
+// top of fsys: a local directory, or a copy of a Cloud Storage folder.
+// Messages name a file as root joined with its name (root + name when root
+// ends in "/", as a gs:// prefix does). A district's data is read back from
+// fsys when it is needed, so fsys must serve the same bytes until the
+// snapshot is closed; when fsys is an io.Closer, Close closes it.
+func LoadFS(fsys fs.FS, root string) (*Snapshot, error) {
+	d := dirInput{fsys: fsys, root: root}
+	md, err := d.readObject("metadata.json")
 	if err != nil {
 		return nil, err
 	}
 	var p problems
-	files, err := districtFiles(dir, &p)
+	files, err := d.districtFiles(&p)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +55,10 @@ func LoadDir(dir string) (*Snapshot, error) {
 	// Open). The files are read GOMAXPROCS at a time, each into its own
 	// slot, and their problems merged in manifest order, as one pass
 	// would find them.
-	in := &lazyInput{name: dir}
+	in := &lazyInput{name: root, dir: &d}
+	if c, ok := fsys.(io.Closer); ok {
+		in.closer = c
+	}
 	read := make([]*lazyData, len(files))
 	errs := make([]error, len(files))
 	n := runtime.GOMAXPROCS(0)
@@ -57,7 +72,7 @@ func LoadDir(dir string) (*Snapshot, error) {
 		g.Go(func() error {
 			sc := <-scratch
 			defer func() { scratch <- sc }()
-			read[i], errs[i] = readDistrictFile(in, filepath.Join(dir, f), sc)
+			read[i], errs[i] = readDistrictFile(in, f, sc)
 			return nil
 		})
 	}
@@ -73,7 +88,7 @@ func LoadDir(dir string) (*Snapshot, error) {
 		districts = append(districts, d)
 	}
 	var rankings any
-	rk, err := readObject(filepath.Join(dir, "all-districts-rankings.json"))
+	rk, err := d.readObject("all-districts-rankings.json")
 	switch {
 	case err == nil:
 		rankings = rk
@@ -82,7 +97,7 @@ func LoadDir(dir string) (*Snapshot, error) {
 		return nil, err
 	}
 	if err := p.err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", root, err)
 	}
 
 	pm := Object{
@@ -112,28 +127,47 @@ func LoadDir(dir string) (*Snapshot, error) {
 	}
 	s, err := fromTree(tree)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", root, err)
 	}
 	s.lazy = in
 	return s, nil
 }
 
+// dirInput is the snapshot directory LoadFS reads: fsys, named root in
+// messages.
+type dirInput struct {
+	fsys fs.FS
+	root string
+}
+
+// path names the file name of the directory in a message.
+func (d *dirInput) path(name string) string {
+	if strings.HasSuffix(d.root, "/") {
+		return d.root + name
+	}
+	return filepath.Join(d.root, name)
+}
+
 // districtFiles lists the district files to read, in manifest order.
-func districtFiles(dir string, p *problems) ([]string, error) {
-	mf, err := readObject(filepath.Join(dir, "manifest.json"))
+func (d *dirInput) districtFiles(p *problems) ([]string, error) {
+	mf, err := d.readObject("manifest.json")
 	if errors.Is(err, fs.ErrNotExist) {
-		names, err := filepath.Glob(filepath.Join(dir, "district_*.json"))
+		names, err := fs.Glob(d.fsys, "district_*.json")
 		if err != nil {
 			return nil, err
-		}
-		for i, n := range names {
-			names[i] = filepath.Base(n)
 		}
 		sort.Strings(names)
 		return names, nil
 	}
 	if err != nil {
 		return nil, err
+	}
+	// An upload in progress; an export without the field predates it.
+	if v, ok := mf["writeComplete"]; ok && v != true {
+		if v == false {
+			return nil, fmt.Errorf("%w: %s: its upload has not finished: manifest.json says writeComplete: false", ErrNotReady, d.root)
+		}
+		p.add("manifest.json: $.writeComplete", "want true or false, got %s", kindOf(v))
 	}
 	entries, ok := mf["districts"].([]any)
 	if !ok {
@@ -159,7 +193,7 @@ func districtFiles(dir string, p *problems) ([]string, error) {
 		if !strings.HasSuffix(name, ".json") {
 			name += ".json"
 		}
-		if name != filepath.Base(name) {
+		if name != filepath.Base(name) || !fs.ValidPath(name) {
 			p.add(fmt.Sprintf("manifest.json: $.districts[%d].fileName", i), "%q is not a file name in the directory", name)
 			continue
 		}
@@ -168,10 +202,11 @@ func districtFiles(dir string, p *problems) ([]string, error) {
 	return files, nil
 }
 
-// readObject reads one JSON object file. A missing file keeps
+// readObject reads the JSON object file name. A missing file keeps
 // fs.ErrNotExist in its chain as well as ErrInvalid.
-func readObject(path string) (Object, error) {
-	f, err := os.Open(path)
+func (d *dirInput) readObject(name string) (Object, error) {
+	path := d.path(name)
+	f, err := d.fsys.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s does not exist: %w", ErrInvalid, path, fs.ErrNotExist)

@@ -1,0 +1,231 @@
+package input
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/snapwriter/snapwriter/input/gcs"
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// Defaults of a Loader's polling for an input that is not ready.
+const (
+	// DefaultPoll is the first wait before an input is read again.
+	DefaultPoll = time.Second
+	// MaxPoll is the longest wait between two reads of an input: the
+	// polls double up to it, so a long wait costs a read a minute or two,
+	// and an upload that lands is seen within MaxPoll.
+	MaxPoll = 30 * time.Second
+)
+
+// Loader reads inputs wherever they are: a local Snapshot JSON file or
+// per-district snapshot directory, "-" for stdin, or a gs:// object or
+// folder. The command line, backfills and scheduled runs all read through
+// one, so that an input is refused, and waited for, alike.
+//
+// A gs:// folder is written only once its upload has finished: its
+// manifest.json says writeComplete: true. A local directory is refused
+// only when its manifest.json says writeComplete: false; without the
+// field it is read, since exports on disk made before the flag existed
+// lack it, and a copy on disk is made by a process that has finished.
+type Loader struct {
+	// Stdin is what "-" reads.
+	Stdin io.Reader
+	// Storage opens the Cloud Storage store, on the first gs:// input
+	// only: a command that reads local files needs no credentials. Nil
+	// refuses gs:// inputs.
+	Storage func(ctx context.Context) (*gcs.Store, error)
+	// WaitUntil is when to stop waiting for an input that is not ready
+	// (model.ErrNotReady) or does not exist yet: until then it is read
+	// again, after DefaultPoll, doubling to MaxPoll. Zero: not waited for.
+	// Every input of a Loader shares it, so a backfill waits once in all.
+	WaitUntil time.Time
+	// Poll, when positive, replaces DefaultPoll (tests).
+	Poll time.Duration
+	// Log, when set, gets a line each time an input is waited for.
+	Log *zap.Logger
+
+	once     sync.Once
+	store    *gcs.Store
+	storeErr error
+}
+
+// Load reads the input at src as Load does, gs:// URLs too, waiting for
+// it as WaitUntil says. The caller closes the snapshot.
+func (l *Loader) Load(ctx context.Context, src string) (*model.Snapshot, error) {
+	return l.wait(ctx, src, func() (*model.Snapshot, error) { return l.loadOnce(ctx, src) })
+}
+
+// LoadDated reads the input at src as the snapshot of date, and checks it
+// with CheckDated. The caller closes the snapshot.
+func (l *Loader) LoadDated(ctx context.Context, src, date string) (*model.Snapshot, error) {
+	snap, err := l.Load(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckDated(snap, src, date); err != nil {
+		snap.Close()
+		return nil, err
+	}
+	return snap, nil
+}
+
+// Dated is the Source of the dated inputs under root, a local directory
+// or a gs:// folder: the snapshot folder root/YYYY-MM-DD/ when there is
+// one, else the file root/YYYY-MM-DD.json. When neither is there, the
+// error names both (and matches fs.ErrNotExist, which WaitUntil waits
+// for).
+func (l *Loader) Dated(root string) Source {
+	return func(ctx context.Context, date string) (*model.Snapshot, error) {
+		var src string
+		snap, err := l.wait(ctx, root, func() (*model.Snapshot, error) {
+			var err error
+			if src, err = l.dated(ctx, root, date); err != nil {
+				return nil, err
+			}
+			return l.loadOnce(ctx, src)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := CheckDated(snap, src, date); err != nil {
+			snap.Close()
+			return nil, err
+		}
+		return snap, nil
+	}
+}
+
+// dated is where the input of date lies under root: the folder when there
+// is one, else the .json file; an error matching model.ErrMissing names both
+// when neither is there.
+func (l *Loader) dated(ctx context.Context, root, date string) (string, error) {
+	if !gcs.IsURL(root) {
+		dir := filepath.Join(root, date)
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			return dir, nil
+		}
+		file := dir + ".json"
+		if _, err := os.Stat(file); err != nil {
+			return "", notExist{fmt.Sprintf("no input for %s in %s: neither %s/ nor %s exists", date, root, dir, file)}
+		}
+		return file, nil
+	}
+	u, err := gcs.ParseURL(root)
+	if err != nil {
+		return "", err
+	}
+	store, err := l.Store(ctx)
+	if err != nil {
+		return "", err
+	}
+	folder, file := u.Join(date+"/"), u.Join(date+".json")
+	if entries, err := store.List(ctx, folder); err != nil {
+		return "", err
+	} else if len(entries) > 0 {
+		return folder.String(), nil
+	}
+	if ok, err := store.Exists(ctx, file); err != nil {
+		return "", err
+	} else if ok {
+		return file.String(), nil
+	}
+	return "", notExist{fmt.Sprintf("no input for %s in %s: neither %s nor %s exists", date, u.Dir(), folder, file)}
+}
+
+// Store is the Cloud Storage store gs:// inputs are read from, opened on
+// first use.
+func (l *Loader) Store(ctx context.Context) (*gcs.Store, error) {
+	l.once.Do(func() {
+		if l.Storage == nil {
+			l.storeErr = fmt.Errorf("%w: Cloud Storage inputs are not available here", model.ErrInvalid)
+			return
+		}
+		l.store, l.storeErr = l.Storage(ctx)
+	})
+	return l.store, l.storeErr
+}
+
+// loadOnce reads src once.
+func (l *Loader) loadOnce(ctx context.Context, src string) (*model.Snapshot, error) {
+	if !gcs.IsURL(src) {
+		return Load(src, l.Stdin)
+	}
+	u, err := gcs.ParseURL(src)
+	if err != nil {
+		return nil, err
+	}
+	store, err := l.Store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return store.Load(ctx, u)
+}
+
+// wait calls load until it returns an input that is ready, or an error
+// that waiting does not mend, or WaitUntil passes: then an input still
+// not ready, or still missing, is not ready (model.ErrNotReady), with how
+// long it was waited for.
+func (l *Loader) wait(ctx context.Context, src string, load func() (*model.Snapshot, error)) (*model.Snapshot, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = DefaultPoll
+	if l.Poll > 0 {
+		b.InitialInterval = l.Poll
+	}
+	b.MaxInterval, b.Multiplier, b.MaxElapsedTime = MaxPoll, 2, 0
+	b.Reset()
+	t0 := time.Now()
+	for {
+		snap, err := load()
+		if err == nil || !Waitable(err) || l.WaitUntil.IsZero() {
+			return snap, err
+		}
+		left := time.Until(l.WaitUntil)
+		if left <= 0 {
+			if errors.Is(err, model.ErrNotReady) {
+				return nil, fmt.Errorf("%w (waited %s for it)", err, time.Since(t0).Round(time.Second))
+			}
+			return nil, fmt.Errorf("%w: %w (waited %s for it)", model.ErrNotReady, err, time.Since(t0).Round(time.Second))
+		}
+		next := min(b.NextBackOff(), left)
+		if l.Log != nil {
+			l.Log.Info("input not ready; waiting for it", zap.String("input", Redact(src)), zap.String("reason", err.Error()),
+				zap.Duration("retryIn", next), zap.Duration("waitLeft", left))
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for input %s: %w (last: %w)", Redact(src), context.Cause(ctx), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Waitable reports whether err means an input is not there yet, or not
+// ready: what --wait-for-input waits for.
+func Waitable(err error) bool {
+	return errors.Is(err, model.ErrNotReady) || errors.Is(err, model.ErrMissing)
+}
+
+// notExist is an input that does not exist: invalid input (exit 2) unless
+// it is waited for.
+type notExist struct{ msg string }
+
+func (e notExist) Error() string { return e.msg }
+
+// Is makes the error match model.ErrInvalid, model.ErrMissing and
+// fs.ErrNotExist.
+func (e notExist) Is(target error) bool {
+	return target == model.ErrInvalid || target == model.ErrMissing || target == fs.ErrNotExist
+}
