@@ -37,6 +37,9 @@ const (
 	LockHeld Outcome = "lock-held"
 	// FencedOut: a newer writer took the date over; its data is intact.
 	FencedOut Outcome = "fenced-out"
+	// NotReady: the date's input is not ready (its upload has not
+	// finished, or it changed while it was read); nothing written.
+	NotReady Outcome = "not-ready"
 	// Failed: the date could not be written (input, Firestore, lock store).
 	Failed Outcome = "failed"
 	// NotStarted: the backfill stopped (cancelled, or a store did not
@@ -46,8 +49,9 @@ const (
 
 // Severity ranks an outcome by how much an operator must do about it: 0
 // for nothing (Complete, Skipped), then a repair (Partial), a rerun
-// (LockHeld), a look at who else writes (FencedOut), and 4 for everything
-// (Failed, NotStarted, and any unknown outcome).
+// (LockHeld), a look at who else writes (FencedOut), a rerun once the
+// upload has finished (NotReady), and 5 for everything (Failed,
+// NotStarted, and any unknown outcome).
 func (o Outcome) Severity() int {
 	switch o {
 	case Complete, Skipped:
@@ -58,8 +62,10 @@ func (o Outcome) Severity() int {
 		return 2
 	case FencedOut:
 		return 3
-	default:
+	case NotReady:
 		return 4
+	default:
+		return 5
 	}
 }
 
@@ -79,7 +85,7 @@ type DateResult struct {
 type Summary struct {
 	// Counts of the dates by outcome; Failed counts those that are Failed,
 	// LockHeld or FencedOut.
-	Complete, Partial, Failed, Skipped, NotStarted int
+	Complete, Partial, Failed, Skipped, NotStarted, NotReady int
 	// Dates are the results in the order the dates were taken.
 	Dates []DateResult
 	// Stopped, when not nil, says why the backfill stopped before its last
@@ -98,6 +104,8 @@ func (s *Summary) Add(r DateResult) {
 		s.Partial++
 	case NotStarted:
 		s.NotStarted++
+	case NotReady:
+		s.NotReady++
 	default:
 		s.Failed++
 	}
@@ -151,6 +159,8 @@ func Completed(ctx context.Context, r Reader) (map[string]string, error) {
 type Options struct {
 	// Writer writes each date; required.
 	Writer Writer
+	// Loader reads each date's input; nil reads local inputs only.
+	Loader *input.Loader
 	// SkipComplete reads each date's stored state with Reader before its
 	// write and skips a complete one without taking its lock. The Writer
 	// should check again under the lock (snapshot.WithSkipComplete).
@@ -265,9 +275,12 @@ func (o *Options) date(ctx context.Context, in Input) (DateResult, string) {
 			}
 		}
 	}
-	snap, err := input.LoadDated(in.Path, in.Date)
+	snap, err := loaderOf(o.Loader).LoadDated(ctx, in.Path, in.Date)
 	if err != nil {
 		r.Outcome, r.Err = Failed, err
+		if errors.Is(err, model.ErrNotReady) {
+			r.Outcome = NotReady
+		}
 		return done("")
 	}
 	defer snap.Close()
@@ -313,4 +326,12 @@ func classify(res *snapshot.Result, err error) (Outcome, error) {
 	default:
 		return Failed, err
 	}
+}
+
+// loaderOf is l, or a Loader of local inputs when l is nil.
+func loaderOf(l *input.Loader) *input.Loader {
+	if l == nil {
+		return &input.Loader{}
+	}
+	return l
 }

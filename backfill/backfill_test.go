@@ -85,7 +85,7 @@ func partly(n int, failed ...string) *snapshot.Result {
 
 func inputsOf(t *testing.T, ds ...string) []Input {
 	t.Helper()
-	in, err := List(inputDir(t, ds...))
+	in, err := List(context.Background(), nil, inputDir(t, ds...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestRunOutcomes(t *testing.T) {
 
 func TestSeverityAndWorst(t *testing.T) {
 	t.Parallel()
-	order := []Outcome{Complete, Partial, LockHeld, FencedOut, Failed}
+	order := []Outcome{Complete, Partial, LockHeld, FencedOut, NotReady, Failed}
 	for i := 1; i < len(order); i++ {
 		if order[i].Severity() <= order[i-1].Severity() {
 			t.Errorf("%s is not worse than %s", order[i], order[i-1])
@@ -342,7 +342,7 @@ func TestRunEmulator(t *testing.T) {
 	r := snapshot.NewReader(client, "")
 	ds := dates("2026-10-30", 3)
 	dir := inputDir(t, ds...)
-	in, err := List(dir)
+	in, err := List(context.Background(), nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestRunEmulator(t *testing.T) {
 	}
 	// One more date: the rerun skips the listed ones unread and writes it.
 	writeSnapshot(t, filepath.Join(dir, "2026-11-02.json"), "2026-11-02", 9)
-	if in, err = List(dir); err != nil {
+	if in, err = List(context.Background(), nil, dir); err != nil {
 		t.Fatal(err)
 	}
 	sum = Run(ctx, in, Options{Writer: w, Reader: r, SkipComplete: true, ReadTimeout: time.Minute, Complete: complete})

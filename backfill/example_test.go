@@ -9,12 +9,14 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// Write the dates of November 2026 found in ./snapshots, leaving those
-// already complete in Firestore alone.
+// Write the dates of November 2026 found in ./snapshots (or a gs:// folder,
+// with a Loader whose Storage opens Cloud Storage), leaving those already
+// complete in Firestore alone.
 func ExampleRun() {
 	ctx := context.Background()
 	client, err := firestore.NewClient(ctx, "my-project")
@@ -31,8 +33,9 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	r := snapshot.NewReader(client, "")
+	loader := &input.Loader{}
 
-	all, err := backfill.List("./snapshots")
+	all, err := backfill.List(ctx, loader, "./snapshots")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,11 +45,11 @@ func ExampleRun() {
 		log.Fatal(err)
 	}
 	// Refuse every bad input before the first write.
-	if err := backfill.Check(inputs, complete); err != nil {
+	if err := backfill.Check(ctx, loader, inputs, complete); err != nil {
 		log.Fatal(err)
 	}
 	sum := backfill.Run(ctx, inputs, backfill.Options{
-		Writer: w, Reader: r, SkipComplete: true, ReadTimeout: 30 * time.Second, Complete: complete,
+		Writer: w, Loader: loader, Reader: r, SkipComplete: true, ReadTimeout: 30 * time.Second, Complete: complete,
 	})
 	for _, d := range sum.Dates {
 		fmt.Println(d.Date, d.Outcome, d.Err)

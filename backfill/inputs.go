@@ -1,6 +1,7 @@
 package backfill
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,13 +13,17 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/input/gcs"
 	"github.com/snapwriter/snapwriter/model"
 )
 
 // Input is one date's input in a backfill directory: a Snapshot JSON file
-// DIR/YYYY-MM-DD.json or a per-district snapshot directory DIR/YYYY-MM-DD/.
+// DIR/YYYY-MM-DD.json or a per-district snapshot directory DIR/YYYY-MM-DD/,
+// or the same in a Cloud Storage folder (gs://BUCKET/PREFIX/YYYY-MM-DD.json,
+// gs://BUCKET/PREFIX/YYYY-MM-DD/).
 type Input struct {
 	Date string
+	// Path is the file, directory or gs:// URL.
 	Path string
 	// Problem, when set, says why the entry cannot be used (a broken link,
 	// a FIFO, a date that does not exist, …); such an entry is reported,
@@ -30,12 +35,16 @@ type Input struct {
 // and YYYY-MM-DD directories.
 var datedName = regexp.MustCompile(`^(\d{4}-\d{2}-\d{2})(\.json)?$`)
 
-// List finds the dated inputs in dir, oldest first. Symbolic links are
+// List finds the dated inputs in dir, a local directory or a gs:// folder
+// (read through l's Cloud Storage), oldest first. Symbolic links are
 // followed, to files and to directories alike. Entries whose name does not
 // look like a date are ignored; one that does but cannot be used is listed
 // with its Problem. A date given both as a file and as a directory is
 // ambiguous and refused, as is a directory that cannot be read.
-func List(dir string) ([]Input, error) {
+func List(ctx context.Context, l *input.Loader, dir string) ([]Input, error) {
+	if gcs.IsURL(dir) {
+		return listStore(ctx, l, dir)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -54,12 +63,53 @@ func List(dir string) ([]Input, error) {
 		}
 		byDate[in.Date] = in
 	}
+	return sorted(byDate), nil
+}
+
+// sorted is the inputs of byDate, oldest first.
+func sorted(byDate map[string]Input) []Input {
 	out := make([]Input, 0, len(byDate))
 	for _, in := range byDate {
 		out = append(out, in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Date < out[j].Date })
-	return out, nil
+	return out
+}
+
+// listStore lists the dated inputs in the gs:// folder dir: the objects
+// YYYY-MM-DD.json and the folders YYYY-MM-DD/ directly under it.
+func listStore(ctx context.Context, l *input.Loader, dir string) ([]Input, error) {
+	u, err := gcs.ParseURL(dir)
+	if err != nil {
+		return nil, err
+	}
+	store, err := l.Store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := store.List(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	byDate := map[string]Input{}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name, "/")
+		m := datedName.FindStringSubmatch(name)
+		// A folder named like a file, or an object named like a folder
+		// (no .json), is not an input.
+		if m == nil || (m[2] == ".json") == strings.HasSuffix(e.Name, "/") {
+			continue
+		}
+		in := Input{Date: m[1], Path: e.URL.String()}
+		if !model.ValidDate(m[1]) {
+			in.Problem = fmt.Sprintf("%s is not a real date", m[1])
+		}
+		if prev, dup := byDate[in.Date]; dup {
+			return nil, fmt.Errorf("%s is given twice (%s and %s)", in.Date, prev.Path, in.Path)
+		}
+		byDate[in.Date] = in
+	}
+	return sorted(byDate), nil
 }
 
 // entryProblem says why the dated entry at path cannot be used, or "" when
@@ -179,12 +229,14 @@ func (e *UnusableError) Error() string {
 // Unwrap makes the error match model.ErrInvalid.
 func (e *UnusableError) Unwrap() error { return model.ErrInvalid }
 
-// Check reads and validates every input that is not already complete (a
-// date in complete), so that a bad one stops a backfill before its first
-// write rather than halfway through. It returns an *UnusableError listing
-// every input that cannot be used, or the first error that is not about
-// the input itself.
-func Check(inputs []Input, complete map[string]string) error {
+// Check reads, through l, and validates every input that is not already
+// complete (a date in complete), so that a bad one stops a backfill before
+// its first write rather than halfway through. It returns an
+// *UnusableError listing every input that cannot be used, or the first
+// error that is not about the input itself. An input that is not ready
+// (model.ErrNotReady, an upload in progress) is no reason to stop: Run
+// reports it as NotReady and writes the others.
+func Check(ctx context.Context, l *input.Loader, inputs []Input, complete map[string]string) error {
 	var bad []string
 	checked := 0
 	for _, in := range inputs {
@@ -196,7 +248,10 @@ func Check(inputs []Input, complete map[string]string) error {
 			bad = append(bad, in.Path+": "+in.Problem)
 			continue
 		}
-		snap, err := input.LoadDated(in.Path, in.Date)
+		snap, err := loaderOf(l).LoadDated(ctx, in.Path, in.Date)
+		if errors.Is(err, model.ErrNotReady) {
+			continue
+		}
 		if err != nil {
 			if !errors.Is(err, model.ErrInvalid) {
 				return err

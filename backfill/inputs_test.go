@@ -1,6 +1,7 @@
 package backfill
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -133,7 +134,7 @@ func TestList(t *testing.T) {
 	must(os.WriteFile(filepath.Join(root, "notes.txt"), nil, 0o600))
 	must(os.WriteFile(filepath.Join(root, "2026-11-20.json.bak"), nil, 0o600))
 
-	got, err := List(root)
+	got, err := List(context.Background(), nil, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,10 +163,10 @@ func TestList(t *testing.T) {
 	}
 
 	writeSnapshot(t, filepath.Join(root, "2026-11-03.json"), "2026-11-03", 1)
-	if _, err := List(root); err == nil || err.Error() != "2026-11-03 is given twice (2026-11-03 and 2026-11-03.json)" {
+	if _, err := List(context.Background(), nil, root); err == nil || err.Error() != "2026-11-03 is given twice (2026-11-03 and 2026-11-03.json)" {
 		t.Errorf("a date given twice: %v", err)
 	}
-	if _, err := List(filepath.Join(root, "nope")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := List(context.Background(), nil, filepath.Join(root, "nope")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a missing directory: %v", err)
 	}
 }
@@ -179,16 +180,16 @@ func TestCheck(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "2026-11-04.json"), []byte("{broken"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in, err := List(dir)
+	in, err := List(context.Background(), nil, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	in = append(in, Input{Date: "2026-11-05", Path: filepath.Join(dir, "2026-11-05"), Problem: "broken symbolic link to x"})
 
-	if err := Check(in[:2], nil); err != nil {
+	if err := Check(context.Background(), nil, in[:2], nil); err != nil {
 		t.Errorf("good inputs: %v", err)
 	}
-	err = Check(in, map[string]string{"2026-11-04": "000000000000001"})
+	err = Check(context.Background(), nil, in, map[string]string{"2026-11-04": "000000000000001"})
 	var ue *UnusableError
 	if !errors.As(err, &ue) || !errors.Is(err, model.ErrInvalid) {
 		t.Fatalf("Check: %v", err)
@@ -202,7 +203,20 @@ func TestCheck(t *testing.T) {
 		t.Errorf("message: %v", err)
 	}
 	// The broken file of a complete date was not read; unread, it counts.
-	if err := Check(in[3:4], nil); !errors.As(err, &ue) || !strings.Contains(ue.Problems[0], "2026-11-04.json") {
+	if err := Check(context.Background(), nil, in[3:4], nil); !errors.As(err, &ue) || !strings.Contains(ue.Problems[0], "2026-11-04.json") {
 		t.Errorf("a broken file: %v", err)
+	}
+}
+
+func TestResolveDate(t *testing.T) {
+	now := time.Date(2026, 3, 1, 5, 0, 0, 0, time.UTC)
+	for in, want := range map[string]string{
+		"today": "2026-03-01", "today-0": "2026-03-01", "today-1": "2026-02-28", "today-365": "2025-03-01",
+		"2026-01-05": "2026-01-05", "today-x": "today-x", "today-01": "today-01", "today+1": "today+1", "yesterday": "yesterday",
+		"today--1": "today--1",
+	} {
+		if got := ResolveDate(in, now); got != want {
+			t.Errorf("ResolveDate(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

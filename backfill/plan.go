@@ -2,11 +2,13 @@ package backfill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
 
 	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -19,13 +21,13 @@ type PlanReport struct {
 }
 
 // Plan is the dry run of a backfill of inputs (after Select and Check) for
-// the task shard: each date's snapshot.Plan, from p (a planner with
+// the task shard, inputs read through l: each date's snapshot.Plan, from p (a planner with
 // snapshot.WithSkipComplete as the backfill's --skip-complete), in the
 // order Run writes them. A date in complete (the --skip-complete listing)
 // is planned as skipped without reading its input, as Run skips it. An
 // input that became unreadable since Check, or a plan that fails, stops
 // the dry run with that date's error.
-func Plan(ctx context.Context, inputs []Input, complete map[string]string, shard Shard, p *snapshot.Planner) (*PlanReport, error) {
+func Plan(ctx context.Context, l *input.Loader, inputs []Input, complete map[string]string, shard Shard, p *snapshot.Planner) (*PlanReport, error) {
 	rep := &PlanReport{TaskIndex: shard.Index, TaskCount: shard.Count, Dates: make([]*snapshot.Plan, 0, len(inputs))}
 	for _, in := range inputs {
 		var pl *snapshot.Plan
@@ -33,7 +35,7 @@ func Plan(ctx context.Context, inputs []Input, complete map[string]string, shard
 		if _, done := complete[in.Date]; done {
 			pl, err = p.Skipped(in.Date, "complete in Firestore, and complete dates are skipped")
 		} else {
-			pl, err = planDate(ctx, in, p)
+			pl, err = planDate(ctx, l, in, p)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", in.Date, err)
@@ -44,8 +46,11 @@ func Plan(ctx context.Context, inputs []Input, complete map[string]string, shard
 }
 
 // planDate plans the write of one date's input.
-func planDate(ctx context.Context, in Input, p *snapshot.Planner) (*snapshot.Plan, error) {
-	snap, err := input.LoadDated(in.Path, in.Date)
+func planDate(ctx context.Context, l *input.Loader, in Input, p *snapshot.Planner) (*snapshot.Plan, error) {
+	snap, err := loaderOf(l).LoadDated(ctx, in.Path, in.Date)
+	if errors.Is(err, model.ErrNotReady) {
+		return p.Skipped(in.Date, "input not ready: "+err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}

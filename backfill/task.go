@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -89,4 +91,23 @@ func (e *RangeError) Error() string {
 		return fmt.Sprintf("%s %q: want a real YYYY-MM-DD date", e.End, e.Date)
 	}
 	return fmt.Sprintf("from %s is after to %s", e.From, e.To)
+}
+
+// ResolveDate is the date end names: a YYYY-MM-DD date as it is, "today"
+// (now's date), or "today-N" (N days before it), so that a scheduled
+// job's window moves by itself. Anything else is returned as it is, for
+// CheckRange to refuse.
+func ResolveDate(end string, now time.Time) string {
+	if end == "today" {
+		return now.Format(time.DateOnly)
+	}
+	rest, ok := strings.CutPrefix(end, "today-")
+	if !ok {
+		return end
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 0 || n > 100000 || strconv.Itoa(n) != rest {
+		return end
+	}
+	return now.AddDate(0, 0, -n).Format(time.DateOnly)
 }

@@ -1,8 +1,8 @@
 // Package gcsserver runs a Cloud Storage API server on loopback for tests
 // and the demo: github.com/fsouza/fake-gcs-server, in process, over plain
 // HTTP. The storage client reaches it as it reaches Cloud Storage, by
-// STORAGE_EMULATOR_HOST (HostEnv) or Client; nothing about the client is
-// mocked. Only tests and gcsserver/withgcs import it.
+// STORAGE_EMULATOR_HOST (HostEnv) or Client (gcs.NewClient, as the CLI
+// opens one); nothing about the client is mocked. Only tests and gcsserver/withgcs import it.
 package gcsserver
 
 import (
@@ -15,7 +15,8 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
-	"google.golang.org/api/option"
+
+	"github.com/snapwriter/snapwriter/input/gcs"
 )
 
 // HostEnv is the variable the storage client reads the server from.
@@ -53,38 +54,9 @@ func Start(port int) (*Server, error) {
 func (s *Server) Stop() { s.srv.Stop() }
 
 // Client is a storage client of the server, as the CLI opens one for
-// STORAGE_EMULATOR_HOST (NewClient).
+// STORAGE_EMULATOR_HOST (gcs.NewClient).
 func (s *Server) Client(ctx context.Context) (*storage.Client, error) {
-	return NewClient(ctx, s.Host)
-}
-
-// NewClient opens a storage client: of the server at emulatorHost when it
-// is set (no credentials), else of Cloud Storage with Application Default
-// Credentials. Reads use the JSON API either way, so that tests read as
-// production does.
-func NewClient(ctx context.Context, emulatorHost string) (*storage.Client, error) {
-	if emulatorHost == "" {
-		return storage.NewClient(ctx, storage.WithJSONReads())
-	}
-	return storage.NewClient(ctx, option.WithEndpoint(EndpointOf(emulatorHost)), option.WithoutAuthentication(), storage.WithJSONReads())
-}
-
-// EndpointOf is the JSON API endpoint of the server at emulatorHost
-// (host:port or a URL), as the storage client derives it.
-func EndpointOf(emulatorHost string) string {
-	if !containsScheme(emulatorHost) {
-		emulatorHost = "http://" + emulatorHost
-	}
-	return emulatorHost + "/storage/v1/"
-}
-
-func containsScheme(s string) bool {
-	for i := 0; i+2 < len(s); i++ {
-		if s[i:i+3] == "://" {
-			return true
-		}
-	}
-	return false
+	return gcs.NewClient(ctx, s.Host)
 }
 
 // CreateBucket creates bucket name.

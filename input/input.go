@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -150,20 +149,8 @@ func Redact(rawURL string) string {
 }
 
 // Source reads the input of one date, checked to be that date's snapshot.
-// Dir and URL make the usual ones. The caller closes the snapshot.
+// Loader.Dated and URL make the usual ones. The caller closes the snapshot.
 type Source func(ctx context.Context, date string) (*model.Snapshot, error)
-
-// Dir is the Source of dated inputs in dir: the snapshot directory
-// dir/YYYY-MM-DD when there is one, else the file dir/YYYY-MM-DD.json.
-func Dir(dir string) Source {
-	return func(_ context.Context, date string) (*model.Snapshot, error) {
-		path := filepath.Join(dir, date+".json")
-		if st, err := os.Stat(filepath.Join(dir, date)); err == nil && st.IsDir() {
-			path = filepath.Join(dir, date)
-		}
-		return LoadDated(path, date)
-	}
-}
 
 // URL is the Source that fetches the input of a date with client from
 // template, {date} replaced by the date.

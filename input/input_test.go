@@ -127,12 +127,12 @@ func TestLoadDated(t *testing.T) {
 	}
 }
 
-// Dir prefers the snapshot directory of a date to its file.
+// Dated prefers the snapshot directory of a date to its file.
 func TestDirSource(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	write(t, filepath.Join(dir, "2026-11-20.json"), generated(t, "2026-11-20"))
-	src := Dir(dir)
+	src := (&Loader{}).Dated(dir)
 	if s, err := src(context.Background(), "2026-11-20"); err != nil || len(s.Payload.Districts) != 3 {
 		t.Fatalf("file: %v", err)
 	}
@@ -146,7 +146,8 @@ func TestDirSource(t *testing.T) {
 	if s, err := src(context.Background(), "2026-11-21"); err != nil || len(s.Payload.Districts) != 1 {
 		t.Errorf("directory: %+v, %v", s, err)
 	}
-	if _, err := src(context.Background(), "2026-11-22"); !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), "2026-11-22.json does not exist") {
+	if _, err := src(context.Background(), "2026-11-22"); !errors.Is(err, model.ErrInvalid) || !errors.Is(err, model.ErrMissing) ||
+		!strings.Contains(err.Error(), "neither "+filepath.Join(dir, "2026-11-22")+"/ nor "+filepath.Join(dir, "2026-11-22.json")+" exists") {
 		t.Errorf("missing date: %v", err)
 	}
 }

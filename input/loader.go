@@ -50,8 +50,8 @@ type Loader struct {
 	// again, after DefaultPoll, doubling to MaxPoll. Zero: not waited for.
 	// Every input of a Loader shares it, so a backfill waits once in all.
 	WaitUntil time.Time
-	// Poll, when positive, replaces DefaultPoll (tests).
-	Poll time.Duration
+	// FirstPoll, when positive, replaces DefaultPoll (tests).
+	FirstPoll time.Duration
 	// Log, when set, gets a line each time an input is waited for.
 	Log *zap.Logger
 
@@ -64,6 +64,24 @@ type Loader struct {
 // it as WaitUntil says. The caller closes the snapshot.
 func (l *Loader) Load(ctx context.Context, src string) (*model.Snapshot, error) {
 	return l.wait(ctx, src, func() (*model.Snapshot, error) { return l.loadOnce(ctx, src) })
+}
+
+// logRead logs that src is being read, and returns the func that logs
+// how the read ended: a gs:// input is copied whole before anything is
+// written, which can take a while.
+func (l *Loader) logRead(src string) func(*model.Snapshot, error) {
+	if l.Log == nil || !gcs.IsURL(src) {
+		return func(*model.Snapshot, error) {}
+	}
+	t0 := time.Now()
+	l.Log.Info("reading input", zap.String("input", src))
+	return func(snap *model.Snapshot, err error) {
+		if err != nil {
+			return // the caller reports it
+		}
+		l.Log.Info("input read", zap.String("input", src), zap.Int("districts", len(snap.Payload.Districts)),
+			zap.Int64("durationMs", time.Since(t0).Milliseconds()))
+	}
 }
 
 // LoadDated reads the input at src as the snapshot of date, and checks it
@@ -169,7 +187,10 @@ func (l *Loader) loadOnce(ctx context.Context, src string) (*model.Snapshot, err
 	if err != nil {
 		return nil, err
 	}
-	return store.Load(ctx, u)
+	done := l.logRead(src)
+	snap, err := store.Load(ctx, u)
+	done(snap, err)
+	return snap, err
 }
 
 // wait calls load until it returns an input that is ready, or an error
@@ -177,36 +198,60 @@ func (l *Loader) loadOnce(ctx context.Context, src string) (*model.Snapshot, err
 // not ready, or still missing, is not ready (model.ErrNotReady), with how
 // long it was waited for.
 func (l *Loader) wait(ctx context.Context, src string, load func() (*model.Snapshot, error)) (*model.Snapshot, error) {
+	var snap *model.Snapshot
+	var last error
+	t0 := time.Now()
+	_, err := l.Poll(ctx, src, func() (bool, error) {
+		snap, last = load()
+		if last != nil && Waitable(last) {
+			return false, nil
+		}
+		return true, last
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case last == nil:
+		return snap, nil
+	case l.WaitUntil.IsZero() || !Waitable(last):
+		return nil, last
+	case errors.Is(last, model.ErrNotReady):
+		return nil, fmt.Errorf("%w (waited %s for it)", last, time.Since(t0).Round(time.Second))
+	}
+	return nil, fmt.Errorf("%w: %w (waited %s for it)", model.ErrNotReady, last, time.Since(t0).Round(time.Second))
+}
+
+// Poll calls try until it reports done or fails, or WaitUntil passes
+// (with a zero WaitUntil, once), waiting DefaultPoll (or FirstPoll) between two
+// calls, doubling to MaxPoll; what names what is waited for in the log.
+// It reports whether try was done, and try's error or the context's.
+func (l *Loader) Poll(ctx context.Context, what string, try func() (done bool, err error)) (bool, error) {
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval = DefaultPoll
-	if l.Poll > 0 {
-		b.InitialInterval = l.Poll
+	if l.FirstPoll > 0 {
+		b.InitialInterval = l.FirstPoll
 	}
 	b.MaxInterval, b.Multiplier, b.MaxElapsedTime = MaxPoll, 2, 0
 	b.Reset()
-	t0 := time.Now()
 	for {
-		snap, err := load()
-		if err == nil || !Waitable(err) || l.WaitUntil.IsZero() {
-			return snap, err
+		done, err := try()
+		if done || err != nil {
+			return done, err
 		}
 		left := time.Until(l.WaitUntil)
-		if left <= 0 {
-			if errors.Is(err, model.ErrNotReady) {
-				return nil, fmt.Errorf("%w (waited %s for it)", err, time.Since(t0).Round(time.Second))
-			}
-			return nil, fmt.Errorf("%w: %w (waited %s for it)", model.ErrNotReady, err, time.Since(t0).Round(time.Second))
+		if l.WaitUntil.IsZero() || left <= 0 {
+			return false, nil
 		}
 		next := min(b.NextBackOff(), left)
 		if l.Log != nil {
-			l.Log.Info("input not ready; waiting for it", zap.String("input", Redact(src)), zap.String("reason", err.Error()),
+			l.Log.Info("input not ready; waiting for it", zap.String("input", Redact(what)),
 				zap.Duration("retryIn", next), zap.Duration("waitLeft", left))
 		}
 		t := time.NewTimer(next)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("waiting for input %s: %w (last: %w)", Redact(src), context.Cause(ctx), err)
+			return false, fmt.Errorf("waiting for input %s: %w", Redact(what), context.Cause(ctx))
 		case <-t.C:
 		}
 	}

@@ -389,3 +389,37 @@ func TestUnmarshalJSONUsesTheModel(t *testing.T) {
 		t.Errorf("a fractional count: %v; want ErrInvalid naming the path", err)
 	}
 }
+
+// A local folder whose manifest says writeComplete: false is an upload in
+// progress; without the field (exports made before it existed) it reads.
+func TestLoadDirWriteComplete(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "2026-11-20")
+	if err := WriteFolder(Generate("2026-11-20", 3, 1), dir); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := func(v string) {
+		s := strings.Replace(string(orig), `"writeComplete":true`, v, 1)
+		if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, err := LoadDir(dir); err != nil || len(s.Payload.Districts) != 3 {
+		t.Fatalf("complete: %v", err)
+	}
+	manifest(`"writeComplete":false`)
+	if _, err := LoadDir(dir); !errors.Is(err, ErrNotReady) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("writeComplete false: %v; want ErrNotReady naming the folder", err)
+	}
+	manifest(`"writeComplete":"yes"`)
+	if _, err := LoadDir(dir); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "$.writeComplete") {
+		t.Errorf("writeComplete \"yes\": %v", err)
+	}
+	manifest(`"legacy":true`)
+	if s, err := LoadDir(dir); err != nil || len(s.Payload.Districts) != 3 {
+		t.Errorf("without writeComplete: %v", err)
+	}
+}

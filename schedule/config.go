@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/input/gcs"
+	"github.com/snapwriter/snapwriter/model"
 )
 
 // Config is a Worker as a command line or an environment gives it, in
@@ -21,8 +24,15 @@ type Config struct {
 	// machine it runs on.
 	Timezone string
 	// InputDir and InputURL are where each date's input is read from: one
-	// of them, as input.Dir or input.URL reads it.
+	// of them. InputDir is a local directory or a gs:// folder, read as
+	// input.Loader.Dated reads it; InputURL is fetched as input.URL does.
 	InputDir, InputURL string
+	// NewLoader returns the Loader a run reads InputDir with: a new one
+	// per run, so that a run's wait for its input (Loader.WaitUntil)
+	// starts at its tick. Nil: local directories only, no wait.
+	NewLoader func() *input.Loader
+	// AllowEmpty is Worker.AllowEmpty.
+	AllowEmpty bool
 	// DateOffset is Worker.DateOffset, within a year either way.
 	DateOffset int
 	// HTTPTimeout bounds one download of InputURL; it must be positive.
@@ -51,12 +61,22 @@ func (c Config) Worker() (*Worker, error) {
 	case c.HTTPTimeout <= 0:
 		return nil, refuse("HTTPTimeout", c.HTTPTimeout, "must be positive")
 	}
-	w := &Worker{Spec: c.Cron, Location: loc, DateOffset: c.DateOffset}
+	w := &Worker{Spec: c.Cron, Location: loc, DateOffset: c.DateOffset, AllowEmpty: c.AllowEmpty}
 	if c.InputDir != "" {
-		if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {
+		if gcs.IsURL(c.InputDir) {
+			if _, err := gcs.ParseURL(c.InputDir); err != nil {
+				return nil, refuse("InputDir", c.InputDir, strings.TrimPrefix(err.Error(), model.ErrInvalid.Error()+": "))
+			}
+		} else if st, err := os.Stat(c.InputDir); err != nil || !st.IsDir() {
 			return nil, refuse("InputDir", c.InputDir, "not a directory")
 		}
-		w.Input = input.Dir(c.InputDir)
+		newLoader := c.NewLoader
+		if newLoader == nil {
+			newLoader = func() *input.Loader { return &input.Loader{} }
+		}
+		w.Input = func(ctx context.Context, date string) (*model.Snapshot, error) {
+			return newLoader().Dated(c.InputDir)(ctx, date)
+		}
 		return w, nil
 	}
 	if u, err := url.Parse(c.InputURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

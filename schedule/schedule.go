@@ -53,6 +53,11 @@ type Worker struct {
 	// write would end with, logged as exitCode, so that scheduled and
 	// one-off runs read alike.
 	ExitCode func(error) int
+	// AllowEmpty: a tick whose date has no input at all (model.ErrMissing)
+	// is logged as nothing to write, not as a failed run. Without it such
+	// a tick is a failed run like any other: a schedule that finds nothing
+	// to write is not working.
+	AllowEmpty bool
 }
 
 // Run runs the schedule until ctx is done, then starts no new run, waits
@@ -99,7 +104,15 @@ func (w *Worker) run(ctx context.Context, log *zap.Logger, tick time.Time) {
 	t0 := time.Now()
 	snap, err := w.Input(ctx, date)
 	if err != nil {
-		log.Error("run failed: no usable input", zap.Error(err))
+		if w.AllowEmpty && errors.Is(err, model.ErrMissing) && !errors.Is(err, model.ErrNotReady) {
+			log.Info("run skipped: no input for the date; nothing to write (allow-empty)", zap.Error(err))
+			return
+		}
+		var fields []zap.Field
+		if w.ExitCode != nil {
+			fields = append(fields, zap.Int("exitCode", w.ExitCode(err)))
+		}
+		log.Error("run failed: no usable input", append(fields, zap.Error(err))...)
 		return
 	}
 	defer snap.Close()

@@ -281,7 +281,7 @@ func TestWorkerEmulator(t *testing.T) {
 		}
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
-	w := &Worker{Spec: "* * * * * *", Input: input.Dir(dir), Write: sw.Write, Log: zap.New(core)}
+	w := &Worker{Spec: "* * * * * *", Input: (&input.Loader{}).Dated(dir), Write: sw.Write, Log: zap.New(core)}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(ctx) }()

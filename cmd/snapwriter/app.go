@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/snapwriter/snapwriter/input/gcs"
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
 	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/locking"
@@ -35,6 +37,12 @@ const (
 	// exitNotIntact: verify found the stored snapshot contradicting its
 	// manifest, its content hashes or the input.
 	exitNotIntact = 6
+	// exitNotReady: the input is not ready — an upload still in progress
+	// (a gs:// folder whose manifest.json does not say writeComplete:
+	// true), an object replaced while it was read, or an input
+	// --wait-for-input waited for in vain. Nothing was written; the
+	// input is not wrong, so a later run may succeed.
+	exitNotReady = 7
 )
 
 // usageError marks a bad command line: exit 2, nothing written.
@@ -71,6 +79,13 @@ type app struct {
 	timeout time.Duration
 	log     *zap.Logger
 	ran     bool // a command's RunE started: errors after it are not usage errors
+	// exits run when the command has ended (atExit).
+	exits []func()
+	// gcs is the command's Cloud Storage store, opened on first use
+	// (storage).
+	gcsOnce sync.Once
+	gcs     *gcs.Store
+	gcsErr  error
 }
 
 type globalFlags struct {
@@ -100,6 +115,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	// values) is a usage error: exit 2, nothing done.
 	a.markRuns(root)
 	err := root.ExecuteContext(ctx)
+	for _, fn := range a.exits {
+		fn()
+	}
 	if err != nil && !a.ran && !errors.As(err, new(usageError)) {
 		err = flagError{usageError{err}}
 	}
@@ -141,6 +159,9 @@ func exitCode(err error) int {
 		return bf.code
 	case errors.As(err, &ce):
 		return ce.code
+	case errors.Is(err, model.ErrNotReady):
+		// Before ErrInvalid: an input waited for in vain matches both.
+		return exitNotReady
 	case errors.As(err, &u), errors.Is(err, model.ErrInvalid), errors.Is(err, snapshot.ErrMismatch):
 		return exitUsage
 	case errors.Is(err, snapshot.ErrFencedOut):
@@ -197,7 +218,8 @@ Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
 be recorded), 2 usage or invalid input (nothing written), 3 partial (including a
 lock lost mid-write; the manifest records what was written), 4 lock held by
 another writer, 5 fenced out by a newer writer, 6 (verify) the stored snapshot
-contradicts its manifest, its content hashes or the input.`,
+contradicts its manifest, its content hashes or the input, 7 the input is not
+ready (an upload still in progress; nothing written).`,
 		Version:       buildinfo.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/internal/progress"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -31,17 +33,33 @@ type backfillFlags struct {
 	asJSON       bool
 	progress     string
 	dryRun       bool
+	wait         time.Duration
+	allowEmpty   bool
+	timezone     string
 }
 
 func (a *app) backfillCommand() *cobra.Command {
 	var f writeFlags
 	var b backfillFlags
 	cmd := &cobra.Command{
-		Use:   "backfill --input-dir DIR [--from D] [--to D] [--skip-complete]",
-		Short: "Write every dated snapshot under a directory, oldest first",
+		Use:   "backfill --input-dir DIR|gs://BUCKET/PREFIX [--from D] [--to D] [--skip-complete]",
+		Short: "Write every dated snapshot under a directory or Cloud Storage folder, oldest first",
 		Long: `Write every DIR/YYYY-MM-DD.json file (or per-district snapshot directory
 DIR/YYYY-MM-DD/) whose date is within --from..--to (inclusive), oldest first,
-one date at a time, each under its own snapshot lock.
+one date at a time, each under its own snapshot lock. DIR may be a Cloud Storage
+folder, gs://BUCKET/PREFIX: its YYYY-MM-DD.json objects and YYYY-MM-DD/ folders
+are the dates. --from and --to take a date, "today" or "today-N" (in --timezone),
+so that a scheduled job's window moves by itself.
+
+A date whose input is not ready (a gs:// folder whose manifest.json does not say
+writeComplete: true yet, or a local one that says writeComplete: false) is listed
+as not-ready and not written; the others are, and the exit code is 7 unless a
+worse one applies. --wait-for-input waits for such dates first (one wait for the
+whole run), and for a window with no input at all yet.
+
+Finding no dated input within --from..--to is not success: exit 7, saying where
+it looked (--allow-empty: exit 0, for a run where that is expected). A task whose
+share of the dates is empty while the window is not exits 0.
 
 Symbolic links are followed, to files and to directories. An entry named like a
 date that cannot be used (a broken link, a directory named .json, a file without
@@ -59,17 +77,22 @@ where the last one stopped.
 On a terminal a progress bar shows the dates; otherwise each date is one log
 line. The summary counts complete, partial, failed and skipped dates, and the
 exit code is the worst outcome: 1 (failed, or stopped by a signal before every
-date was done) over 5 (fenced out) over 4 (lock held) over 3 (partial) over 0.`,
+date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
+(partial) over 0.`,
 		Example: `  snapwriter backfill --input-dir ./snapshots --from 2026-01-01 --to 2026-03-31
+  snapwriter backfill --input-dir gs://exports/snapshots --from today --to today --skip-complete --wait-for-input 3h
   snapwriter backfill --input-dir /data/snapshots --skip-complete --json
   CLOUD_RUN_TASK_INDEX=1 CLOUD_RUN_TASK_COUNT=4 snapwriter backfill --input-dir ./snapshots`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.backfill(cmd, f, b) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&b.dir, "input-dir", "", "directory of YYYY-MM-DD.json files or YYYY-MM-DD/ directories (required)")
-	fl.StringVar(&b.from, "from", "", "first date to write (YYYY-MM-DD, inclusive)")
-	fl.StringVar(&b.to, "to", "", "last date to write (YYYY-MM-DD, inclusive)")
+	fl.StringVar(&b.dir, "input-dir", "", "directory or gs://BUCKET/PREFIX folder of YYYY-MM-DD.json files or YYYY-MM-DD/ folders (required)")
+	fl.StringVar(&b.from, "from", "", `first date to write (inclusive): YYYY-MM-DD, "today" or "today-N"`)
+	fl.StringVar(&b.to, "to", "", `last date to write (inclusive): YYYY-MM-DD, "today" or "today-N"`)
+	fl.StringVar(&b.timezone, "timezone", "UTC", `IANA time zone of "today" in --from and --to`)
+	registerWait(fl, &b.wait)
+	fl.BoolVar(&b.allowEmpty, "allow-empty", false, "exit 0 when no dated input lies within --from..--to (default: exit 7)")
 	fl.BoolVar(&b.skipComplete, "skip-complete", false, "leave dates that are already complete in Firestore alone")
 	fl.IntVar(&b.taskIndex, "task-index", -1, "this task's index (default CLOUD_RUN_TASK_INDEX, else 0)")
 	fl.IntVar(&b.taskCount, "task-count", -1, "number of tasks sharing the dates (default CLOUD_RUN_TASK_COUNT, else 1)")
@@ -86,6 +109,15 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := f.validate(); err != nil {
 		return err
 	}
+	if err := checkWait(b.wait); err != nil {
+		return err
+	}
+	loc, err := time.LoadLocation(b.timezone)
+	if err != nil {
+		return valueUsage("--timezone", b.timezone, "want an IANA time zone such as Europe/Berlin")
+	}
+	now := time.Now().In(loc)
+	b.from, b.to = backfill.ResolveDate(b.from, now), backfill.ResolveDate(b.to, now)
 	if err := backfill.CheckRange(b.from, b.to); err != nil {
 		return backfillUsage(err)
 	}
@@ -96,12 +128,16 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err != nil {
 		return backfillUsage(err)
 	}
-	all, err := backfill.List(b.dir)
+	ctx := cmd.Context()
+	loader := a.loader(b.wait)
+	all, err := a.listDated(ctx, loader, b)
 	if err != nil {
-		return usagef("--input-dir: %v", err)
+		return err
+	}
+	if len(backfill.Select(all, b.from, b.to, backfill.Shard{Index: 0, Count: 1})) == 0 {
+		return a.noInput(b, all)
 	}
 	mine := backfill.Select(all, b.from, b.to, shard)
-	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
 		return err
@@ -120,7 +156,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 			return a.firestoreWait(err)
 		}
 	}
-	if err := backfill.Check(mine, complete); err != nil {
+	if err := backfill.Check(ctx, loader, mine, complete); err != nil {
 		var ue *backfill.UnusableError
 		if errors.As(err, &ue) {
 			return errBackfill{code: exitUsage, msg: fmt.Sprintf("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
@@ -129,7 +165,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		return err
 	}
 	if b.dryRun {
-		return a.backfillPlan(ctx, client, f, b, backfillDates{mine: mine, complete: complete, shard: shard})
+		return a.backfillPlan(ctx, client, f, b, backfillDates{mine: mine, complete: complete, shard: shard, loader: loader})
 	}
 	log := a.log.With(zap.Int("taskIndex", shard.Index), zap.Int("taskCount", shard.Count))
 	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),
@@ -143,6 +179,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	defer closeLocker()
 	res := backfill.Run(ctx, mine, backfill.Options{
 		Writer:       hintingWriter{w},
+		Loader:       loader,
 		SkipComplete: b.skipComplete,
 		Reader:       reader,
 		ReadTimeout:  a.bound(),
@@ -212,7 +249,59 @@ func dateExit(r backfill.DateResult) int {
 		return exitFenced
 	case backfill.NotStarted:
 		return exitError
+	case backfill.NotReady:
+		return exitNotReady
 	}
 	// Failed: 1, or 2 for an input that became invalid after the check.
 	return max(exitCode(r.Err), exitError)
+}
+
+// listDated lists the dated inputs of --input-dir, waiting (as l does for
+// an input) while none lies within --from..--to: a scheduled run that
+// fires before the day's upload has begun. A directory or bucket that
+// cannot be listed, or lists a date twice, is bad input (exit 2); Cloud
+// Storage that does not answer is exit 1.
+func (a *app) listDated(ctx context.Context, l *input.Loader, b backfillFlags) ([]backfill.Input, error) {
+	var all []backfill.Input
+	_, err := l.Poll(ctx, b.dir, func() (bool, error) {
+		var err error
+		if all, err = backfill.List(ctx, l, b.dir); err != nil {
+			return false, err
+		}
+		return len(backfill.Select(all, b.from, b.to, backfill.Shard{Index: 0, Count: 1})) > 0, nil
+	})
+	if err == nil {
+		return all, nil
+	}
+	if errors.As(err, new(*waitError)) || ctx.Err() != nil {
+		return nil, err
+	}
+	return nil, usagef("--input-dir: %v", err)
+}
+
+// noInput is backfill's answer to a window with no dated input: not
+// success (exit 7), saying where it looked, unless --allow-empty.
+func (a *app) noInput(b backfillFlags, all []backfill.Input) error {
+	window := "any date"
+	switch {
+	case b.from != "" && b.to != "":
+		window = b.from + " to " + b.to
+	case b.from != "":
+		window = b.from + " or later"
+	case b.to != "":
+		window = b.to + " or earlier"
+	}
+	msg := fmt.Sprintf("no dated input in %s for %s: looked for YYYY-MM-DD.json files and YYYY-MM-DD/ folders", b.dir, window)
+	if len(all) > 0 {
+		msg += fmt.Sprintf(" (%d lie outside it, %s to %s)", len(all), all[0].Date, all[len(all)-1].Date)
+	}
+	if b.wait > 0 {
+		msg += fmt.Sprintf("; waited %s (--wait-for-input)", b.wait)
+	}
+	if b.allowEmpty {
+		a.log.Warn("backfill: nothing to write (--allow-empty)", zap.String("reason", msg))
+		_, err := fmt.Fprintf(a.stdout, "backfill: nothing to write: %s\n", msg)
+		return err
+	}
+	return codedError{code: exitNotReady, err: fmt.Errorf("backfill: %s; nothing was written (--allow-empty makes this exit 0)", msg)}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -169,17 +168,27 @@ func (a *app) writeCommand() *cobra.Command {
 	var f writeFlags
 	var input, date, progressMode string
 	var asJSON, dryRun bool
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "write --input F|- [--date D] [--dry-run]",
+		Use:   "write --input F|-|gs://BUCKET/PATH [--date D] [--dry-run] [--wait-for-input D]",
 		Short: "Write one snapshot and print the result",
 		Long: `Write one snapshot: take the snapshot's fenced lock, write the root document,
 commit the districts in chunks of --batch-size with --concurrency chunks in flight,
 retry transient failures, record the outcome in the manifest, release the lock.
 
-The input is a Snapshot JSON file, "-" for stdin, or a per-district snapshot
-directory (metadata.json, manifest.json, district_{id}.json). The snapshot id is
-payload.metadata.dataAsOfDate; --date names it for an input without one and must
-agree with it otherwise. Input is validated before anything is written.
+The input is a Snapshot JSON file, "-" for stdin, a per-district snapshot
+directory (metadata.json, manifest.json, district_{id}.json), or the same in Cloud
+Storage: gs://BUCKET/PATH.json, or a folder gs://BUCKET/snapshots/YYYY-MM-DD/
+(Application Default Credentials; STORAGE_EMULATOR_HOST for a local server). The
+snapshot id is payload.metadata.dataAsOfDate; --date names it for an input without
+one and must agree with it otherwise. Input is validated before anything is written.
+
+A gs:// folder is written only once its upload has finished: its manifest.json
+says writeComplete: true (the uploader sets it last). Every object is read at the
+generation listed, so one snapshot never mixes two uploads. A folder not ready
+exits 7, nothing written; --wait-for-input waits for it (and for an input not
+there yet). A local directory is refused only when its manifest.json says
+writeComplete: false: exports on disk made before the flag existed lack it.
 
 On SIGTERM or SIGINT no new chunk starts; chunks in flight get --grace-period to
 finish, the manifest records what was and was not written, the lock is released,
@@ -189,10 +198,14 @@ On a terminal a progress bar counts the districts stored (rate, time left), and
 the per-chunk log lines are left out while it shows; --progress log keeps them.`,
 		Example: `  snapwriter write --input snap.json
   snapwriter generate --date 2026-11-20 | snapwriter write --input - --json
-  SNAPWRITER_CONCURRENCY=16 snapwriter write --input ./snapshots/2026-11-20/`,
+  SNAPWRITER_CONCURRENCY=16 snapwriter write --input ./snapshots/2026-11-20/
+  snapwriter write --input gs://exports/snapshots/2026-11-20/ --wait-for-input 2h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
+				return err
+			}
+			if err := checkWait(wait); err != nil {
 				return err
 			}
 			if date != "" && !model.ValidDate(date) {
@@ -201,12 +214,13 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 			if err := checkProgress(progressMode); err != nil {
 				return err
 			}
-			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Write,
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, wait: wait, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Write,
 				dryRun: dryRun, plan: (*snapshot.Planner).Plan})
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&input, "input", "", `snapshot file, directory, or "-" for stdin (required)`)
+	fl.StringVar(&input, "input", "", inputUsage+" (required)")
+	registerWait(fl, &wait)
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate, which it must equal when the input has one")
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	registerProgress(fl, &progressMode)
@@ -222,10 +236,12 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 // and options of its own.
 type writeRequest struct {
 	input, date string
-	asJSON      bool
-	progress    string
-	op          func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
-	extra       []snapshot.Option
+	// wait is --wait-for-input.
+	wait     time.Duration
+	asJSON   bool
+	progress string
+	op       func(w *snapshot.Writer, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Result, error)
+	extra    []snapshot.Option
 	// dryRun: print what op would do (plan) instead (dryrun.go).
 	dryRun bool
 	plan   func(p *snapshot.Planner, ctx context.Context, id string, snap *model.Snapshot) (*snapshot.Plan, error)
@@ -236,12 +252,12 @@ type writeRequest struct {
 // under the snapshot's id (--date, else the input's dataAsOfDate), print
 // the result.
 func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
-	snap, id, err := a.load(r.input, r.date)
+	ctx := cmd.Context()
+	snap, id, err := a.load(ctx, a.loader(r.wait), r.input, r.date)
 	if err != nil {
 		return err
 	}
 	defer snap.Close()
-	ctx := cmd.Context()
 	client, err := a.client(ctx)
 	if err != nil {
 		return err
@@ -265,30 +281,6 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 		}
 	}
 	return withHint(a.writeWait(werr, f))
-}
-
-// load reads and validates the input at path (a file, a directory or
-// "-"), stored under date or, when date is "", under the input's own
-// dataAsOfDate; it returns the snapshot and that id.
-func (a *app) load(path, date string) (*model.Snapshot, string, error) {
-	snap, err := input.Load(path, a.stdin)
-	if err != nil {
-		return nil, "", err
-	}
-	id := input.ID(snap, date)
-	if err = checkDate(snap, date); err == nil {
-		err = model.Validate(snap, id)
-	}
-	if err != nil && id == "" {
-		// Neither --date nor the input's dataAsOfDate names it; on a line
-		// of its own, after however many problems are listed.
-		err = fmt.Errorf("%w\n  (give the snapshot's date with --date)", err)
-	}
-	if err != nil {
-		_ = snap.Close()
-		return nil, "", err
-	}
-	return snap, id, nil
 }
 
 // printResult prints what a write or repair did, as its Outcome says.

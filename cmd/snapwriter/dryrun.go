@@ -6,6 +6,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -44,6 +45,7 @@ type backfillDates struct {
 	mine     []backfill.Input
 	complete map[string]string
 	shard    backfill.Shard
+	loader   *input.Loader
 }
 
 // backfillPlan is backfill's --dry-run: the plan of each date of d,
@@ -53,7 +55,7 @@ func (a *app) backfillPlan(ctx context.Context, client *firestore.Client, f writ
 	if err != nil {
 		return err
 	}
-	rep, err := backfill.Plan(ctx, d.mine, d.complete, d.shard, p)
+	rep, err := backfill.Plan(ctx, d.loader, d.mine, d.complete, d.shard, p)
 	if err != nil {
 		return a.firestoreWait(err)
 	}

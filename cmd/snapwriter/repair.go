@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -11,8 +13,9 @@ func (a *app) repairCommand() *cobra.Command {
 	var f writeFlags
 	var input, date, progressMode string
 	var asJSON, rewrite, dryRun bool
+	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "repair --date D --input F|- [--dry-run]",
+		Use:   "repair --date D --input F|-|gs://BUCKET/PATH [--dry-run]",
 		Short: "Re-write only the districts the manifest records as failed, missing or altered",
 		Long: `Complete a partial snapshot. Under the snapshot's lock, repair moves the root
 to its own fence, re-writes exactly the districts the manifest does not record as
@@ -40,16 +43,20 @@ districts stored, those kept as they are included.`,
 			if !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
+			if err := checkWait(wait); err != nil {
+				return err
+			}
 			if err := checkProgress(progressMode); err != nil {
 				return err
 			}
-			return a.writeOp(cmd, f, writeRequest{input: input, date: date, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Repair,
+			return a.writeOp(cmd, f, writeRequest{input: input, date: date, wait: wait, asJSON: asJSON, progress: progressMode, op: (*snapshot.Writer).Repair,
 				extra: []snapshot.Option{snapshot.WithRewriteChanged(rewrite)}, dryRun: dryRun, plan: (*snapshot.Planner).PlanRepair})
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
-	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, or "-" (required)`)
+	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, "-", or gs://BUCKET/PATH (required)`)
+	registerWait(fl, &wait)
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	registerProgress(fl, &progressMode)
 	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage+"; lists the districts it would write again, and why")

@@ -56,7 +56,8 @@ unrecorded, count-mismatch, payload-altered, differs-from-input.
 Exit status: 0 intact and complete; 3 intact but not complete (partial, being
 written or interrupted: 'repair' completes it); 6 problems found ('repair'
 re-writes missing and altered districts; a snapshot that differs from its input
-is written again); 1 when Firestore fails; 2 for bad flags or input.`,
+is written again); 1 when Firestore fails; 2 for bad flags or input; 7 when a
+gs:// --input folder's upload has not finished.`,
 		Example: `  snapwriter verify --date 2026-11-20
   snapwriter verify --date 2026-11-20 --input snapshots/2026-11-20.json --json | jq .problems`,
 		Args: cobra.NoArgs,
@@ -67,7 +68,7 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 			var snap *model.Snapshot
 			if inputPath != "" {
 				var err error
-				if snap, _, err = a.load(inputPath, date); err != nil {
+				if snap, _, err = a.load(cmd.Context(), a.loader(0), inputPath, date); err != nil {
 					return err
 				}
 				defer snap.Close()
@@ -99,7 +100,7 @@ is written again); 1 when Firestore fails; 2 for bad flags or input.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
-	fl.StringVar(&inputPath, "input", "", `also compare with this input: file, directory, or "-"`)
+	fl.StringVar(&inputPath, "input", "", `also compare with this input: file, directory, "-", or gs://BUCKET/PATH`)
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	registerTimeout(fl, defaultReadTimeout, getTimeoutUsage)
 	_ = cmd.MarkFlagRequired("date")

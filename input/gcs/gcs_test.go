@@ -1,4 +1,4 @@
-package gcs
+package gcs_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/gcsserver"
+	"github.com/snapwriter/snapwriter/input/gcs"
 	"github.com/snapwriter/snapwriter/internal/storeerr"
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -20,7 +21,7 @@ const bucket = "exports"
 // local copy of the same folder.
 type fixture struct {
 	srv   *gcsserver.Server
-	store *Store
+	store *gcs.Store
 	local string // the folder on disk
 }
 
@@ -44,7 +45,7 @@ func newFixture(t *testing.T, districts int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	return &fixture{srv: srv, store: NewStore(client, srv.Host, WithTimeout(2*time.Second, "")), local: local}
+	return &fixture{srv: srv, store: gcs.NewStore(client, srv.Host, gcs.WithTimeout(2*time.Second, "")), local: local}
 }
 
 func (f *fixture) put(t *testing.T, name string, content string) {
@@ -52,9 +53,9 @@ func (f *fixture) put(t *testing.T, name string, content string) {
 	f.srv.Put(bucket, "snapshots/2026-11-20/"+name, []byte(content))
 }
 
-func mustURL(t *testing.T, s string) URL {
+func mustURL(t *testing.T, s string) gcs.URL {
 	t.Helper()
-	u, err := ParseURL(s)
+	u, err := gcs.ParseURL(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +63,15 @@ func mustURL(t *testing.T, s string) URL {
 }
 
 func TestParseURL(t *testing.T) {
-	good := map[string]URL{
+	good := map[string]gcs.URL{
 		"gs://exports/snapshots/2026-11-20/":     {"exports", "snapshots/2026-11-20/"},
 		"gs://exports/snapshots/2026-11-20.json": {"exports", "snapshots/2026-11-20.json"},
 		"gs://exports":                           {"exports", ""},
 		"gs://my-bucket_1.example.com/a":         {"my-bucket_1.example.com", "a"},
 	}
 	for in, want := range good {
-		if got, err := ParseURL(in); err != nil || got != want {
-			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", in, got, err, want)
+		if got, err := gcs.ParseURL(in); err != nil || got != want {
+			t.Errorf("gcs.ParseURL(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
 	bad := map[string]string{
@@ -89,12 +90,12 @@ func TestParseURL(t *testing.T) {
 		"gs://exports/" + strings.Repeat("a", 1025): "over 1,024 bytes",
 	}
 	for in, want := range bad {
-		_, err := ParseURL(in)
+		_, err := gcs.ParseURL(in)
 		if !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), want) {
-			t.Errorf("ParseURL(%q): %v; want ErrInvalid saying %q", in, err, want)
+			t.Errorf("gcs.ParseURL(%q): %v; want ErrInvalid saying %q", in, err, want)
 		}
-		if !IsURL(in) {
-			t.Errorf("IsURL(%q) = false: it would be looked for on disk", in)
+		if !gcs.IsURL(in) {
+			t.Errorf("gcs.IsURL(%q) = false: it would be looked for on disk", in)
 		}
 	}
 }
@@ -230,7 +231,7 @@ func deleteFirstDistrict(f *fixture, t *testing.T) {
 func TestReplacedMidRead(t *testing.T) {
 	f := newFixture(t, 5)
 	id := firstDistrict(f, t)
-	f.store.afterList = func() { f.put(t, "district_"+id+".json", `{"districtId": "`+id+`"}`) }
+	gcs.SetAfterList(f.store, func() { f.put(t, "district_"+id+".json", `{"districtId": "`+id+`"}`) })
 	_, err := f.store.Load(context.Background(), mustURL(t, "gs://exports/snapshots/2026-11-20/"))
 	if !errors.Is(err, model.ErrNotReady) || !strings.Contains(err.Error(), "gs://exports/snapshots/2026-11-20/district_"+id+".json") ||
 		!strings.Contains(err.Error(), "replaced or deleted") {
@@ -247,7 +248,7 @@ func TestUnreachable(t *testing.T) {
 			if when == "from the start" {
 				f.srv.Stop()
 			} else {
-				f.store.afterList = f.srv.Stop
+				gcs.SetAfterList(f.store, f.srv.Stop)
 			}
 			t0 := time.Now()
 			_, err := f.store.Load(context.Background(), mustURL(t, "gs://exports/snapshots/2026-11-20/"))

@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
 
 	"github.com/snapwriter/snapwriter/internal/storeerr"
 	"github.com/snapwriter/snapwriter/model"
@@ -70,6 +71,22 @@ func NewStore(client *storage.Client, emulatorHost string, opts ...Option) *Stor
 		s.within = s.timeout.String()
 	}
 	return s
+}
+
+// NewClient opens a storage client: of the server at emulatorHost
+// (STORAGE_EMULATOR_HOST: host:port or a URL) when it is set, without
+// credentials, else of Cloud Storage with Application Default
+// Credentials. Reads use the JSON API either way, so that tests against a
+// local server read as production does.
+func NewClient(ctx context.Context, emulatorHost string) (*storage.Client, error) {
+	if emulatorHost == "" {
+		return storage.NewClient(ctx, storage.WithJSONReads())
+	}
+	if !strings.Contains(emulatorHost, "://") {
+		emulatorHost = "http://" + emulatorHost
+	}
+	return storage.NewClient(ctx, option.WithEndpoint(strings.TrimSuffix(emulatorHost, "/")+"/storage/v1/"),
+		option.WithoutAuthentication(), storage.WithJSONReads())
 }
 
 // Endpoint names the Cloud Storage a client reaches: the local server at
