@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -19,14 +20,19 @@ import (
 )
 
 func (a *app) generateCommand() *cobra.Command {
-	var date string
+	var date, folder string
 	var districts int
 	var seed int64
 	cmd := &cobra.Command{
-		Use:   "generate --date D --districts N [--seed S]",
-		Short: "Print a realistic synthetic snapshot (input format)",
+		Use:   "generate --date D --districts N [--seed S] [--folder DIR]",
+		Short: "Print a realistic synthetic snapshot (input format), or write it as a snapshot folder",
+		Long: `Print a realistic synthetic snapshot as Snapshot JSON, or with --folder write it
+as the application's per-district snapshot folder (metadata.json,
+district_{id}.json, all-districts-rankings.json, and manifest.json last, with
+writeComplete: true): what its uploader puts in gs://BUCKET/snapshots/{date}/.`,
 		Example: `  snapwriter generate --date 2026-11-20 --districts 132 > snap.json
-  snapwriter generate --date 2026-11-20 --districts 5000 --seed 7 | snapwriter write --input -`,
+  snapwriter generate --date 2026-11-20 --districts 5000 --seed 7 | snapwriter write --input -
+  snapwriter generate --date 2026-11-20 --folder ./export/2026-11-20 && gcloud storage cp -r ./export/2026-11-20 gs://BUCKET/snapshots/`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !model.ValidDate(date) {
@@ -35,12 +41,24 @@ func (a *app) generateCommand() *cobra.Command {
 			if districts < 1 || districts > 100000 {
 				return usagef("--districts %d: want 1..100000", districts)
 			}
-			return json.NewEncoder(a.stdout).Encode(model.Generate(date, districts, seed))
+			snap := model.Generate(date, districts, seed)
+			if folder == "" {
+				return json.NewEncoder(a.stdout).Encode(snap)
+			}
+			if entries, err := os.ReadDir(folder); err == nil && len(entries) > 0 {
+				return usagef("--folder %s: not empty; give a new or empty directory", folder)
+			}
+			if err := model.WriteFolder(snap, folder); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(a.stdout, "wrote %d districts to %s\n", districts, folder)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", "snapshot date, YYYY-MM-DD (required)")
 	cmd.Flags().IntVar(&districts, "districts", 132, "number of districts")
 	cmd.Flags().Int64Var(&seed, "seed", 1, "random seed (same seed, same snapshot)")
+	cmd.Flags().StringVar(&folder, "folder", "", "write a per-district snapshot folder here (new or empty) instead of printing JSON")
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
 }

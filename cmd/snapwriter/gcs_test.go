@@ -338,3 +338,28 @@ func waitExit(t *testing.T, cmd *exec.Cmd, stderr io.Reader, logs *bytes.Buffer)
 	t.Helper()
 	return stop(t, cmd, 0, 2*time.Minute, stderr, logs)
 }
+
+// generate --folder writes the application's snapshot folder, manifest
+// complete, which write reads back as the same snapshot; it will not
+// write into a folder that holds something.
+func TestGenerateFolder(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := filepath.Join(t.TempDir(), day)
+	if code, _, errs := c.run("", "generate", "--date", day, "--districts", "9", "--folder", dir); code != exitOK {
+		t.Fatalf("generate --folder: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := c.run("", "generate", "--date", day, "--folder", dir); code != exitUsage || !strings.Contains(errs, "not empty") {
+		t.Errorf("generate into a full folder: exit %d\n%s", code, errs)
+	}
+	if code, _, errs := c.run("", "write", "--input", dir); code != exitOK {
+		t.Fatalf("write: exit %d\n%s", code, errs)
+	}
+	want := model.Generate(day, 9, 1)
+	got := getSnapshot(t, c, day)
+	for i, d := range want.Payload.Districts {
+		if a, b := memData(d), memData(got.Payload.Districts[i]); mustJSON(t, a) != mustJSON(t, b) {
+			t.Errorf("district %s differs", d.DistrictID)
+		}
+	}
+}
