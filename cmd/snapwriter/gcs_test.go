@@ -363,3 +363,36 @@ func TestGenerateFolder(t *testing.T) {
 		}
 	}
 }
+
+// schedule --input-dir gs:// writes the tick's date from the bucket; a
+// tick whose date has no input is a failed run with its exit code, or
+// with --allow-empty nothing to write; a missing bucket is refused at
+// start.
+func TestScheduleGCS(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	g := newGCS(t, c)
+	today := time.Now().UTC().Format(time.DateOnly)
+	if code, _, errs := c.run("", "schedule", "--cron", "@every 1s", "--input-dir", "gs://nobucket/snapshots"); code != exitUsage || !strings.Contains(errs, "bucket nobucket does not exist") {
+		t.Errorf("missing bucket: exit %d\n%s", code, errs)
+	}
+
+	logs, stop := startSchedule(t, c, "--cron", "@every 1s", "--input-dir", "gs://exports/snapshots")
+	waitFor(t, 60*time.Second, "a run without input", func() bool { return strings.Contains(logs.String(), `"message":"run failed: no usable input"`) })
+	if !strings.Contains(logs.String(), `"exitCode":2`) || !strings.Contains(logs.String(), "no input for "+today) {
+		t.Errorf("a run without input: %s", logs)
+	}
+	g.folder(t, today, 5)
+	waitFor(t, 60*time.Second, "today written", func() bool { return completeIn(t, c.project, today) })
+	if code := stop(); code != exitOK {
+		t.Errorf("stop: exit %d", code)
+	}
+
+	c2 := newCLI(t)
+	c2.env["STORAGE_EMULATOR_HOST"] = g.srv.Host
+	logs, stop = startSchedule(t, c2, "--cron", "@every 1s", "--input-dir", "gs://exports/elsewhere", "--allow-empty")
+	waitFor(t, 60*time.Second, "a run skipped", func() bool { return strings.Contains(logs.String(), "nothing to write (allow-empty)") })
+	if code := stop(); code != exitOK || strings.Contains(logs.String(), `"run failed`) {
+		t.Errorf("--allow-empty: exit %d\n%s", code, logs)
+	}
+}
