@@ -91,10 +91,17 @@ func CheckDated(snap *model.Snapshot, source, date string) error {
 // the snapshot when done with it.
 func LoadDated(path, date string) (*model.Snapshot, error) {
 	snap, err := Load(path, nil)
+	return checkedAs(snap, err, path, date)
+}
+
+// checkedAs is what a read that returned snap and err gives as the
+// snapshot of date: err, or snap once CheckDated passes it (source names
+// it in the message); snap is closed when it does not.
+func checkedAs(snap *model.Snapshot, err error, source, date string) (*model.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckDated(snap, path, date); err != nil {
+	if err := CheckDated(snap, source, date); err != nil {
 		snap.Close()
 		return nil, err
 	}
@@ -158,13 +165,6 @@ func URL(template string, client *http.Client) Source {
 	return func(ctx context.Context, date string) (*model.Snapshot, error) {
 		u := strings.ReplaceAll(template, "{date}", date)
 		snap, err := Fetch(ctx, client, u)
-		if err != nil {
-			return nil, err
-		}
-		if err := CheckDated(snap, Redact(u), date); err != nil {
-			snap.Close()
-			return nil, err
-		}
-		return snap, nil
+		return checkedAs(snap, err, Redact(u), date)
 	}
 }

@@ -88,20 +88,13 @@ func (l *Loader) logRead(src string) func(*model.Snapshot, error) {
 // with CheckDated. The caller closes the snapshot.
 func (l *Loader) LoadDated(ctx context.Context, src, date string) (*model.Snapshot, error) {
 	snap, err := l.Load(ctx, src)
-	if err != nil {
-		return nil, err
-	}
-	if err := CheckDated(snap, src, date); err != nil {
-		snap.Close()
-		return nil, err
-	}
-	return snap, nil
+	return checkedAs(snap, err, src, date)
 }
 
 // Dated is the Source of the dated inputs under root, a local directory
 // or a gs:// folder: the snapshot folder root/YYYY-MM-DD/ when there is
 // one, else the file root/YYYY-MM-DD.json. When neither is there, the
-// error names both (and matches fs.ErrNotExist, which WaitUntil waits
+// error names both (and matches model.ErrMissing, which WaitUntil waits
 // for).
 func (l *Loader) Dated(root string) Source {
 	return func(ctx context.Context, date string) (*model.Snapshot, error) {
@@ -113,14 +106,7 @@ func (l *Loader) Dated(root string) Source {
 			}
 			return l.loadOnce(ctx, src)
 		})
-		if err != nil {
-			return nil, err
-		}
-		if err := CheckDated(snap, src, date); err != nil {
-			snap.Close()
-			return nil, err
-		}
-		return snap, nil
+		return checkedAs(snap, err, src, date)
 	}
 }
 

@@ -61,6 +61,31 @@ func (g *gcsFixture) unfinish(date string) {
 	g.srv.Put(gcsBucket, "snapshots/"+date+"/manifest.json", []byte(`{"districts": []}`))
 }
 
+// noneStored fails t when c's project holds any snapshot.
+func noneStored(t *testing.T, c *cli) {
+	t.Helper()
+	if st := stateOf(t, c.project); len(st) != 0 {
+		t.Errorf("stored %+v; want nothing", st)
+	}
+}
+
+// startWaiting starts the built binary with args against c's project and
+// g, and returns once it logs that it waits for its input.
+func startWaiting(t *testing.T, c *cli, g *gcsFixture, args ...string) (*exec.Cmd, io.Reader, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(binary(t), args...)
+	cmd.Env = binaryEnv(c.project, "STORAGE_EMULATOR_HOST="+g.srv.Host)
+	stderr, sc, logs := startLogged(t, cmd)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), "input not ready; waiting for it") {
+			return cmd, stderr, logs
+		}
+	}
+	_ = cmd.Wait()
+	t.Fatalf("%v: no wait logged\n%s", args, logs)
+	return nil, nil, nil
+}
+
 // getSnapshot reads the stored snapshot of date back with `get`.
 func getSnapshot(t *testing.T, c *cli, date string) *model.Snapshot {
 	t.Helper()
@@ -131,9 +156,7 @@ func TestGCSNotReady(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d naming the folder\n%s", args, code, exitNotReady, errs)
 		}
 	}
-	if st := stateOf(t, c.project); len(st) != 0 {
-		t.Errorf("stored %+v from a folder not ready", st)
-	}
+	noneStored(t, c)
 }
 
 // --wait-for-input waits for an upload to finish (and for a folder not
@@ -142,17 +165,7 @@ func TestWaitForInput(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	g := newGCS(t, nil)
-	bin := binary(t)
-	cmd := exec.Command(bin, "write", "--input", "gs://exports/snapshots/"+day+"/", "--wait-for-input", "2m")
-	cmd.Env = binaryEnv(c.project, "STORAGE_EMULATOR_HOST="+g.srv.Host)
-	stderr, sc, logs := startLogged(t, cmd)
-	waiting := false
-	for !waiting && sc.Scan() {
-		waiting = strings.Contains(sc.Text(), "input not ready; waiting for it")
-	}
-	if !waiting {
-		t.Fatalf("no wait logged\n%s", logs)
-	}
+	cmd, stderr, logs := startWaiting(t, c, g, "write", "--input", "gs://exports/snapshots/"+day+"/", "--wait-for-input", "2m")
 	g.folder(t, day, 8) // the upload lands, manifest last
 	if code := waitExit(t, cmd, stderr, logs); code != exitOK {
 		t.Fatalf("exit %d after the upload landed\n%s", code, logs)
@@ -165,15 +178,22 @@ func TestWaitForInput(t *testing.T) {
 	g.folder(t, "2026-11-21", 3)
 	g.unfinish("2026-11-21")
 	t0 := time.Now()
-	never := exec.Command(bin, "write", "--input", "gs://exports/snapshots/2026-11-21/", "--wait-for-input", "3s")
+	never := exec.Command(binary(t), "write", "--input", "gs://exports/snapshots/2026-11-21/", "--wait-for-input", "3s")
 	never.Env = cmd.Env
-	out, err := never.CombinedOutput()
+	expectExit(t, never, exitNotReady, "waited", t0, 30*time.Second)
+}
+
+// expectExit runs cmd and checks that it exits code within the time since
+// t0, saying want.
+func expectExit(t *testing.T, cmd *exec.Cmd, code int, want string, t0 time.Time, within time.Duration) {
+	t.Helper()
+	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitNotReady || !strings.Contains(string(out), "waited") {
-		t.Errorf("never finished: %v\n%s", err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != code || !strings.Contains(string(out), want) {
+		t.Errorf("%v: %v; want exit %d saying %q\n%s", cmd.Args[1:], err, code, want, out)
 	}
-	if d := time.Since(t0); d > 30*time.Second {
-		t.Errorf("a 3s wait took %s", d)
+	if d := time.Since(t0); d > within {
+		t.Errorf("%v took %s, over %s", cmd.Args[1:], d, within)
 	}
 }
 
@@ -213,9 +233,7 @@ func TestGCSBadInput(t *testing.T) {
 			t.Errorf("%s: exit %d, want 2 saying %q\n%s", input, code, want, errs)
 		}
 	}
-	if st := stateOf(t, c.project); len(st) != 0 {
-		t.Errorf("stored %+v from bad input", st)
-	}
+	noneStored(t, c)
 }
 
 // Cloud Storage that does not answer fails the command with exit 1
@@ -233,14 +251,7 @@ func TestGCSUnreachable(t *testing.T) {
 	t0 := time.Now()
 	cmd := exec.Command(binary(t), "write", "--input", "gs://exports/snapshots/"+day+"/")
 	cmd.Env = binaryEnv(project, "STORAGE_EMULATOR_HOST=http://"+addr)
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitError || !strings.Contains(string(out), "no answer from the Cloud Storage emulator at "+addr+" within 30s (--timeout)") {
-		t.Errorf("exit %v\n%s", err, out)
-	}
-	if d := time.Since(t0); d > 90*time.Second {
-		t.Errorf("took %s, over 90 s", d)
-	}
+	expectExit(t, cmd, exitError, "no answer from the Cloud Storage emulator at "+addr+" within 30s (--timeout)", t0, 90*time.Second)
 }
 
 // backfill --input-dir gs:// writes the YYYY-MM-DD.json objects and
@@ -300,9 +311,7 @@ func TestBackfillNothingToDo(t *testing.T) {
 			t.Errorf("%v: exit %d, want %d saying %q\n%s%s", tc.args, code, tc.code, tc.want, out, errs)
 		}
 	}
-	if st := stateOf(t, c.project); len(st) != 0 {
-		t.Errorf("stored %+v", st)
-	}
+	noneStored(t, c)
 }
 
 // A backfill whose window holds no input yet waits for it with
@@ -312,17 +321,8 @@ func TestBackfillWaitsForWindow(t *testing.T) {
 	c := newCLI(t)
 	g := newGCS(t, nil)
 	today := time.Now().UTC().Format(time.DateOnly)
-	cmd := exec.Command(binary(t), "backfill", "--input-dir", "gs://exports/snapshots", "--from", "today", "--to", "today",
+	cmd, stderr, logs := startWaiting(t, c, g, "backfill", "--input-dir", "gs://exports/snapshots", "--from", "today", "--to", "today",
 		"--skip-complete", "--wait-for-input", "2m")
-	cmd.Env = binaryEnv(c.project, "STORAGE_EMULATOR_HOST="+g.srv.Host)
-	stderr, sc, logs := startLogged(t, cmd)
-	waiting := false
-	for !waiting && sc.Scan() {
-		waiting = strings.Contains(sc.Text(), "input not ready; waiting for it")
-	}
-	if !waiting {
-		t.Fatalf("no wait logged\n%s", logs)
-	}
 	g.folder(t, today, 6)
 	if code := waitExit(t, cmd, stderr, logs); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, logs)
