@@ -36,7 +36,8 @@ const DefaultMaintenanceWait = 20 * time.Second
 // lock while a notice is in force starts no chunk until it ends either.
 //
 // A Maintenance is safe for concurrent use, and is used by any number of
-// Writers at once: a process has one, fed by its signal handling.
+// Writers at once: a process has one, fed by its signal handling. The zero
+// value is ready to use, with DefaultMaintenanceWait.
 type Maintenance struct {
 	wait time.Duration
 
@@ -51,14 +52,16 @@ type Maintenance struct {
 // NewMaintenance returns a Maintenance whose notices end after wait unless
 // Resume ends them first; wait ≤ 0 means DefaultMaintenanceWait.
 func NewMaintenance(wait time.Duration) *Maintenance {
-	if wait <= 0 {
-		wait = DefaultMaintenanceWait
-	}
-	return &Maintenance{wait: wait, writes: map[*pausable]struct{}{}}
+	return &Maintenance{wait: wait}
 }
 
 // Wait is how long a notice lasts unless Resume ends it first.
-func (m *Maintenance) Wait() time.Duration { return m.wait }
+func (m *Maintenance) Wait() time.Duration {
+	if m.wait <= 0 {
+		return DefaultMaintenanceWait
+	}
+	return m.wait
+}
 
 // Paused reports whether a notice is in force.
 func (m *Maintenance) Paused() bool {
@@ -105,13 +108,13 @@ func (m *Maintenance) Notice(ctx context.Context) error {
 	if m.timer != nil {
 		m.timer.Stop()
 	}
-	m.timer = time.AfterFunc(m.wait, func() { _ = m.end(context.Background(), n, resumedByWait) })
+	m.timer = time.AfterFunc(m.Wait(), func() { _ = m.end(context.Background(), n, resumedByWait) })
 	ps := m.held()
 	m.mu.Unlock()
 	return each(ctx, ps, "renewing the lock for a maintenance notice", func(p *pausable) error {
 		busy := p.shed.inFlight()
 		p.log.Info("maintenance notice: renewing the lock now; no chunk starts until the pause ends",
-			zap.String("fence", p.lease.Fence()), zap.Int("chunksInFlight", busy), zap.Duration("maintenanceWait", m.wait))
+			zap.String("fence", p.lease.Fence()), zap.Int("chunksInFlight", busy), zap.Duration("maintenanceWait", m.Wait()))
 		t0 := time.Now()
 		if err := p.renew(); err != nil {
 			return err
@@ -187,6 +190,9 @@ func (m *Maintenance) join(id string, j *job) (leave func()) {
 	}
 	p := &pausable{id: id, lease: j.lease, shed: j.shed, log: j.log}
 	m.mu.Lock()
+	if m.writes == nil {
+		m.writes = map[*pausable]struct{}{}
+	}
 	m.writes[p] = struct{}{}
 	paused := m.paused
 	if paused {

@@ -17,6 +17,20 @@ import (
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 )
 
+// A zero Maintenance is ready, with the default wait; a nil one (no
+// WithMaintenance) holds nothing.
+func TestMaintenanceZeroValue(t *testing.T) {
+	var m Maintenance
+	if m.Wait() != DefaultMaintenanceWait || NewMaintenance(0).Wait() != DefaultMaintenanceWait || m.Paused() {
+		t.Errorf("zero: Wait() %s, Paused() %v; NewMaintenance(0).Wait() %s", m.Wait(), m.Paused(), NewMaintenance(0).Wait())
+	}
+	if err := m.Resume(context.Background()); err != nil {
+		t.Errorf("Resume without a notice: %v", err)
+	}
+	var none *Maintenance
+	none.join(day, &job{})()
+}
+
 // A held shedder starts no chunk, whatever its limit, and lets the chunks
 // in flight run on; unheld, the waiting chunks start.
 func TestShedderHold(t *testing.T) {
@@ -132,8 +146,8 @@ func startPausedWrite(t *testing.T, wait time.Duration, opts ...Option) *pausedW
 	if err := p.m.Notice(context.Background()); err != nil {
 		t.Fatalf("Notice: %v", err)
 	}
-	if !p.m.Paused() {
-		t.Error("Paused() is false after Notice")
+	if !p.m.Paused() || p.m.Wait() != wait {
+		t.Errorf("after Notice: Paused() %v, Wait() %s; want true, %s", p.m.Paused(), p.m.Wait(), wait)
 	}
 	if n := p.renewals.between(p.noticed, time.Now()); n != 1 {
 		t.Errorf("%d renewals answered during Notice; want 1, at once", n)
