@@ -8,13 +8,21 @@ WITH_EMU    := $(GO) run ./emulator/withemulator --
 WITH_PG     := $(GO) run ./pgserver/withpostgres --
 WITH_PG_DUR := $(GO) run ./pgserver/withpostgres --durable --
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# What `snapwriter version` shows when a build has no VCS information of
+# its own (a copy without .git): the linker sets it (internal/buildinfo).
+# REVISION is git's HEAD when git is there; VERSION is empty unless given
+# (make build VERSION=v1.4.0). The build's own VCS information wins.
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null)
+VERSION     ?=
+BUILDINFO   := github.com/snapwriter/snapwriter/internal/buildinfo
+LDFLAGS     := -s -w -X $(BUILDINFO).revision=$(REVISION) -X $(BUILDINFO).version=$(VERSION)
 
 .PHONY: all build test test-short demo bench chaos lint deps-check fmt tidy clean
 
 all: lint test
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN) ./cmd/snapwriter
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/snapwriter
 
 # All tests, with the race detector, against one fresh emulator and one fresh
 # PostgreSQL cluster.

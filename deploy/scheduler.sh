@@ -15,8 +15,10 @@ JOB_SA="snapwriter@${PROJECT_ID}.iam.gserviceaccount.com"
 SCHEDULER_SA="snapwriter-scheduler@${PROJECT_ID}.iam.gserviceaccount.com"
 IMAGE="${REGION}-docker.pkg.dev/${PROJECT_ID}/${REPO}/snapwriter:${TAG}"
 
-# 1. Image (Cloud Build, no local Docker needed).
-gcloud builds submit --project "$PROJECT_ID" --tag "$IMAGE" .
+# 1. Image (Cloud Build, no local Docker needed). Cloud Build uploads no .git,
+#    so the revision `snapwriter version` reports is passed as a build argument.
+gcloud builds submit --project "$PROJECT_ID" --config deploy/cloudbuild.yaml \
+  --substitutions "_IMAGE=${IMAGE},_REVISION=$(git rev-parse HEAD)" .
 
 # 2. Service accounts and their rights: the job reads and writes Firestore and
 #    reads the bucket; the scheduler may start the job and nothing else.

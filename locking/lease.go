@@ -42,7 +42,9 @@ const releaseTimeout = 10 * time.Second
 // learns of the loss before anyone else can acquire, as long as clocks
 // agree within that tolerance.
 //
-// OnRenewal reports each renewal's latency as it ends.
+// OnRenewal reports each renewal's latency as it ends. Renew asks for a
+// renewal now, out of turn (a holder warned that it is about to be
+// paused), and waits for it.
 //
 // Call Release when done; until then the heartbeat runs. A Lease is safe for
 // concurrent use.
@@ -61,9 +63,18 @@ type Lease struct {
 
 	onRenewal func(RenewalStat) // nil: nobody listens
 
+	// renewNow (buffered: one request stands for all) asks the heartbeat
+	// for a renewal at once (Renew). Sent and drained under mu.
+	renewNow chan struct{}
+
 	mu        sync.Mutex
 	expiresAt time.Time // as the backend reports it, on its time authority's clock
 	lost      error     // set once, on loss
+	// started counts the renewals the heartbeat has begun; extended is
+	// the number of the last that extended the lock; ended is closed, and
+	// replaced, as each succeeds (Renew waits on it).
+	started, extended uint64
+	ended             chan struct{}
 
 	stopHeartbeat context.CancelFunc // also cancels an extension in flight
 	heartbeatDone chan struct{}
@@ -104,7 +115,8 @@ func OnRenewal(fn func(RenewalStat)) AcquireOption {
 // newLease starts the lease of a lock acquired by a request sent at sent.
 func newLease(b Backend, key string, r AcquireResult, ttl time.Duration, sent time.Time, onRenewal func(RenewalStat)) *Lease {
 	l := &Lease{b: b, key: key, lockID: r.LockID, fence: r.Fence, ttl: ttl, onRenewal: onRenewal,
-		serverTime: b.Capabilities().TimeAuthority != "client", heartbeatDone: make(chan struct{})}
+		serverTime: b.Capabilities().TimeAuthority != "client", heartbeatDone: make(chan struct{}),
+		renewNow: make(chan struct{}, 1), ended: make(chan struct{})}
 	var deadline time.Time
 	l.expiresAt, deadline = l.deadlines(r.ExpiresAt, sent)
 	// Detached from Acquire's context: the lease lives until Release or loss.
@@ -186,8 +198,56 @@ func (l *Lease) Context(parent context.Context) (context.Context, context.Cancel
 	return ctx, func() { stop(); cancel(context.Canceled) }
 }
 
+// Renew has the lock renewed now rather than at its due time, and waits
+// for that renewal: one the heartbeat begins after the call (a renewal
+// already in flight is let end first: only one extension is ever in
+// flight, and its answer may predate the call). So a nil return means the
+// store extended the lock after Renew was called, with the TTL from then.
+// A holder about to be paused (a process warned of a freeze) renews so
+// that a pause shorter than the TTL costs it nothing, and renews again
+// after the pause to learn whether it still holds the lock.
+//
+// It returns the loss (wrapping ErrLeaseLost) if the lease is lost first,
+// ErrReleased after Release, and ctx's cause if ctx ends first: the
+// renewal itself goes on, bounded by the lock's expiry as every renewal
+// is. The heartbeat's next renewal is then due TTL/3 after this one.
+func (l *Lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	want := l.started + 1
+	select {
+	case l.renewNow <- struct{}{}:
+	default: // asked already, and not yet begun: that renewal is ours too
+	}
+	l.mu.Unlock()
+	for {
+		l.mu.Lock()
+		ok, lost, ended := l.extended >= want, l.lost, l.ended
+		l.mu.Unlock()
+		switch {
+		case ok:
+			return nil
+		case lost != nil:
+			return lost
+		}
+		select {
+		case <-ended:
+		case <-l.life.Done():
+			l.mu.Lock()
+			ok := l.extended >= want
+			l.mu.Unlock()
+			if ok {
+				return nil
+			}
+			return context.Cause(l.life)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 // heartbeat renews the lock TTL/3 after each successful extension (the
-// acquisition first) was sent, and ends the lease when it is lost. It
+// acquisition first) was sent, or at once when Renew asks, and ends the
+// lease when it is lost. It
 // times the lock by expiresAt, on the monotonic clock (see deadlines),
 // which only it reads and moves.
 func (l *Lease) heartbeat(ctx context.Context, expiresAt, sent time.Time) {
@@ -200,7 +260,17 @@ func (l *Lease) heartbeat(ctx context.Context, expiresAt, sent time.Time) {
 		case <-ctx.Done():
 			return
 		case <-due.C:
+		case <-l.renewNow:
 		}
+		l.mu.Lock()
+		l.started++
+		n := l.started
+		// This renewal answers every Renew made so far, asked or not.
+		select {
+		case <-l.renewNow:
+		default:
+		}
+		l.mu.Unlock()
 		start := time.Now()
 		r, sent, attempts, err := l.renew(ctx, expiresAt)
 		if ctx.Err() != nil {
@@ -217,6 +287,9 @@ func (l *Lease) heartbeat(ctx context.Context, expiresAt, sent time.Time) {
 		reported, expiresAt = l.deadlines(r.ExpiresAt, sent)
 		l.mu.Lock()
 		l.expiresAt = reported
+		l.extended = n
+		close(l.ended)
+		l.ended = make(chan struct{})
 		l.mu.Unlock()
 		l.report(stat)
 		// From the extension's send, not from now: a slow renewal is

@@ -64,6 +64,8 @@ type config struct {
 	pageThreshold int
 	pageSize      int
 	otel          otelOptions // WithTracerProvider, WithMeterProvider
+	// maintenance pauses the writes' chunks at its notices (nil: never).
+	maintenance *Maintenance
 }
 
 // defaultConfig is a Writer's configuration before its options.
@@ -176,6 +178,13 @@ func WithAPIClient(c *vkit.Client) Option { return func(cfg *config) { cfg.api =
 // unknown outcome, which waits it out within the contention wait. Begun
 // apart, every transaction can be rolled back at once.
 func WithInlineBegin(inline bool) Option { return func(c *config) { c.inlineBegin = inline } }
+
+// WithMaintenance makes every write, repair and prune of the Writer heed
+// m's notices that the process is about to be paused (default: none): at
+// a notice it starts no new chunk and renews its lock at once; when the
+// pause ends it confirms the lock before the next chunk (see Maintenance).
+// Give one Maintenance to every Writer of a process.
+func WithMaintenance(m *Maintenance) Option { return func(c *config) { c.maintenance = m } }
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }

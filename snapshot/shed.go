@@ -178,6 +178,9 @@ type shedder struct {
 	timer   *time.Timer // fires when the next renewal is overdue
 	watched int         // counts the watches: a timer of an earlier one is stale
 	stopped bool
+	// held: a maintenance notice is in force (Maintenance); no chunk
+	// starts until it ends, whatever the policy admits.
+	held bool
 }
 
 func newShedder(concurrency int, ttl time.Duration, log *zap.Logger) *shedder {
@@ -315,7 +318,7 @@ func (s *shedder) signal() {
 func (s *shedder) enter(start, ctx context.Context) (epoch int, ok bool) {
 	for {
 		s.mu.Lock()
-		if s.busy < s.policy.admits() {
+		if !s.held && s.busy < s.policy.admits() {
 			s.busy++
 			epoch := s.policy.epoch
 			s.mu.Unlock()
@@ -331,6 +334,29 @@ func (s *shedder) enter(start, ctx context.Context) (epoch int, ok bool) {
 			return 0, false
 		}
 	}
+}
+
+// hold stops chunks from starting until unhold: a maintenance notice.
+// Chunks in flight run on.
+func (s *shedder) hold() {
+	s.mu.Lock()
+	s.held = true
+	s.mu.Unlock()
+}
+
+// unhold lets chunks start again, as many as the policy admits.
+func (s *shedder) unhold() {
+	s.mu.Lock()
+	s.held = false
+	s.signal()
+	s.mu.Unlock()
+}
+
+// inFlight is how many chunks are in flight.
+func (s *shedder) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy
 }
 
 // leave ends a chunk that enter admitted.

@@ -71,7 +71,8 @@ type app struct {
 	// newAPIClient opens the Firestore API client the writer's chunks run
 	// on, reaching what newClient reaches; tests replace it.
 	newAPIClient func(ctx context.Context) (*vkit.Client, error)
-	// writerOptions are appended to every Writer's options (tests).
+	// writerOptions are appended to every Writer's options: main's
+	// snapshot.WithMaintenance (SIGTSTP, SIGCONT), and tests'.
 	writerOptions []snapshot.Option
 
 	global globalFlags
@@ -282,7 +283,9 @@ func (a *app) applyEnv(cmd *cobra.Command) error {
 	return nil
 }
 
-// setupLogger writes structured logs to stderr (see logging.New).
+// setupLogger writes structured logs to stderr (see logging.New); on a
+// Cloud Run job task every line names its execution, task index and
+// attempt (logging.CloudRun), read through lookupEnv.
 func (a *app) setupLogger() error {
 	log, err := logging.New(a.stderr, a.global.logFormat, a.global.logLevel)
 	switch {
@@ -290,6 +293,9 @@ func (a *app) setupLogger() error {
 		return usagef("--log-level %q: want debug, info, warn or error", a.global.logLevel)
 	case err != nil:
 		return usagef("--log-format %q: want json or console", a.global.logFormat)
+	}
+	if f, ok := logging.CloudRun(a.lookupEnv); ok {
+		log = log.With(f)
 	}
 	a.log = log
 	return nil

@@ -16,8 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
+	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/internal/telemetry"
+	"github.com/snapwriter/snapwriter/snapshot"
 )
 
 // telemetryFlush bounds the export of the last spans and metrics at exit:
@@ -35,7 +39,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "snapwriter: %v\n", err)
 		os.Exit(exitUsage)
 	}
-	code := newApp(os.Stdin, os.Stdout, os.Stderr, os.LookupEnv).run(ctx, os.Args[1:])
+	// Cloud Run's SIGTSTP, 10 s before a maintenance migration freezes
+	// the task: every writer of the process holds its chunks and renews
+	// its lock, and confirms the lock at SIGCONT (or after the wait)
+	// before its next chunk. At a terminal Ctrl-Z still suspends, after the
+	// renewals. Commands that write nothing have nothing to hold: without
+	// a terminal they ignore SIGTSTP, at one they stop as ever.
+	maint := snapshot.NewMaintenance(snapshot.DefaultMaintenanceWait)
+	stopPauses := signals.WatchPauses(maint, atTerminal())
+	a := newApp(os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+	a.writerOptions = append(a.writerOptions, snapshot.WithMaintenance(maint))
+	code := a.run(ctx, os.Args[1:])
+	stopPauses()
 	stop()
 	// On every exit, a failing or signalled run's too: its spans say why.
 	fctx, cancel := context.WithTimeout(context.Background(), telemetryFlush)
@@ -44,4 +59,10 @@ func main() {
 	}
 	cancel()
 	os.Exit(code)
+}
+
+// atTerminal reports whether a person is at the process: stdin or stderr
+// is a terminal. A Cloud Run task has neither.
+func atTerminal() bool {
+	return term.IsTerminal(int(os.Stdin.Fd())) || term.IsTerminal(int(os.Stderr.Fd()))
 }

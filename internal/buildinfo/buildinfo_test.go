@@ -20,18 +20,26 @@ func TestDescribe(t *testing.T) {
 	cases := []struct {
 		version  string
 		settings []debug.BuildSetting
+		linked   linked
 		want     string
 	}{
-		{"v1.2.3", set("vcs.revision", rev, "vcs.time", "2026-11-19T08:00:00Z", "vcs.modified", "false"),
+		{"v1.2.3", set("vcs.revision", rev, "vcs.time", "2026-11-19T08:00:00Z", "vcs.modified", "false"), linked{},
 			"v1.2.3 0123456789ab 2026-11-19T08:00:00Z go1.26.8"},
-		{"", set("vcs.revision", rev, "vcs.modified", "true"), "(devel) 0123456789ab+dirty go1.26.8"},
-		{"(devel)", set("vcs.revision", "abc", "vcs.time", "2026-11-19T08:00:00Z"), "(devel) abc 2026-11-19T08:00:00Z go1.26.8"},
+		{"", set("vcs.revision", rev, "vcs.modified", "true"), linked{}, "(devel) 0123456789ab+dirty go1.26.8"},
+		{"(devel)", set("vcs.revision", "abc", "vcs.time", "2026-11-19T08:00:00Z"), linked{}, "(devel) abc 2026-11-19T08:00:00Z go1.26.8"},
 		// Modified without a revision says nothing of it.
-		{"v1.2.3", set("vcs.modified", "true", "-trimpath", "true"), "v1.2.3 go1.26.8"},
+		{"v1.2.3", set("vcs.modified", "true", "-trimpath", "true"), linked{}, "v1.2.3 go1.26.8"},
+		// No VCS information (gcloud builds submit): the linked revision
+		// and version stand in, and a modified tree is not said of them.
+		{"(devel)", set("-trimpath", "true", "vcs.modified", "true"), linked{version: "v1.4.0", revision: rev}, "v1.4.0 0123456789ab go1.26.8"},
+		{"", nil, linked{revision: "fedcba9"}, "(devel) fedcba9 go1.26.8"},
+		// VCS information wins over the linked revision; a module version
+		// over the linked version.
+		{"v1.2.3", set("vcs.revision", rev), linked{version: "v9.9.9", revision: "fedcba9876543210"}, "v1.2.3 0123456789ab go1.26.8"},
 	}
 	for _, tc := range cases {
 		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: tc.version}, Settings: tc.settings}
-		if got := describe(bi); got != tc.want {
+		if got := describe(bi, tc.linked); got != tc.want {
 			t.Errorf("describe(%q, %v) = %q, want %q", tc.version, tc.settings, got, tc.want)
 		}
 	}

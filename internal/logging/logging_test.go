@@ -105,3 +105,54 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// On a Cloud Run job task every line carries the task's execution, index
+// and attempt (and job) as set, strings; elsewhere no cloudRun key at all.
+func TestCloudRun(t *testing.T) {
+	t.Parallel()
+	env := func(kv map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want map[string]any // nil: no cloudRun key
+	}{
+		{"a task", map[string]string{"CLOUD_RUN_JOB": "snapwriter-daily", "CLOUD_RUN_EXECUTION": "snapwriter-daily-x7k2p",
+			"CLOUD_RUN_TASK_INDEX": "3", "CLOUD_RUN_TASK_ATTEMPT": "1", "CLOUD_RUN_TASK_COUNT": "4"},
+			map[string]any{"job": "snapwriter-daily", "execution": "snapwriter-daily-x7k2p", "taskIndex": "3", "taskAttempt": "1"}},
+		{"some set", map[string]string{"CLOUD_RUN_EXECUTION": "e-1", "CLOUD_RUN_TASK_INDEX": "0", "CLOUD_RUN_TASK_ATTEMPT": ""},
+			map[string]any{"execution": "e-1", "taskIndex": "0"}},
+		{"not on Cloud Run", map[string]string{"HOME": "/root"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			log, buf := logger(t, "json", "info")
+			f, ok := CloudRun(env(tc.env))
+			if ok != (tc.want != nil) {
+				t.Errorf("ok = %v", ok)
+			}
+			log.With(f).Info("one")
+			var got map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+				t.Fatalf("%v: %s", err, buf.String())
+			}
+			cr, has := got[CloudRunKey]
+			if tc.want == nil {
+				if has {
+					t.Errorf("a %s key off Cloud Run: %s", CloudRunKey, buf.String())
+				}
+				return
+			}
+			m, _ := cr.(map[string]any)
+			if len(m) != len(tc.want) {
+				t.Errorf("%s = %v; want %v", CloudRunKey, cr, tc.want)
+			}
+			for k, v := range tc.want {
+				if m[k] != v {
+					t.Errorf("%s.%s = %v; want %q", CloudRunKey, k, m[k], v)
+				}
+			}
+		})
+	}
+}
