@@ -42,7 +42,9 @@ demo-gcs: build
 # a durable cluster: fsync and synchronous_commit on). Knobs: BENCH_ROUNDS,
 # BENCH_RTTS (ms, "0,2,10"), BENCH_DISTRICTS ("132,5000"),
 # BENCH_RSS_DISTRICTS ("5000,20000" or "none"), BENCH_EMU_DOCS (documents
-# an emulator takes before the snapshot benchmark restarts it).
+# an emulator takes before the snapshot benchmark restarts it),
+# BENCH_GCS_DISTRICTS ("5000" or "none": peak RSS of a per-district folder
+# written from disk and from gs://, a table of its own).
 # The emulator keeps every version it ever stored in its heap, resets or not
 # (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
 bench:
@@ -51,7 +53,8 @@ bench:
 # The chaos suite (chaos/, build tag chaos): the built binary against a real
 # emulator and PostgreSQL through a fault-injecting proxy (SIGKILL/SIGSTOP
 # mid-write, black holes, latency, connection resets, a PostgreSQL crash,
-# unreachable stores), each checked as an operator would: exit codes, get ==
+# unreachable stores; a gs:// input lost, killed or replaced mid-read),
+# each checked as an operator would: exit codes, get ==
 # input, the manifest against the documents, no lock left. Prints the fault
 # matrix (docs/operations.md). About 5-7 minutes.
 chaos:
