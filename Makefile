@@ -17,7 +17,7 @@ VERSION     ?=
 BUILDINFO   := github.com/snapwriter/snapwriter/internal/buildinfo
 LDFLAGS     := -s -w -X $(BUILDINFO).revision=$(REVISION) -X $(BUILDINFO).version=$(VERSION)
 
-.PHONY: all build test test-short demo bench chaos lint deps-check fmt tidy clean
+.PHONY: all build test test-short demo demo-gcs bench chaos lint deps-check fmt tidy clean
 
 all: lint test
 
@@ -33,6 +33,14 @@ test:
 demo: build
 	$(WITH_EMU) bash scripts/demo.sh
 
+# The Cloud Storage flow on the emulator and a local Cloud Storage server
+# (gcsserver/withgcs, bucket "demo"): generate the application's
+# 132-district folder, upload it with curl as the uploader does (manifest
+# last; first unfinished: exit 7), write it from gs://, get, verify against
+# the folder, a backfill --skip-complete that does nothing. Needs curl.
+demo-gcs: build
+	$(WITH_EMU) $(GO) run ./gcsserver/withgcs --bucket demo -- bash scripts/demo-gcs.sh
+
 # Benchmarks (figures in docs/benchmarks.md): snapshot writes at 0, 2 and 10 ms round
 # trip (a delay proxy between client and emulator) against BulkWriter,
 # unfenced commits and the seed design, with the client's CPU per 1,000
@@ -42,7 +50,9 @@ demo: build
 # a durable cluster: fsync and synchronous_commit on). Knobs: BENCH_ROUNDS,
 # BENCH_RTTS (ms, "0,2,10"), BENCH_DISTRICTS ("132,5000"),
 # BENCH_RSS_DISTRICTS ("5000,20000" or "none"), BENCH_EMU_DOCS (documents
-# an emulator takes before the snapshot benchmark restarts it).
+# an emulator takes before the snapshot benchmark restarts it),
+# BENCH_GCS_DISTRICTS ("5000" or "none": peak RSS of a per-district folder
+# written from disk and from gs://, a table of its own).
 # The emulator keeps every version it ever stored in its heap, resets or not
 # (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
 bench:
@@ -51,7 +61,8 @@ bench:
 # The chaos suite (chaos/, build tag chaos): the built binary against a real
 # emulator and PostgreSQL through a fault-injecting proxy (SIGKILL/SIGSTOP
 # mid-write, black holes, latency, connection resets, a PostgreSQL crash,
-# unreachable stores), each checked as an operator would: exit codes, get ==
+# unreachable stores; a gs:// input lost, killed or replaced mid-read),
+# each checked as an operator would: exit codes, get ==
 # input, the manifest against the documents, no lock left. Prints the fault
 # matrix (docs/operations.md). About 5-7 minutes.
 chaos:

@@ -42,6 +42,9 @@ type procSpec struct {
 	project string   // GOOGLE_CLOUD_PROJECT
 	args    []string // the command line after the binary
 	limit   time.Duration
+	// env: more variables (KEY=value) for the process, such as
+	// STORAGE_EMULATOR_HOST and TMPDIR for a gs:// input.
+	env []string
 	// onLine, if set, sees every JSON log line as it is written, in the
 	// goroutine that reads the process's stderr, so that a fault can be
 	// injected at exactly that moment.
@@ -76,13 +79,13 @@ type sentSignal struct {
 }
 
 // childEnv is this process's environment without anything that would
-// steer snapwriter (SNAPWRITER_*, the emulator, the project), plus host
+// steer snapwriter (SNAPWRITER_*, the emulators, the project), plus host
 // and project.
 func childEnv(host, project string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SNAPWRITER_") || k == "FIRESTORE_EMULATOR_HOST" || k == "GOOGLE_CLOUD_PROJECT" {
+		if strings.HasPrefix(k, "SNAPWRITER_") || k == "FIRESTORE_EMULATOR_HOST" || k == "GOOGLE_CLOUD_PROJECT" || k == "STORAGE_EMULATOR_HOST" {
 			continue
 		}
 		env = append(env, kv)
@@ -98,7 +101,7 @@ func startProc(spec procSpec) *proc {
 	}
 	p := &proc{spec: spec, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, spec.args...)
-	p.cmd.Env = childEnv(spec.host, spec.project)
+	p.cmd.Env = append(childEnv(spec.host, spec.project), spec.env...)
 	p.cmd.Stdout = &lockedWriter{mu: &p.mu, w: &p.stdout}
 	// If this test process dies, its children die with it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

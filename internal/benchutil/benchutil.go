@@ -1,11 +1,14 @@
-// Package benchutil holds what the benchmarks share: medians over rounds
-// and round counts from the environment. Only tests import it.
+// Package benchutil holds what the benchmarks share: medians over rounds,
+// round counts from the environment, and building the shipped binary. Only tests import it.
 package benchutil
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"testing"
 )
 
 // Median is the median of xs (0 for none).
@@ -27,4 +30,18 @@ func EnvInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// GoBuild builds pkg into dir as `make build` does (static, trimmed paths,
+// stripped), so that a benchmark measures the binary that ships, and
+// returns the binary's path.
+func GoBuild(tb testing.TB, dir, pkg string) string {
+	tb.Helper()
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
 }
