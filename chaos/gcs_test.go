@@ -265,7 +265,7 @@ func spoolOf(w *proc, tmp string) (int64, bool) {
 	return 0, false
 }
 
-// Scenario 11a/11b: Cloud Storage goes away while a write reads its
+// Scenario 12a/12b: Cloud Storage goes away while a write reads its
 // folder — black-holed (nothing answers, nothing is closed), or every
 // connection reset and every new one refused (a server that is down).
 // The write exits 1 within --timeout (plus the time to notice) of the
@@ -278,9 +278,9 @@ func TestGCSGoneMidRead(t *testing.T) {
 		key, name string
 		fault     func(p *faultproxy.Proxy, on bool)
 	}{
-		{"blackhole", "11a. Cloud Storage black-holed mid-read (gs:// folder), then rerun",
+		{"blackhole", "12a. Cloud Storage black-holed mid-read (gs:// folder), then rerun",
 			func(p *faultproxy.Proxy, on bool) { p.Blackhole(on) }},
-		{"refused", "11b. Cloud Storage resetting and refusing every connection mid-read (gs:// folder), then rerun",
+		{"refused", "12b. Cloud Storage resetting and refusing every connection mid-read (gs:// folder), then rerun",
 			func(p *faultproxy.Proxy, on bool) { p.Refuse(on) }},
 	} {
 		t.Run(v.key, func(t *testing.T) {
@@ -331,7 +331,7 @@ func TestGCSGoneMidRead(t *testing.T) {
 	}
 }
 
-// Scenario 11c: the write is SIGKILLed while it reads its folder, after
+// Scenario 12c: the write is SIGKILLed while it reads its folder, after
 // "reading input" and before "input read", with its spool open in a TMPDIR
 // of its own. Nothing is written, no lock is left, and TMPDIR is empty
 // (the spool was unlinked at creation: the kernel frees it with the
@@ -340,7 +340,7 @@ func TestGCSGoneMidRead(t *testing.T) {
 // the folder.
 func TestGCSSIGKILLMidRead(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, "11c. SIGKILL mid-read of a gs:// folder, then rerun")
+	s := newScenario(t, "12c. SIGKILL mid-read of a gs:// folder, then rerun")
 	g := newGCSFolder(s, gcsDistricts, 1)
 	g.proxy.SetLatency(gcsLatency)
 	tmp := t.TempDir()
@@ -388,14 +388,14 @@ func TestGCSSIGKILLMidRead(t *testing.T) {
 	emptyDir(t, tmp, "the rerun")
 }
 
-// Scenario 11d: an object of the folder is replaced (a new upload) while
+// Scenario 12d: an object of the folder is replaced (a new upload) while
 // the write reads it, after it was listed and before it was read. The
 // write reads every object at the generation it listed, so it finds that
 // generation gone: exit 7 (not ready), saying the object was replaced,
 // nothing written. The rerun reads the new upload whole and writes it.
 func TestGCSReplacedMidRead(t *testing.T) {
 	t.Parallel()
-	s := newScenario(t, "11d. an object of the gs:// folder replaced mid-read, then rerun")
+	s := newScenario(t, "12d. an object of the gs:// folder replaced mid-read, then rerun")
 	g := newGCSFolder(s, gcsDistricts, 1)
 	g.proxy.SetLatency(gcsLatency)
 	// The folder's objects are read in name order, 16 at a time: the

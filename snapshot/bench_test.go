@@ -124,7 +124,7 @@ func BenchmarkWriteThroughput(b *testing.B) {
 	tools := b.TempDir()
 	var proxyBin string
 	if slices.ContainsFunc(rtts, func(d time.Duration) bool { return d > 0 }) {
-		proxyBin = goBuild(b, tools, "github.com/snapwriter/snapwriter/internal/benchutil/delayproxy")
+		proxyBin = benchutil.GoBuild(b, tools, "github.com/snapwriter/snapwriter/internal/benchutil/delayproxy")
 	}
 	start := time.Now()
 	var groups []groupResult
@@ -533,10 +533,10 @@ func seedRoot(id string, in input) map[string]any {
 // the write's exit code and peak RSS. A refused write (exit 2) is a result,
 // not a failure of the benchmark.
 func runRSS(b *testing.B, tools string, districts []int) []rssResult {
-	bin := goBuild(b, tools, "github.com/snapwriter/snapwriter/cmd/snapwriter")
+	bin := benchutil.GoBuild(b, tools, "github.com/snapwriter/snapwriter/cmd/snapwriter")
 	// The write runs under maxrss, which reports its peak RSS: read here,
 	// a child's would include this process's own (see maxrss).
-	maxrss := goBuild(b, tools, "github.com/snapwriter/snapwriter/internal/benchutil/maxrss")
+	maxrss := benchutil.GoBuild(b, tools, "github.com/snapwriter/snapwriter/internal/benchutil/maxrss")
 	ctx := context.Background()
 	emu, err := emulator.Start(ctx, emulator.WithoutReuse())
 	if err != nil {
@@ -607,18 +607,6 @@ func (t *tail) Write(p []byte) (int, error) {
 		t.Next(t.Len() - 2048)
 	}
 	return n, err
-}
-
-// goBuild builds pkg into dir as make build does and returns the binary.
-func goBuild(b *testing.B, dir, pkg string) string {
-	b.Helper()
-	bin := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
 }
 
 // startProxy runs the delay proxy in front of target and returns its

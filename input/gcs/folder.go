@@ -164,7 +164,8 @@ func (s *Store) download(ctx context.Context, dir URL, o object) ([]byte, error)
 	defer r.Close()
 	body := &watchedReader{r: r, wd: wd, limit: MaxObjectBytes}
 	var buf bytes.Buffer
-	buf.Grow(int(o.size))
+	// ReadFrom wants bytes.MinRead spare: without it, it doubles the buffer.
+	buf.Grow(int(o.size) + bytes.MinRead)
 	if _, err := buf.ReadFrom(body); err != nil {
 		if body.err != nil {
 			err = body.err

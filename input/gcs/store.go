@@ -259,7 +259,13 @@ func (s *Store) fail(wd *watchdog, u URL, doing string, err error) error {
 		return fmt.Errorf("%w: %s: bucket %s does not exist: %w", model.ErrInvalid, u, u.Bucket, errNotExist)
 	}
 	if wd.expired() {
-		err = fmt.Errorf("%s %s: %w", doing, u, context.DeadlineExceeded)
+		// The client retried until the bound; its last error (a reset,
+		// a refused connection) says more than the bound does.
+		last := ""
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			last = fmt.Sprintf(" (last error: %v)", err)
+		}
+		err = fmt.Errorf("%s %s: %w%s", doing, u, context.DeadlineExceeded, last)
 		return &storeerr.UnreachableError{Endpoint: s.endpoint, Within: s.within, Err: err}
 	}
 	if ctxErr := wd.parent.Err(); ctxErr != nil {
