@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/gcsserver"
+	"github.com/snapwriter/snapwriter/internal/benchutil"
 	"github.com/snapwriter/snapwriter/internal/faultproxy"
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -74,7 +75,7 @@ func newGCSFolder(s *scenario, n, seed int) *gcsFolder {
 	t.Cleanup(p.Close)
 	g := &gcsFolder{srv: srv, proxy: p, seed: seed, url: "gs://" + gcsBucket + "/snapshots/" + day + "/"}
 	g.local = generateFolder(t, n, seed)
-	if g.bytes, err = folderBytes(g.local); err != nil {
+	if g.bytes, err = benchutil.DirBytes(g.local); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.PutDir(gcsBucket, "snapshots/"+day+"/", g.local, "manifest.json"); err != nil {
@@ -93,23 +94,6 @@ func generateFolder(t *testing.T, n, seed int) string {
 		t.Fatalf("generate --folder: %s", p.describe())
 	}
 	return dir
-}
-
-// folderBytes is the total size of dir's regular files.
-func folderBytes(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			return 0, err
-		}
-		n += info.Size()
-	}
-	return n, nil
 }
 
 // env is what a process reading the folder through the proxy needs, with

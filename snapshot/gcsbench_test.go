@@ -131,7 +131,7 @@ func runGCSRSS(b *testing.B, tools string, districts []int) []gcsRSSResult {
 		if msg, err := exec.Command(bin, "generate", "--date", date, "--districts", strconv.Itoa(n), "--folder", dir).CombinedOutput(); err != nil {
 			b.Fatalf("generate --folder %d districts: %v\n%s", n, err, msg)
 		}
-		size, err := dirBytes(dir)
+		size, err := benchutil.DirBytes(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -263,25 +263,6 @@ func pipeInto(from, to *exec.Cmd, env []string) error {
 		return fmt.Errorf("%w\n%s", err, tailString(string(out), 2000))
 	}
 	return nil
-}
-
-// dirBytes is the total size of the regular files in dir.
-func dirBytes(dir string) (int64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil {
-			return 0, err
-		}
-		if info.Mode().IsRegular() {
-			n += info.Size()
-		}
-	}
-	return n, nil
 }
 
 func tailString(s string, n int) string {

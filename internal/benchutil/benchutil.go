@@ -45,3 +45,23 @@ func GoBuild(tb testing.TB, dir, pkg string) string {
 	}
 	return bin
 }
+
+// DirBytes is the total size of the regular files in dir: a snapshot
+// folder's bytes, which a gs:// read spools.
+func DirBytes(dir string) (int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			return 0, err
+		}
+		if info.Mode().IsRegular() {
+			n += info.Size()
+		}
+	}
+	return n, nil
+}
