@@ -99,52 +99,45 @@ func (l *Loader) LoadDated(ctx context.Context, src, date string) (*model.Snapsh
 func (l *Loader) Dated(root string) Source {
 	return func(ctx context.Context, date string) (*model.Snapshot, error) {
 		var src string
-		snap, err := l.wait(ctx, root, func() (*model.Snapshot, error) {
-			var err error
-			if src, err = l.dated(ctx, root, date); err != nil {
-				return nil, err
-			}
-			return l.loadOnce(ctx, src)
+		snap, err := l.wait(ctx, root, func() (snap *model.Snapshot, err error) {
+			snap, src, err = l.loadDated(ctx, root, date)
+			return snap, err
 		})
 		return checkedAs(snap, err, src, date)
 	}
 }
 
-// dated is where the input of date lies under root: the folder when there
-// is one, else the .json file; an error matching model.ErrMissing names both
-// when neither is there.
-func (l *Loader) dated(ctx context.Context, root, date string) (string, error) {
+// loadDated reads the input of date under root once, and says where it
+// found it: the folder when there is one, else the .json file; an error
+// matching model.ErrMissing names both when neither is there. A gs://
+// folder is simply read, and the file tried when it turns out missing, so
+// that finding the input costs no request of its own.
+func (l *Loader) loadDated(ctx context.Context, root, date string) (*model.Snapshot, string, error) {
 	if !gcs.IsURL(root) {
 		dir := filepath.Join(root, date)
 		if st, err := os.Stat(dir); err == nil && st.IsDir() {
-			return dir, nil
+			snap, err := l.loadOnce(ctx, dir)
+			return snap, dir, err
 		}
 		file := dir + ".json"
 		if _, err := os.Stat(file); err != nil {
-			return "", notExist{fmt.Sprintf("no input for %s in %s: neither %s/ nor %s exists", date, root, dir, file)}
+			return nil, "", notExist{fmt.Sprintf("no input for %s in %s: neither %s/ nor %s exists", date, root, dir, file)}
 		}
-		return file, nil
+		snap, err := l.loadOnce(ctx, file)
+		return snap, file, err
 	}
 	u, err := gcs.ParseURL(root)
 	if err != nil {
-		return "", err
-	}
-	store, err := l.Store(ctx)
-	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	folder, file := u.Join(date+"/"), u.Join(date+".json")
-	if entries, err := store.List(ctx, folder); err != nil {
-		return "", err
-	} else if len(entries) > 0 {
-		return folder.String(), nil
+	for _, src := range []gcs.URL{folder, file} {
+		snap, err := l.loadOnce(ctx, src.String())
+		if !errors.Is(err, model.ErrMissing) {
+			return snap, src.String(), err
+		}
 	}
-	if ok, err := store.Exists(ctx, file); err != nil {
-		return "", err
-	} else if ok {
-		return file.String(), nil
-	}
-	return "", notExist{fmt.Sprintf("no input for %s in %s: neither %s nor %s exists", date, u.Dir(), folder, file)}
+	return nil, "", notExist{fmt.Sprintf("no input for %s in %s: neither %s nor %s exists", date, u.Dir(), folder, file)}
 }
 
 // Store is the Cloud Storage store gs:// inputs are read from, opened on
@@ -199,7 +192,7 @@ func (l *Loader) wait(ctx context.Context, src string, load func() (*model.Snaps
 		return nil, err
 	case last == nil:
 		return snap, nil
-	case l.WaitUntil.IsZero() || !Waitable(last):
+	case l.WaitUntil.IsZero():
 		return nil, last
 	case errors.Is(last, model.ErrNotReady):
 		return nil, fmt.Errorf("%w (waited %s for it)", last, time.Since(t0).Round(time.Second))

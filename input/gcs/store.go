@@ -202,15 +202,6 @@ func (s *Store) attrs(ctx context.Context, u URL) (*storage.ObjectAttrs, error) 
 	return a, nil
 }
 
-// Exists reports whether the object u exists.
-func (s *Store) Exists(ctx context.Context, u URL) (bool, error) {
-	_, err := s.attrs(ctx, u)
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // loadObject reads the Snapshot JSON object u at generation gen, spooled
 // to a temporary file as stdin is (model.Spool).
 func (s *Store) loadObject(ctx context.Context, u URL, gen int64) (*model.Snapshot, error) {
