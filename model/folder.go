@@ -38,7 +38,7 @@ func WriteFolder(snap *Snapshot, dir string) error {
 	}
 	md := Object{"snapshotId": pm.DataAsOfDate, "createdAt": snap.CreatedAt, "schemaVersion": snap.SchemaVersion,
 		"calculationVersion": snap.CalculationVersion, "status": snap.Status, "configuredDistricts": ids,
-		"successfulDistricts": ids, "failedDistricts": []any{}, "errors": stringsAny(snap.Errors),
+		"successfulDistricts": ids, "failedDistricts": []any{}, "errors": anyList(snap.Errors),
 		"processingDuration": pm.ProcessingDurationMs, "source": pm.Source, "dataAsOfDate": pm.DataAsOfDate}
 	if _, err := writeJSON(filepath.Join(dir, "metadata.json"), md); err != nil {
 		return err
@@ -61,12 +61,4 @@ func writeJSON(path string, v any) (int, error) {
 		return 0, fmt.Errorf("%s: %w", path, err)
 	}
 	return len(b), os.WriteFile(path, b, 0o644)
-}
-
-func stringsAny(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
 }
