@@ -12,6 +12,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
+	"cloud.google.com/go/storage"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
@@ -80,13 +81,12 @@ type app struct {
 	timeout time.Duration
 	log     *zap.Logger
 	ran     bool // a command's RunE started: errors after it are not usage errors
-	// exits run when the command has ended (atExit).
-	exits []func()
 	// gcs is the command's Cloud Storage store, opened on first use
-	// (storage).
-	gcsOnce sync.Once
-	gcs     *gcs.Store
-	gcsErr  error
+	// (storage) on gcsClient, which run closes.
+	gcsOnce   sync.Once
+	gcs       *gcs.Store
+	gcsErr    error
+	gcsClient *storage.Client
 }
 
 type globalFlags struct {
@@ -116,8 +116,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 	// values) is a usage error: exit 2, nothing done.
 	a.markRuns(root)
 	err := root.ExecuteContext(ctx)
-	for _, fn := range a.exits {
-		fn()
+	if a.gcsClient != nil {
+		_ = a.gcsClient.Close()
 	}
 	if err != nil && !a.ran && !errors.As(err, new(usageError)) {
 		err = flagError{usageError{err}}

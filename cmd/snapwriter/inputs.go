@@ -61,14 +61,11 @@ func (a *app) storage(ctx context.Context) (*gcs.Store, error) {
 			a.gcsErr = fmt.Errorf("opening %s: %w", gcs.Endpoint(host), err)
 			return
 		}
-		a.atExit(func() { _ = client.Close() })
+		a.gcsClient = client
 		a.gcs = gcs.NewStore(client, host, gcs.WithTimeout(a.bound(), a.within()))
 	})
 	return a.gcs, a.gcsErr
 }
-
-// atExit runs fn when the command has ended.
-func (a *app) atExit(fn func()) { a.exits = append(a.exits, fn) }
 
 // load reads and validates the input at path (a file, a directory, "-",
 // or a gs:// object or folder) through l, stored under date or, when date
