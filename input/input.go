@@ -58,7 +58,7 @@ func Load(path string, stdin io.Reader) (*model.Snapshot, error) {
 // unusable, so the error matches model.ErrInvalid.
 func pathErr(path string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return notExist{fmt.Sprintf("%v: input %s does not exist", model.ErrInvalid, path)}
+		return &model.MissingError{Msg: fmt.Sprintf("%v: input %s does not exist", model.ErrInvalid, path), Input: true}
 	}
 	return fmt.Errorf("%w: input %s: %w", model.ErrInvalid, path, err)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -121,7 +120,7 @@ func (l *Loader) loadDated(ctx context.Context, root, date string) (*model.Snaps
 		}
 		file := dir + ".json"
 		if _, err := os.Stat(file); err != nil {
-			return nil, "", notExist{fmt.Sprintf("no input for %s in %s: neither %s/ nor %s exists", date, root, dir, file)}
+			return nil, "", &model.MissingError{Msg: fmt.Sprintf("no input for %s in %s: neither %s/ nor %s exists", date, root, dir, file), Input: true}
 		}
 		snap, err := l.loadOnce(ctx, file)
 		return snap, file, err
@@ -137,7 +136,7 @@ func (l *Loader) loadDated(ctx context.Context, root, date string) (*model.Snaps
 			return snap, src.String(), err
 		}
 	}
-	return nil, "", notExist{fmt.Sprintf("no input for %s in %s: neither %s nor %s exists", date, u.Dir(), folder, file)}
+	return nil, "", &model.MissingError{Msg: fmt.Sprintf("no input for %s in %s: neither %s nor %s exists", date, u.Dir(), folder, file), Input: true}
 }
 
 // Store is the Cloud Storage store gs:// inputs are read from, opened on
@@ -240,16 +239,4 @@ func (l *Loader) Poll(ctx context.Context, what string, try func() (done bool, e
 // ready: what --wait-for-input waits for.
 func Waitable(err error) bool {
 	return errors.Is(err, model.ErrNotReady) || errors.Is(err, model.ErrMissing)
-}
-
-// notExist is an input that does not exist: invalid input (exit 2) unless
-// it is waited for.
-type notExist struct{ msg string }
-
-func (e notExist) Error() string { return e.msg }
-
-// Is makes the error match model.ErrInvalid, model.ErrMissing and
-// fs.ErrNotExist.
-func (e notExist) Is(target error) bool {
-	return target == model.ErrInvalid || target == model.ErrMissing || target == fs.ErrNotExist
 }

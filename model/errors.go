@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"regexp"
 	"strings"
 )
@@ -112,3 +113,21 @@ var ErrNotReady = errors.New("snapshot input not ready")
 // a file within it): it may yet arrive, so it is what a wait for the input
 // waits out. Such an error also matches ErrInvalid and fs.ErrNotExist.
 var ErrMissing = errors.New("snapshot input missing")
+
+// MissingError says that something an input names does not exist: a file
+// or folder, a Cloud Storage object or bucket. It matches ErrInvalid and
+// fs.ErrNotExist, as a missing file does, without repeating fs's words;
+// and ErrMissing too when Input is set: the input itself is missing, not
+// a file within it, and may yet arrive.
+type MissingError struct {
+	Msg   string
+	Input bool
+}
+
+func (e *MissingError) Error() string { return e.Msg }
+
+// Is makes the error match ErrInvalid, fs.ErrNotExist and, with Input,
+// ErrMissing.
+func (e *MissingError) Is(target error) bool {
+	return target == ErrInvalid || target == fs.ErrNotExist || (e.Input && target == ErrMissing)
+}

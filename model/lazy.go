@@ -354,7 +354,7 @@ func readDistrictFile(in *lazyInput, name string, sc *summaryScratch) (*lazyData
 	f, err := in.dir.open(name)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s does not exist: %w", ErrInvalid, path, os.ErrNotExist)
+			return nil, &MissingError{Msg: fmt.Sprintf("%v: %s does not exist", ErrInvalid, path)}
 		}
 		return nil, inputErr(path, err)
 	}

@@ -202,14 +202,14 @@ func (d *dirInput) districtFiles(p *problems) ([]string, error) {
 	return files, nil
 }
 
-// readObject reads the JSON object file name. A missing file keeps
-// fs.ErrNotExist in its chain as well as ErrInvalid.
+// readObject reads the JSON object file name. A missing file is a
+// *MissingError.
 func (d *dirInput) readObject(name string) (Object, error) {
 	path := d.path(name)
 	f, err := d.fsys.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s does not exist: %w", ErrInvalid, path, fs.ErrNotExist)
+			return nil, &MissingError{Msg: fmt.Sprintf("%v: %s does not exist", ErrInvalid, path)}
 		}
 		return nil, inputErr(path, err)
 	}

@@ -19,22 +19,6 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// errNotExist puts fs.ErrNotExist in the chain of a missing bucket, as a
-// missing local input has it.
-var errNotExist = fs.ErrNotExist
-
-// missing is an input that does not exist: it matches model.ErrInvalid,
-// model.ErrMissing and fs.ErrNotExist.
-type missing struct{ msg string }
-
-func (e missing) Error() string { return e.msg }
-
-// Is makes the error match model.ErrInvalid, model.ErrMissing and
-// fs.ErrNotExist.
-func (e missing) Is(target error) bool {
-	return target == model.ErrInvalid || target == model.ErrMissing || target == fs.ErrNotExist
-}
-
 // manifestName is the file whose writeComplete says an upload finished.
 const manifestName = "manifest.json"
 
@@ -116,7 +100,7 @@ func folderWithout(dir URL, objects map[string]object, subfolders int) error {
 		return fmt.Errorf("%w: %s: its upload has not finished: %d snapshot files but no %s yet (the uploader writes it last)",
 			model.ErrNotReady, dir, snapshotFiles, manifestName)
 	case len(objects) == 0 && subfolders == 0:
-		return missing{fmt.Sprintf("%v: input %s does not exist: no object lies under it", model.ErrInvalid, dir)}
+		return &model.MissingError{Msg: fmt.Sprintf("%v: input %s does not exist: no object lies under it", model.ErrInvalid, dir), Input: true}
 	case subfolders > 0:
 		return fmt.Errorf("%w: %s holds no snapshot (no metadata.json, %s or district files) but %d sub-folders: name one snapshot's folder, or give the parent to backfill --input-dir",
 			model.ErrInvalid, dir, manifestName, subfolders)

@@ -202,6 +202,9 @@ func TestLoadInvalid(t *testing.T) {
 			if !errors.Is(err, model.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v; want ErrInvalid saying %q", err, c.want)
 			}
+			if strings.Contains(err.Error(), "file does not exist") {
+				t.Errorf("%v: says what Go's fs.ErrNotExist says, after saying it better", err)
+			}
 			if errors.Is(err, model.ErrMissing) != c.missing {
 				t.Errorf("errors.Is(err, model.ErrMissing) = %v, want %v", !c.missing, c.missing)
 			}

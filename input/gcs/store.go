@@ -178,7 +178,7 @@ func (s *Store) Load(ctx context.Context, u URL) (*model.Snapshot, error) {
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		snap, err := s.loadFolder(ctx, u.Dir())
 		if errors.Is(err, model.ErrMissing) {
-			return nil, missing{fmt.Sprintf("%v: input %s does not exist: no object of that name, and no folder %s", model.ErrInvalid, u, u.Dir())}
+			return nil, &model.MissingError{Msg: fmt.Sprintf("%v: input %s does not exist: no object of that name, and no folder %s", model.ErrInvalid, u, u.Dir()), Input: true}
 		}
 		return snap, err
 	}
@@ -247,7 +247,7 @@ func (s *Store) readErr(wd *watchdog, u URL, gen int64, err error) error {
 // input, a request that got no answer names the endpoint and the bound.
 func (s *Store) fail(wd *watchdog, u URL, doing string, err error) error {
 	if errors.Is(err, storage.ErrBucketNotExist) {
-		return fmt.Errorf("%w: %s: bucket %s does not exist: %w", model.ErrInvalid, u, u.Bucket, errNotExist)
+		return &model.MissingError{Msg: fmt.Sprintf("%v: %s: bucket %s does not exist", model.ErrInvalid, u, u.Bucket)}
 	}
 	if wd.expired() {
 		// The client retried until the bound; its last error (a reset,
