@@ -62,6 +62,7 @@ type districtOutcome struct {
 // Result.
 func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 	res, log := j.res, j.log
+	defer j.pace.begin()()
 	stale, err := j.findStale()
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
@@ -141,7 +142,7 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		r.Err, r.notAttempted = err, true
 		return r
 	}
-	c, err := j.commitFenced(ctx, func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
+	c, err := j.commitFenced(ctx, len(chunk), func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
 	r.RetryAttempts, r.AbortedRetries, r.DurationMs = c.Retries, c.aborted, time.Since(t0).Milliseconds()
 	if err != nil {
 		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
@@ -176,14 +177,17 @@ type fencedCommit struct {
 	aborted int
 }
 
-// commitFenced commits a chunk, under ctx, as one transaction that first
-// checks the snapshot's fence document still carries this job's fence
-// (chunkTxn), retried by the write's policy; an attempt after an aborted
-// one retries that transaction, which the server then gives priority.
-// encode makes the chunk's writes, once, while the first attempt's fence
-// read is on its way: every attempt commits the same messages. A write's
-// chunks and a prune's delete chunks both commit through it.
-func (j *job) commitFenced(ctx context.Context, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
+// commitFenced commits a chunk of n writes, under ctx, as one transaction
+// that first checks the snapshot's fence document still carries this
+// job's fence (chunkTxn), retried by the write's policy; an attempt after
+// an aborted one retries that transaction, which the server then gives
+// priority. Every attempt first takes its n writes from the writer's
+// budget, outside the attempt's timeout, and the store's answer goes back
+// to the budget (pacer). encode makes the chunk's writes, once, while the
+// first attempt's fence read is on its way: every attempt commits the
+// same messages. A write's chunks and a prune's delete chunks both commit
+// through it.
+func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
 	var writes []*pb.Write
 	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
 	tx.prepare = func() error {
@@ -209,13 +213,15 @@ func (j *job) commitFenced(ctx context.Context, encode func() ([]*pb.Write, erro
 		if prev != nil {
 			c.aborted++ // this attempt retries an aborted one
 		}
+		sent := time.Now()
 		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		j.pace.answered(ctx, err, sent, n)
 		prev = nil
 		if status.Code(err) == codes.Aborted {
 			prev = tid
 		}
 		return err
-	})
+	}, retry.WithGate(func(ctx context.Context) error { return j.pace.wait(ctx, n) }))
 	return c, err
 }
 

@@ -65,6 +65,7 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}
+	defer j.pace.begin()()
 	type deleted struct {
 		retries int
 		err     error
@@ -107,7 +108,7 @@ func (j *job) deleteChunk(names []string) (retries int, err error) {
 	if err := j.notStarted(); err != nil {
 		return 0, err
 	}
-	c, err := j.commitFenced(j.wctx, func() ([]*pb.Write, error) {
+	c, err := j.commitFenced(j.wctx, len(names), func() ([]*pb.Write, error) {
 		writes := make([]*pb.Write, len(names))
 		for i, name := range names {
 			writes[i] = deleteWrite(name)

@@ -84,6 +84,9 @@ type Result struct {
 	// LockRenewals is how the lock's renewals went during the write, and
 	// whether it ran fewer chunks at once to keep them fast (shedding).
 	LockRenewals LockRenewals `json:"lockRenewals"`
+	// WriteRate is how the write paced its chunks (WithWriteBudget) and
+	// how often the store pushed back.
+	WriteRate WriteRate `json:"writeRate"`
 }
 
 // firstFailure says which chunk failed first, and why: its error names
@@ -128,6 +131,7 @@ func (j *job) summarize() {
 	if j.shed != nil {
 		res.LockRenewals = j.shed.summary()
 	}
+	res.WriteRate = j.pace.report()
 	lvl := zap.InfoLevel
 	if !res.Complete() {
 		lvl = zap.WarnLevel
@@ -147,6 +151,10 @@ func (j *job) summarize() {
 		zap.Int("concurrencySheds", res.LockRenewals.Sheds),
 		zap.Int("minConcurrency", res.LockRenewals.MinConcurrency),
 		zap.Int("renewalPauses", res.LockRenewals.Pauses),
+		zap.Float64("writeRateLimit", res.WriteRate.LimitPerSec),
+		zap.Int64("writeRateWaitedMs", res.WriteRate.WaitedMs),
+		zap.Int("resourceExhausted", res.WriteRate.ResourceExhausted),
+		zap.Int("abortedCommits", res.WriteRate.Aborted),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
 
