@@ -85,7 +85,9 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 		t0 := time.Now()
 		r := j.tracedChunk(first+i, chunk)
 		if admitted && r.Success {
-			j.shed.committed(time.Since(t0), epoch)
+			// The store's latency: a wait for the write budget is
+			// the writer's own, not queueing at the store.
+			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
 		}
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
@@ -144,6 +146,7 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 	}
 	c, err := j.commitFenced(ctx, len(chunk), func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
 	r.RetryAttempts, r.AbortedRetries, r.DurationMs = c.Retries, c.aborted, time.Since(t0).Milliseconds()
+	r.budgetWait = c.waited
 	if err != nil {
 		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
@@ -169,12 +172,13 @@ func (j *job) notStarted() error {
 
 // fencedCommit is what commitFenced tells of a chunk's transaction: its
 // retries, whether a commit may have been applied although no attempt was
-// seen to succeed, and how many attempts retried an aborted one
-// (contention).
+// seen to succeed, how many attempts retried an aborted one
+// (contention), and how long its attempts waited for the write budget.
 type fencedCommit struct {
 	retry.Stats
 	unsure  bool
 	aborted int
+	waited  time.Duration // for the write budget, before its attempts
 }
 
 // commitFenced commits a chunk of n writes, under ctx, as one transaction
@@ -221,7 +225,11 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 			prev = tid
 		}
 		return err
-	}, retry.WithGate(func(ctx context.Context) error { return j.pace.wait(ctx, n) }))
+	}, retry.WithGate(func(ctx context.Context) error {
+		d, err := j.pace.wait(ctx, n)
+		c.waited += d
+		return err
+	}))
 	return c, err
 }
 

@@ -77,13 +77,14 @@ func newPacer(b *pacing.Budget, tel *telemetry, log *zap.Logger) *pacer {
 // are over (pacing.Budget.Begin).
 func (p *pacer) begin() (end func()) { return p.b.Begin() }
 
-// wait takes n writes from the budget before a chunk attempt.
-func (p *pacer) wait(ctx context.Context, n int) error {
+// wait takes n writes from the budget before a chunk attempt, and
+// returns how long that took.
+func (p *pacer) wait(ctx context.Context, n int) (time.Duration, error) {
 	d, err := p.b.Wait(ctx, n)
 	p.waited.Add(int64(d))
 	p.tel.budgetWaited(ctx, d)
 	p.observe(ctx)
-	return err
+	return d, err
 }
 
 // answered tells the budget how the store answered the attempt of n

@@ -32,7 +32,8 @@ type BatchResult struct {
 	// its lease lost first).
 	notAttempted bool
 	ops          []op
-	committed    time.Time // when the chunk's commit succeeded
+	committed    time.Time     // when the chunk's commit succeeded
+	budgetWait   time.Duration // its attempts' waits for the write budget
 }
 
 // MarshalJSON renders Err as "error", its message, in the field order of
