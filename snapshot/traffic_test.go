@@ -271,4 +271,3 @@ func hotDocuments(s *storeEnv, id string, docs map[string]fsproxy.DocStats) []ho
 	}
 	return hot
 }
-
