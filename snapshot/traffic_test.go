@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -44,25 +46,34 @@ func newStoreEnv(t *testing.T, cfg fsproxy.Config) *storeEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	via := &emulator.Emulator{Host: p.Addr()}
 	project := emulator.ProjectID(t)
+	client, api, lock := storeClients(t, p.Addr(), project)
+	e := &env{t: t, project: project, f: &faults{}, client: client, api: api, clean: emu.TestClientFor(t, project)}
+	return &storeEnv{env: e, p: p, lock: lock}
+}
+
+// storeClients are a writer's clients of project through the store at
+// host: its Firestore client, the chunks' API client and a Firestore lock
+// backend on the same client. They close with tb.
+func storeClients(tb testing.TB, host, project string) (*firestore.Client, *vkit.Client, *firestorelock.Backend) {
+	tb.Helper()
+	via := &emulator.Emulator{Host: host}
 	ctx := context.Background()
 	client, err := via.Client(ctx, project)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.Close() })
+	tb.Cleanup(func() { _ = client.Close() })
 	api, err := via.APIClient(ctx)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = api.Close() })
+	tb.Cleanup(func() { _ = api.Close() })
 	lock, err := firestorelock.New(client)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	e := &env{t: t, project: project, f: &faults{}, client: client, api: api, clean: emu.TestClientFor(t, project)}
-	return &storeEnv{env: e, p: p, lock: lock}
+	return client, api, lock
 }
 
 // writer is a writer through the proxy, with budget (nil: the default)
@@ -87,7 +98,7 @@ func scaledRamp(start float64, every time.Duration) (fsproxy.Ramp, pacing.Ramp) 
 		pacing.Ramp{Initial: start, Max: 10000, Growth: 1.5, Every: every}
 }
 
-func budgetOf(t *testing.T, r pacing.Ramp, share int) *pacing.Budget {
+func budgetOf(t testing.TB, r pacing.Ramp, share int) *pacing.Budget {
 	t.Helper()
 	b, err := pacing.New(r, share)
 	if err != nil {
