@@ -202,3 +202,40 @@ func hotDocument(name string) string {
 	}
 	return ""
 }
+
+// Scenario 13d: a store that refuses every commit — the lock's renewals
+// and the root's records too — for 60 s mid-write, past the lock's 10 s
+// TTL. The lease is lost: the write starts no chunk after it and ends
+// saying so (3, or 1 when its manifest could not be recorded either), and
+// the same write rerun once the store accepts completes it.
+func TestEverythingRefused60s(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t, "13d. every commit refused (RESOURCE_EXHAUSTED) for 60 s, past the 10 s TTL; then the same write")
+	store := newStore(t, fsproxy.Config{})
+	in := generated(t, day, midSnapshot, 1)
+	const outage = 60 * time.Second
+	var fault moment
+	match := afterChunks(chunks(midSnapshot) / 3)
+	w := s.start(procSpec{name: "write", host: store.Addr(), limit: 5 * time.Minute,
+		args: []string{"write", "--input", in.path, "--json", "--lock-ttl", "10s"},
+		onLine: func(_ *proc, e logEntry) {
+			if match(e) && fault.set() {
+				store.Inject(fsproxy.Fault{Code: codes.ResourceExhausted, For: outage})
+			}
+		}})
+	s.exited(w, 3, 1)
+	faultAt := fault.get()
+	if faultAt.IsZero() {
+		t.Fatalf("the write ended before the refusals began\n%s", w.describe())
+	}
+	if _, found := w.find(func(e logEntry) bool { return strings.Contains(e.Message, "lost the lock") || strings.Contains(e.Message, "manifest was not recorded") }); !found {
+		t.Errorf("the write did not say it lost its lock or could not record its manifest\n%s", w.describe())
+	}
+	sleepUntil(faultAt.Add(outage))
+	rerun := s.run("rerun", store.Addr(), "write", "--input", in.path, "--json")
+	if s.exited(rerun, 0) {
+		s.recovered(rerun.endedAt().Sub(faultAt.Add(outage)))
+		s.result(rerun)
+	}
+	s.checkFinal(in, manifestOpts{repairedFrom: []string{w.fence()}})
+}
