@@ -156,6 +156,7 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		return r
 	}
 	r.Success, r.committed = true, time.Now()
+	r.CommittedAt = r.committed
 	return r
 }
 

@@ -20,6 +20,9 @@ type BatchResult struct {
 	AbortedRetries int      `json:"abortedRetries"`
 	DurationMs     int64    `json:"durationMs"`
 	DistrictIDs    []string `json:"districtIds"`
+	// CommittedAt is when the chunk's commit succeeded, zero if it did
+	// not (loadtest measures write rates from it). Not in the JSON.
+	CommittedAt time.Time `json:"-"`
 	// Err is why the chunk failed (nil on success): match it with
 	// errors.Is, e.g. against ErrFencedOut or context.Canceled, or a gRPC
 	// status with status.Code. JSON renders it as its message, "error".
