@@ -64,12 +64,7 @@ type trafficRow struct {
 
 // trafficStore is a store enforcing ramp start/s on the districts, for b.
 func trafficStore(b *testing.B, start float64) *fsproxy.Proxy {
-	p, err := fsproxy.New(emu.Host, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: start}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Close)
-	return p
+	return fsproxy.Start(b, emu.Host, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: start}})
 }
 
 // trafficWriter is a writer of project through host, with budget.
