@@ -24,7 +24,9 @@ import (
 //
 //   - ramp: one write at the default budget (500/50/5) through a store
 //     that enforces 500/50/5: elapsed against the ideal n ÷ 500 s, the
-//     share of commits the store refused, the busiest second;
+//     share of commits the store refused, the busiest second; and its
+//     control, the same write through the proxy with no budget and
+//     nothing enforced (what the proxy and the emulator sustain here);
 //   - scaled ramp: the same at 150/s, a rate the emulator outruns here,
 //     so that the ratio is the budget's and not the emulator's;
 //   - 4 tasks: four writers, each with a quarter of the budget, writing
@@ -45,6 +47,7 @@ func BenchmarkTrafficDiscipline(b *testing.B) {
 				// thousand documents: warm it up first, uncounted.
 				trafficBare(b, 2000, 1)
 				rows = append(rows, trafficRamp(b, "ramp 500/50/5", n, 500))
+				rows = append(rows, trafficOpen(b, n))
 				rows = append(rows, trafficRamp(b, "scaled ramp 150/s", min(n, 1500), 150))
 				rows = append(rows, trafficTasks(b, n, 4))
 				rows = append(rows, trafficBare(b, n, benchutil.EnvInt("BENCH_ROUNDS", 3))...)
@@ -99,6 +102,22 @@ func trafficRamp(b *testing.B, name string, n int, rate float64) trafficRow {
 	return trafficRow{name: name, districts: n, elapsed: elapsed, chunks: chunkSpan(res), ideal: time.Duration(float64(n) / rate * float64(time.Second)),
 		commits: st.Commits, refused: st.Rejected[fsproxy.CauseRamp], peak: st.PeakRampWrites,
 		peakWhole: slices.Max(append(p.RampWritesPerSecond(), 0)), waited: time.Duration(res.WriteRate.WaitedMs) * time.Millisecond}
+}
+
+// trafficOpen is the control of trafficRamp: the same write through the
+// proxy with the budget out of the way (a fixed 1,000,000/s) and nothing
+// enforced — how fast the proxy and the emulator go on this machine.
+func trafficOpen(b *testing.B, n int) trafficRow {
+	p := fsproxy.Start(b, emu.Host, fsproxy.Config{})
+	w := trafficWriter(b, p.Addr(), emulator.ProjectID(b), budgetOf(b, pacing.Fixed(1e6), 1))
+	id := "2026-04-02"
+	t0 := time.Now()
+	res, err := w.Write(context.Background(), id, model.Generate(id, n, 1))
+	if err != nil {
+		b.Fatalf("through the proxy, no budget: %v", err)
+	}
+	return trafficRow{name: "proxy, no budget, no ramp", districts: n, elapsed: time.Since(t0), chunks: chunkSpan(res),
+		commits: p.Stats().Commits, note: "the proxy's and the emulator's own pace here"}
 }
 
 func trafficTasks(b *testing.B, n, tasks int) trafficRow {
