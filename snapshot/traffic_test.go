@@ -106,16 +106,16 @@ func budgetOf(t testing.TB, r pacing.Ramp, share int) *pacing.Budget {
 // A write follows the store's ramp: the store refuses (almost) none of
 // its commits, and its busiest second stays near the ramp's rate. The
 // ramp is scaled to 40/s, ×1.5 every 4 s (chunks of 4, a tenth of a
-// second of it), so that the emulator outruns it even on a busy machine. The control: a
-// writer without the ramp (1,000/s) into a store that takes 5/s is
-// refused.
+// second of it; 8 in flight), so that the emulator outruns it even on a
+// busy machine. The control: a writer without the ramp (1,000/s) into a
+// store that takes 5/s is refused.
 func TestWriteFollowsTheStoresRamp(t *testing.T) {
 	t.Parallel()
 	storeRamp, ramp := scaledRamp(40, 4*time.Second)
 	s := newStoreEnv(t, fsproxy.Config{Ramp: storeRamp})
 	const id = "2026-03-01"
 	in := model.Generate(id, 300, 1)
-	res, err := s.writer(budgetOf(t, ramp, 1)).Write(context.Background(), id, in)
+	res, err := s.writer(budgetOf(t, ramp, 1), WithConcurrency(8)).Write(context.Background(), id, in)
 	if err != nil {
 		t.Fatalf("Write = %v", err)
 	}
