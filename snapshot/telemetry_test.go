@@ -213,7 +213,8 @@ func TestTraceOfCompleteWrite(t *testing.T) {
 	if ops != 120 {
 		t.Errorf("chunks' operations add up to %d, want 120", ops)
 	}
-	for name, want := range map[string]int64{MetricDistrictsWritten: 120, MetricChunkDuration: 3, MetricWrites: 1, MetricWriteDuration: 1, MetricLockWait: 1, MetricRetries: 0} {
+	for name, want := range map[string]int64{MetricDistrictsWritten: 120, MetricChunkDuration: 3, MetricWrites: 1, MetricWriteDuration: 1, MetricLockWait: 1, MetricRetries: 0,
+		MetricBudgetWait: 3, MetricPushBacks: 0} {
 		if got := o.sum(t, name); got != want {
 			t.Errorf("%s = %d, want %d", name, got, want)
 		}
@@ -221,6 +222,27 @@ func TestTraceOfCompleteWrite(t *testing.T) {
 	if got := o.sum(t, MetricWrites, attrOutcome.String("complete"), attrOperation.String("write")); got != 1 {
 		t.Errorf("complete writes = %d, want 1", got)
 	}
+	if got, ok := o.gauge(t, MetricWriteRateLimit); !ok || got != 500 {
+		t.Errorf("%s = %v (recorded %v), want 500", MetricWriteRateLimit, got, ok)
+	}
+}
+
+// gauge is the last value of gauge metric name, and whether it was
+// recorded.
+func (o *observed) gauge(t *testing.T, name string) (float64, bool) {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := o.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[float64]); ok && m.Name == name && len(g.DataPoints) > 0 {
+				return g.DataPoints[len(g.DataPoints)-1].Value, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // A partial write: the chunk refused for good is an error span
@@ -275,6 +297,9 @@ func TestTraceOfPartialWrite(t *testing.T) {
 	}
 	if got := o.sum(t, MetricContentionWaits); got != 1 {
 		t.Errorf("contention waits = %d, want 1", got)
+	}
+	if got := o.sum(t, MetricPushBacks, attribute.String("rpc.response.status_code", "ABORTED")); got != 1 || res.WriteRate.Aborted != 1 {
+		t.Errorf("push-backs = %d, WriteRate %+v: want the one ABORTED", got, res.WriteRate)
 	}
 	if got := o.sum(t, MetricChunkDuration, attrChunkOutcome.String(chunkFailed)); got != 1 {
 		t.Errorf("failed chunk durations = %d, want 1", got)
