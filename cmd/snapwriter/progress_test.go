@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+
+	"github.com/snapwriter/snapwriter/pacing"
 )
 
 // logMessages are the messages of a command's JSON log lines, sorted (chunks
@@ -133,6 +135,22 @@ func TestBinaryProgress(t *testing.T) {
 		}
 		if got := strings.Contains(stderr.String(), "(20/20"); got != tc.bar {
 			t.Errorf("--progress %s: bar %v, want %v:\n%s", tc.mode, got, tc.bar, stderr.String())
+		}
+	}
+}
+
+// The bar's name shows the write budget's limit, and the store's
+// push-back once there was any.
+func TestDescribeRate(t *testing.T) {
+	for _, c := range []struct {
+		st   pacing.Stats
+		want string
+	}{
+		{pacing.Stats{Limit: 500}, "write 2026-11-20 ≤500/s"},
+		{pacing.Stats{Limit: 124.6, PushBacks: 3}, "write 2026-11-20 ≤125/s (store pushed back 3×)"},
+	} {
+		if got := describeRate("write 2026-11-20", c.st); got != c.want {
+			t.Errorf("describeRate(%+v) = %q, want %q", c.st, got, c.want)
 		}
 	}
 }
