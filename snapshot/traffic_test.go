@@ -279,3 +279,36 @@ func hotDocuments(s *storeEnv, id string, docs map[string]fsproxy.DocStats) []ho
 	}
 	return hot
 }
+
+// ABORTED on the write's own root, once its root has committed — the
+// store answering contention on a document written about once a second —
+// is never blamed on a dead writer: a small write whose root's records and
+// finish are refused for 8 s from its first chunk on retries its finish
+// past them, says why, and completes. (Before the root's commit, ABORTED
+// may be a dead writer's transaction, and the writer says so:
+// TestStalledTransactionIsOutlasted.)
+func TestRootContentionIsNotADeadWriter(t *testing.T) {
+	t.Parallel()
+	s := newStoreEnv(t, fsproxy.Config{})
+	core, logs := observer.New(zapcore.DebugLevel)
+	var once sync.Once
+	w := s.writer(nil, WithLogger(zap.New(core)), withBeforeChunks(func(context.Context) {
+		once.Do(func() {
+			// The root's parent collection is "snapshots".
+			s.p.Inject(fsproxy.Fault{Code: codes.Aborted, Collection: DefaultCollection, For: 8 * time.Second})
+		})
+	}))
+	const id = "2026-03-09"
+	if _, err := w.Write(context.Background(), id, model.Generate(id, 100, 1)); err != nil {
+		t.Fatalf("Write = %v", err)
+	}
+	if n := s.p.Stats().Rejected[fsproxy.CauseInjected]; n == 0 {
+		t.Fatal("no root write was refused: the test proves nothing")
+	}
+	if n := logs.FilterMessageSnippet("writer that stopped mid-chunk").Len(); n > 0 {
+		t.Errorf("contention on the write's own root was taken for a dead writer (%d lines)", n)
+	}
+	if n := logs.FilterMessageSnippet("which this write holds").Len(); n != 1 {
+		t.Errorf("%d lines explained the refused finish as contention on the write's own root, want 1", n)
+	}
+}
