@@ -83,7 +83,9 @@ func TestWriteDryRun(t *testing.T) {
 	if n := c.docCount(); n != 0 {
 		t.Fatalf("the dry run left %d documents", n)
 	}
-	text := c.dryRun(in, "write", "--input", "-", "--dry-run", "--batch-size", "100")
+	// Chunks of 100 need a budget of at least 1,000 writes/s: a chunk
+	// holds at most a tenth of a second of it.
+	text := c.dryRun(in, "write", "--input", "-", "--dry-run", "--batch-size", "100", "--initial-write-rate", "1000")
 	for _, want := range []string{"dry run of write 2026-11-20 (nothing written, no lock taken): the whole snapshot would be written", "132 in the input", "chunks:", "2 of at most 100",
 		"manifest:", "inline", "root document:", "1048576-byte limit", p.Lock.Key, p.Lock.KeyHash} {
 		if !strings.Contains(text, want) {
