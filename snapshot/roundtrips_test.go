@@ -364,7 +364,12 @@ func roundTripEnv(t *testing.T, tp *rpcTap) (*Writer, *firestore.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lockClient.Close() })
-	locker, err := firestorelock.New(lockClient)
+	lockAPI, err := vkit.NewClient(ctx, option.WithGRPCConn(tp.dial(t, "lock")), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lockAPI.Close() })
+	locker, err := firestorelock.New(lockClient, firestorelock.WithAPIClient(lockAPI))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +408,13 @@ func TestFreshWriteRoundTrips(t *testing.T) {
 	tp.mu.Unlock()
 	if got := n.byClass[rpcChunk]; got["Commit"] != 3 {
 		t.Errorf("chunk commits %d, want 3", got["Commit"])
+	}
+	// Each fixed step's transaction is begun by its read: a read and a
+	// commit. The listings run beside the root transaction's read.
+	for _, cl := range []string{rpcAcquire, rpcRoot, rpcFinish, rpcRelease} {
+		if got := n.byClass[cl]; len(got) != 2 || got["BatchGetDocuments"] != 1 || got["Commit"] != 1 {
+			t.Errorf("%s: %v, want BatchGetDocuments 1, Commit 1", cl, got)
+		}
 	}
 	if n.serial > 8 {
 		t.Errorf("fixed RPCs take %d round trips, want at most 8", n.serial)
