@@ -70,12 +70,6 @@ func (tp *rpcTap) add(c *rpcCall) {
 	tp.calls = append(tp.calls, c)
 }
 
-func (tp *rpcTap) reset() {
-	tp.mu.Lock()
-	defer tp.mu.Unlock()
-	tp.calls = nil
-}
-
 func (tp *rpcTap) unary(conn string) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c := &rpcCall{conn: conn, method: path.Base(method), start: time.Now()}
