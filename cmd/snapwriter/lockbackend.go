@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"cloud.google.com/go/firestore"
-	vkit "cloud.google.com/go/firestore/apiv1"
 	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/locking/lockstore"
 	"github.com/snapwriter/snapwriter/locking/pglock"
 )
@@ -57,44 +54,27 @@ func (f lockFlags) validate() error {
 // connection of its own: the lease's renewals then never wait behind the
 // writer's own requests on a shared connection (issue 25: a writer's load
 // starved the one request that keeps its lock). The PostgreSQL backend has
-// its pool anyway. On Firestore its transactions run on an API client of its
-// own too (firestorelock.WithAPIClient: two round trips each, not three).
-// The func returned closes the backend and those clients.
+// its pool anyway. The func returned closes the backend and that client.
 func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, func(), error) {
-	var (
-		client *firestore.Client
-		api    *vkit.Client
-		extra  []lockstore.Option
-	)
-	closeAll := func() {
-		if client != nil {
-			_ = client.Close()
-		}
-		if api != nil {
-			_ = api.Close()
-		}
-	}
+	var client *firestore.Client
 	if f.backend == backendFirestore {
 		var err error
 		if client, err = a.client(ctx); err != nil {
 			return nil, nil, err
 		}
-		// The lock's transactions on the API, begun by their reads: two
-		// round trips each instead of three (firestorelock.WithAPIClient).
-		if api, err = a.newAPIClient(ctx); err != nil {
-			closeAll()
-			return nil, nil, a.firestoreWait(fmt.Errorf("connecting to Firestore: %w", err))
-		}
-		extra = append(extra, lockstore.WithFirestoreOptions(firestorelock.WithAPIClient(api)))
 	}
-	b, closeLocker, err := a.openLockerWith(ctx, client, f, extra)
+	b, closeLocker, err := a.openLocker(ctx, client, f)
 	if err != nil {
-		closeAll()
+		if client != nil {
+			_ = client.Close()
+		}
 		return nil, nil, err
 	}
 	return b, func() {
 		closeLocker()
-		closeAll()
+		if client != nil {
+			_ = client.Close()
+		}
 	}, nil
 }
 
@@ -102,13 +82,8 @@ func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, fu
 // connecting to PostgreSQL within --timeout, and names the database in
 // the error when it cannot be reached.
 func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
-	return a.openLockerWith(ctx, client, f, nil, pgOpts...)
-}
-
-// openLockerWith is openLocker with extra options for lockstore.Open.
-func (a *app) openLockerWith(ctx context.Context, client *firestore.Client, f lockFlags, extra []lockstore.Option, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
-	opts := append([]lockstore.Option{lockstore.WithLogger(a.log), lockstore.WithConnectTimeout(a.bound()), lockstore.WithPostgresOptions(pgOpts...)}, extra...)
-	b, closeLocker, err := lockstore.Open(ctx, lockstore.Config{Backend: f.backend, DSN: f.dsn}, client, opts...)
+	b, closeLocker, err := lockstore.Open(ctx, lockstore.Config{Backend: f.backend, DSN: f.dsn}, client,
+		lockstore.WithLogger(a.log), lockstore.WithConnectTimeout(a.bound()), lockstore.WithPostgresOptions(pgOpts...))
 	if err != nil && f.backend == backendPostgres && !errors.Is(err, locking.ErrInvalidArgument) {
 		err = a.postgresWait(err, f.dsn)
 	}
