@@ -52,7 +52,10 @@ demo-gcs: build
 # BENCH_RSS_DISTRICTS ("5000,20000" or "none"), BENCH_EMU_DOCS (documents
 # an emulator takes before the snapshot benchmark restarts it),
 # BENCH_GCS_DISTRICTS ("5000" or "none": peak RSS of a per-district folder
-# written from disk and from gs://, a table of its own).
+# written from disk and from gs://, a table of its own),
+# BENCH_TRAFFIC_DISTRICTS ("5000" or "none": the write budget against
+# internal/fsproxy enforcing Firestore's 500/50/5 ramp — one write, four
+# tasks sharing it, and its cost on the emulator alone; a table of its own).
 # The emulator keeps every version it ever stored in its heap, resets or not
 # (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
 bench:

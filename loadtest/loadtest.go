@@ -135,6 +135,8 @@ type Report struct {
 	DocumentsDeleted int `json:"documentsDeleted"`
 	// Interrupted: ctx ended before every round ran.
 	Interrupted bool `json:"interrupted"`
+	// Verdict is Assess of the rest: what the write rates say.
+	Verdict Verdict `json:"verdict"`
 }
 
 func (c *Config) defaults() error {
@@ -314,6 +316,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep.Levels = levels(cfg.Concurrency, rep.Rounds)
+	rep.Verdict = Assess(rep)
 	// A signal after the last round completed cost nothing: not an
 	// interruption.
 	total := len(cfg.Concurrency) * cfg.Rounds

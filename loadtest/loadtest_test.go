@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -132,9 +134,22 @@ func TestLoadtestRunMeasuresAndLeavesNothing(t *testing.T) {
 			r.RootCommits < 2 { // the root transaction and the finish at least
 			t.Errorf("round %+v", r)
 		}
+		// The writer's own budget: 500/s at the start of the ramp, which
+		// the emulator on a shared machine does not reach; chunks of 50
+		// commit one at a time, so no second holds more than the 230.
+		w := r.WriteRate
+		if w.LimitPerSec != 500 || w.MinLimitPerSec != 500 || w.MeasuredPerSec <= 0 || w.ChunkSpanMs <= 0 ||
+			w.BusiestSecond < 30 || w.BusiestSecond > 230 || w.WaitShare < 0 || w.WaitShare > 1 || w.PushedBack() {
+			t.Errorf("round %d at %d: write rate %+v", r.Round, r.Concurrency, w)
+		}
+	}
+	if v := rep.Verdict; v.SustainedPerSec <= 0 || v.MaxWriteRate <= 0 || v.MaxWriteRate > v.SustainedPerSec ||
+		v.PushedBackRounds != 0 || !strings.Contains(v.Text, "The database sustained") {
+		t.Errorf("verdict %+v", v)
 	}
 	for i, l := range rep.Levels {
 		if l.Concurrency != cfg.Concurrency[i] || l.Rounds != 2 || l.ChunkLatencyMs.Chunks != 10 || l.PartialRounds != 0 ||
+			l.WriteRate.MeasuredPerSec <= 0 || l.WriteRate.LimitPerSec != 500 ||
 			l.ChunkLatencyMs.P50 > l.ChunkLatencyMs.P95 || l.ChunkLatencyMs.P95 > l.ChunkLatencyMs.P99 || l.ChunkLatencyMs.P99 > l.ChunkLatencyMs.Max {
 			t.Errorf("level %+v", l)
 		}
@@ -148,6 +163,64 @@ func TestLoadtestRunMeasuresAndLeavesNothing(t *testing.T) {
 	}
 	if n := e.count("locks"); n != 0 {
 		t.Errorf("%d locks left held", n)
+	}
+}
+
+// A budget of 50 district writes a second, below what the emulator
+// takes: the measured rate is the budget's, the chunks wait for it, and
+// the verdict says so. Not parallel: its figures need the emulator as
+// fast as it gets, not shared with this package's other writes.
+func TestLoadtestBudgetLimits(t *testing.T) {
+	e := newEnv(t)
+	const limit, concurrency, attempts = 50, 6, 3
+	budget, err := pacing.New(pacing.Fixed(limit), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1000 districts: twenty chunks of 50, a second's budget each. The
+	// writer starts at one chunk in flight and adds one a round trip, so
+	// the second chunk commits a round trip late: on this busy machine
+	// over a second, which the 19 s between the first commit and the
+	// last make less than a tenth. Chunks in flight wait seconds for
+	// budget, which the writer's shedder counts as their latency: a lock
+	// TTL of 60 s keeps that under its threshold (TTL/6), so that it does
+	// not run fewer chunks than the budget needs.
+	cfg := e.config(scratch+"-budget", 1000, []int{concurrency}, snapshot.WithWriteBudget(budget), snapshot.WithLockTTL(time.Minute))
+	for attempt := 1; ; attempt++ {
+		rep, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rep.Rounds[0].WriteRate
+		// Whatever the machine's load: the budget's limit, never more
+		// than it (a commit's jitter aside), chunks that waited for it,
+		// and commits bunched by no more than the chunks in flight.
+		if r.LimitPerSec != limit || r.MinLimitPerSec != limit || r.MeasuredPerSec > 1.1*limit || r.MeasuredPerSec <= 0 ||
+			r.WaitedMs <= 0 || r.PushedBack() || r.Slowdowns != 0 || r.BusiestSecond < 50 || r.BusiestSecond > concurrency*50 {
+			t.Fatalf("write rate %+v: want the budget's, %d/s, with chunks waiting for it", r, limit)
+		}
+		v := rep.Verdict
+		if r.BudgetLimited() {
+			if !slices.Equal(v.BudgetLimited, []int{concurrency}) || v.RerunMaxWriteRate != 2*limit || !v.SustainedAtLimit ||
+				!strings.Contains(v.Text, "The budget limited these writes") || !strings.Contains(v.Text, "--write-ramp=false --max-write-rate 100") {
+				t.Errorf("write rate %+v, verdict %+v: want the budget limiting at concurrency %d", r, v, concurrency)
+			}
+			t.Logf("attempt %d: write rate %+v", attempt, r)
+			break
+		}
+		// The emulator fell behind the budget (on a machine shared with
+		// other suites it stalls for seconds): the verdict must not blame
+		// the budget, and the measurement is taken again.
+		if len(v.BudgetLimited) != 0 || strings.Contains(v.Text, "budget limited") {
+			t.Errorf("write rate %+v, verdict %+v: the verdict blames the budget for a rate it did not set", r, v)
+		}
+		if attempt == attempts {
+			t.Fatalf("the emulator kept up with %d writes/s in none of %d attempts: last %+v", limit, attempts, r)
+		}
+		t.Logf("attempt %d: the emulator fell behind the budget (%+v); measuring again", attempt, r)
+	}
+	if left := e.docs(scratch + "-budget"); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
 

@@ -78,10 +78,14 @@ type Round struct {
 	RootCommits    int   `json:"rootCommits"`
 	LockWaitMs     int64 `json:"lockWaitMs"`
 	FailedChunks   int   `json:"failedChunks"`
+	// WriteRate is the district write rate measured, against the write
+	// budget's limit, and the store's push-back.
+	WriteRate Rate `json:"writeRate"`
 	// Error is why the write did not complete; "" when it did.
 	Error string `json:"error,omitempty"`
 
-	latencies []int64 // the district chunks' DurationMs, for the level's percentiles
+	latencies []int64   // the district chunks' DurationMs, for the level's percentiles
+	rate      rateTally // what WriteRate is made of, for the level's
 }
 
 // newRound summarises one write's result and error (res may be nil when
@@ -111,6 +115,7 @@ func newRound(concurrency, n int, id string, res *snapshot.Result, err error) Ro
 		}
 	}
 	r.ChunkLatencyMs = latencyOf(r.latencies)
+	r.WriteRate, r.rate = rateOf(res)
 	return r
 }
 
@@ -131,6 +136,11 @@ type Level struct {
 	RootCommits    float64 `json:"rootCommits"`
 	LockWaitMs     int64   `json:"lockWaitMs"`
 	FailedChunks   int     `json:"failedChunks"` // summed over the rounds
+	// WriteRate pools the rounds' (see levelRate): the measured rate over
+	// every round's chunks, the busiest second of any round, the limit
+	// the last round ended at and the lowest of any, the wait (and the
+	// chunk span) a mean per round, the push-back summed.
+	WriteRate Rate `json:"writeRate"`
 }
 
 // levels aggregates rounds by concurrency, in the order of concurrency.
@@ -142,10 +152,12 @@ func levels(concurrency []int, rounds []Round) []Level {
 		var ms, lockMs int64
 		var roots int
 		var lat []int64
+		var mine []Round
 		for _, r := range rounds {
 			if r.Concurrency != c {
 				continue
 			}
+			mine = append(mine, r)
 			l.Rounds++
 			if !r.Complete {
 				l.PartialRounds++
@@ -169,6 +181,7 @@ func levels(concurrency []int, rounds []Round) []Level {
 		l.RootCommits = float64(roots) / float64(l.Rounds)
 		l.LockWaitMs = lockMs / int64(l.Rounds)
 		l.ChunkLatencyMs = latencyOf(lat)
+		l.WriteRate = levelRate(mine)
 		out = append(out, l)
 	}
 	return out

@@ -151,6 +151,7 @@ type Option func(*doConfig)
 
 type doConfig struct {
 	notify func(err error, wait time.Duration)
+	gate   func(ctx context.Context) error
 	rand   func() float64
 }
 
@@ -158,6 +159,15 @@ type doConfig struct {
 // the wait; it runs on Do's goroutine.
 func WithNotify(fn func(err error, wait time.Duration)) Option {
 	return func(c *doConfig) { c.notify = fn }
+}
+
+// WithGate makes every attempt wait for gate first: gate runs before each
+// call of op, under Do's context and TotalTimeout but outside the
+// attempt's AttemptTimeout, so that a wait for a rate limiter's budget
+// (pacing.Budget.Wait) is not taken for a slow answer. An error from gate
+// ends Do: the attempt is not made, and Do returns the error.
+func WithGate(gate func(ctx context.Context) error) Option {
+	return func(c *doConfig) { c.gate = gate }
 }
 
 // withRand sets the source of jitter, uniform in [0, 1) (default
@@ -170,7 +180,11 @@ func withRand(fn func() float64) Option { return func(c *doConfig) { c.rand = fn
 // by p.AttemptTimeout (if not 0); between attempts Do waits
 // Delay(p, retry, code of the failure, jitter), and stops waiting as soon
 // as ctx ends. op is not called once ctx has ended. ABORTED failures are
-// retried past MaxRetries for p.ContentionWait (see Policy).
+// retried past MaxRetries for p.ContentionWait (see Policy), and
+// RESOURCE_EXHAUSTED ones until p.TotalTimeout, when it is set, each wait
+// as long as the last counted retry's: a store that asks for less traffic
+// is not failing, and a push-back that ends within the total timeout costs
+// time, not the operation.
 //
 // On failure the error says how many attempts were made and wraps op's last
 // error, without the Permanent marker: errors.Is, errors.As and status.Code
@@ -195,13 +209,22 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 	defer cancel()
 	attemptCause := fmt.Errorf("retry: attempt timeout %s passed: %w", p.AttemptTimeout, context.DeadlineExceeded)
 
-	var last error
+	var last, gateErr error
 	succeeded := false
 	attempt := func() error {
 		if runCtx.Err() != nil {
 			// The timer and ctx can fire together; never start an
 			// attempt on a context that has already ended.
 			return backoff.Permanent(context.Cause(runCtx))
+		}
+		if cfg.gate != nil {
+			if err := cfg.gate(runCtx); err != nil {
+				if runCtx.Err() != nil {
+					err = context.Cause(runCtx)
+				}
+				gateErr = err
+				return backoff.Permanent(err)
+			}
 		}
 		st.Attempts++
 		actx, acancel := runCtx, context.CancelFunc(func() {})
@@ -232,6 +255,12 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 	if err == nil && succeeded {
 		return st, nil
 	}
+	switch {
+	case gateErr != nil && last == nil:
+		return st, fmt.Errorf("not attempted: %w", gateErr)
+	case gateErr != nil && runCtx.Err() == nil:
+		return st, fmt.Errorf("after %s: %w; then: %w", attempts(st.Attempts), unmark(last), gateErr)
+	}
 	if runCtx.Err() != nil {
 		cause := context.Cause(runCtx)
 		switch {
@@ -255,7 +284,8 @@ func attempts(n int) string {
 // policyBackOff adapts a Policy to backoff.BackOff. The library has no
 // notion of a per-error wait or budget, so the code of the failure being
 // retried is read through code (Do's loop is single-goroutine, so no
-// locking), and MaxRetries and ContentionWait are counted here.
+// locking), and MaxRetries, ContentionWait and the push-back's retries are
+// counted here.
 type policyBackOff struct {
 	p       Policy
 	rand    func() float64
@@ -270,6 +300,12 @@ func (b *policyBackOff) NextBackOff() time.Duration {
 	code := b.code()
 	n := b.retries
 	if b.p.MaxRetries != Unlimited && n >= b.p.MaxRetries {
+		if code == codes.ResourceExhausted && b.p.TotalTimeout > 0 {
+			// Push-back: retried until the total timeout (the
+			// context's) ends it, no wait longer than the last.
+			b.retries++
+			return Delay(b.p, max(b.p.MaxRetries-1, 0), code, b.rand())
+		}
 		left := b.p.ContentionWait - time.Since(b.start)
 		if code != codes.Aborted || left <= 0 {
 			return backoff.Stop

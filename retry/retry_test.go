@@ -597,3 +597,87 @@ func TestTransientIsRetried(t *testing.T) {
 		}
 	})
 }
+
+// A store that refuses with RESOURCE_EXHAUSTED for a minute, then
+// accepts: the push-back is retried past MaxRetries, within TotalTimeout,
+// and costs time, not the operation.
+func TestDoRetriesPushBackUntilTotalTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy() // 3 retries, 300 s in all
+		start := time.Now()
+		var longest time.Duration
+		last := start
+		st, err := Do(context.Background(), p, func(context.Context) error {
+			longest = max(longest, time.Since(last))
+			last = time.Now()
+			if time.Since(start) < time.Minute {
+				return status.Error(codes.ResourceExhausted, "Quota exceeded.")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("Do = %v, want success once the push-back ended", err)
+		}
+		if st.Attempts <= p.MaxRetries+1 {
+			t.Errorf("%d attempts: want more than MaxRetries+1 = %d", st.Attempts, p.MaxRetries+1)
+		}
+		// No wait past the last counted retry's: 2·4 s ±20 %.
+		if longest > 9600*time.Millisecond {
+			t.Errorf("longest wait %s: want ≤ 9.6 s", longest)
+		}
+		if st.Elapsed > time.Minute+10*time.Second {
+			t.Errorf("succeeded %s after the start: want within 10 s of the push-back's end", st.Elapsed)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		// A push-back that outlasts TotalTimeout fails there.
+		p := DefaultPolicy()
+		st, err := Do(context.Background(), p, func(context.Context) error {
+			return status.Error(codes.ResourceExhausted, "Quota exceeded.")
+		})
+		if status.Code(err) != codes.ResourceExhausted || st.Elapsed > p.TotalTimeout {
+			t.Errorf("Do = %v after %s: want RESOURCE_EXHAUSTED within %s", err, st.Elapsed, p.TotalTimeout)
+		}
+		// Without a TotalTimeout it counts like any other failure.
+		p.TotalTimeout = 0
+		st, _ = Do(context.Background(), p, func(context.Context) error {
+			return status.Error(codes.ResourceExhausted, "Quota exceeded.")
+		})
+		if st.Attempts != p.MaxRetries+1 {
+			t.Errorf("no total timeout: %d attempts, want %d", st.Attempts, p.MaxRetries+1)
+		}
+	})
+}
+
+// A gate's wait comes before each attempt and outside its AttemptTimeout;
+// its error ends Do without an attempt.
+func TestDoWithGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := DefaultPolicy()
+		p.AttemptTimeout = time.Second
+		gates := 0
+		st, err := Do(context.Background(), p, func(ctx context.Context) error {
+			if d, _ := ctx.Deadline(); time.Until(d) != time.Second {
+				t.Errorf("the attempt has %s left: its timeout started before the gate opened", time.Until(d))
+			}
+			if gates < 2 {
+				return status.Error(codes.Unavailable, "try again")
+			}
+			return nil
+		}, WithGate(func(ctx context.Context) error {
+			gates++
+			time.Sleep(5 * time.Second) // longer than the attempt timeout
+			return nil
+		}))
+		if err != nil || st.Attempts != 2 || gates != 2 {
+			t.Errorf("Do = %v, %d attempts, %d gates: want success, 2 and 2", err, st.Attempts, gates)
+		}
+		closed := errors.New("budget closed")
+		calls := 0
+		st, err = Do(context.Background(), p, func(context.Context) error { calls++; return nil },
+			WithGate(func(context.Context) error { return closed }))
+		if !errors.Is(err, closed) || calls != 0 || st.Attempts != 0 {
+			t.Errorf("Do = %v, %d calls, %d attempts: want the gate's error and no attempt", err, calls, st.Attempts)
+		}
+	})
+}

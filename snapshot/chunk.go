@@ -62,6 +62,7 @@ type districtOutcome struct {
 // Result.
 func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 	res, log := j.res, j.log
+	defer j.pace.begin()()
 	stale, err := j.findStale()
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
@@ -84,7 +85,9 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 		t0 := time.Now()
 		r := j.tracedChunk(first+i, chunk)
 		if admitted && r.Success {
-			j.shed.committed(time.Since(t0), epoch)
+			// The store's latency: a wait for the write budget is
+			// the writer's own, not queueing at the store.
+			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
 		}
 		if r.Success {
 			rec.add(r.DistrictIDs, r.committed)
@@ -141,8 +144,9 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		r.Err, r.notAttempted = err, true
 		return r
 	}
-	c, err := j.commitFenced(ctx, func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
+	c, err := j.commitFenced(ctx, len(chunk), func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
 	r.RetryAttempts, r.AbortedRetries, r.DurationMs = c.Retries, c.aborted, time.Since(t0).Milliseconds()
+	r.budgetWait = c.waited
 	if err != nil {
 		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
@@ -152,6 +156,7 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		return r
 	}
 	r.Success, r.committed = true, time.Now()
+	r.CommittedAt = r.committed
 	return r
 }
 
@@ -168,22 +173,26 @@ func (j *job) notStarted() error {
 
 // fencedCommit is what commitFenced tells of a chunk's transaction: its
 // retries, whether a commit may have been applied although no attempt was
-// seen to succeed, and how many attempts retried an aborted one
-// (contention).
+// seen to succeed, how many attempts retried an aborted one
+// (contention), and how long its attempts waited for the write budget.
 type fencedCommit struct {
 	retry.Stats
 	unsure  bool
 	aborted int
+	waited  time.Duration // for the write budget, before its attempts
 }
 
-// commitFenced commits a chunk, under ctx, as one transaction that first
-// checks the snapshot's fence document still carries this job's fence
-// (chunkTxn), retried by the write's policy; an attempt after an aborted
-// one retries that transaction, which the server then gives priority.
-// encode makes the chunk's writes, once, while the first attempt's fence
-// read is on its way: every attempt commits the same messages. A write's
-// chunks and a prune's delete chunks both commit through it.
-func (j *job) commitFenced(ctx context.Context, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
+// commitFenced commits a chunk of n writes, under ctx, as one transaction
+// that first checks the snapshot's fence document still carries this
+// job's fence (chunkTxn), retried by the write's policy; an attempt after
+// an aborted one retries that transaction, which the server then gives
+// priority. Every attempt first takes its n writes from the writer's
+// budget, outside the attempt's timeout, and the store's answer goes back
+// to the budget (pacer). encode makes the chunk's writes, once, while the
+// first attempt's fence read is on its way: every attempt commits the
+// same messages. A write's chunks and a prune's delete chunks both commit
+// through it.
+func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
 	var writes []*pb.Write
 	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
 	tx.prepare = func() error {
@@ -209,13 +218,19 @@ func (j *job) commitFenced(ctx context.Context, encode func() ([]*pb.Write, erro
 		if prev != nil {
 			c.aborted++ // this attempt retries an aborted one
 		}
+		sent := time.Now()
 		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		j.pace.answered(ctx, err, sent, n)
 		prev = nil
 		if status.Code(err) == codes.Aborted {
 			prev = tid
 		}
 		return err
-	})
+	}, retry.WithGate(func(ctx context.Context) error {
+		d, err := j.pace.wait(ctx, n)
+		c.waited += d
+		return err
+	}))
 	return c, err
 }
 

@@ -61,6 +61,9 @@ type job struct {
 	// stale, when set, is the listing of the district documents that ran
 	// beside a fresh write's root transaction, which findStale takes.
 	stale *listing
+	// pace takes the chunks' writes from the writer's budget, and counts
+	// the waits and the store's push-back (Result.WriteRate).
+	pace *pacer
 }
 
 // operation is what a job does under the lock.
@@ -76,6 +79,7 @@ const (
 func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
 	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
+	j.pace = newPacer(w.cfg.budget, w.tel, j.log)
 	return j
 }
 
@@ -141,7 +145,8 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 // delete, so repeating one that was applied changes nothing. Once the job
 // is superseded no attempt starts. unsure reports whether any attempt's
 // commit had an unknown outcome.
-func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Context) error) (st retry.Stats, unsure bool, err error) {
+func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Context) error, opts ...retry.Option) (st retry.Stats, unsure bool, err error) {
+	opts = append(opts, retry.WithNotify(j.notify(ctx)))
 	st, err = retry.Do(ctx, p, func(ctx context.Context) error {
 		if j.superseded.Load() {
 			return retry.Permanent(errSuperseded)
@@ -149,14 +154,33 @@ func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Contex
 		err := try(ctx)
 		unsure = unsure || errors.As(err, new(*unknownOutcome))
 		return err
-	}, retry.WithNotify(func(err error, wait time.Duration) {
-		j.w.tel.retried(ctx, err, wait)
-		if status.Code(err) == codes.Aborted && j.contended.CompareAndSwap(false, true) {
-			j.log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
-				zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))
-		}
-	}))
+	}, opts...)
 	return st, unsure, err
+}
+
+// notify is what a job's retry does before each wait: count the retry,
+// and explain contention once. Before the job's first root commit,
+// ABORTED on the root or the lock may be another writer's transaction,
+// left open when that writer died; from then on it cannot be — this
+// job's root commit got past every such transaction — so it is the
+// store's contention on documents this write itself writes about once a
+// second (the root, and the fence document chunks read), which the store
+// answers ABORTED ("Too much contention on these documents") when they
+// are written faster than it sustains.
+func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
+	return func(err error, wait time.Duration) {
+		j.w.tel.retried(ctx, err, wait)
+		if status.Code(err) != codes.Aborted || !j.contended.CompareAndSwap(false, true) {
+			return
+		}
+		if j.rootCommits.Load() > 0 {
+			j.log.Warn("Firestore answered ABORTED (contention) on the snapshot's root or fence document, which this write holds and writes about once a second; retrying",
+				zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))
+			return
+		}
+		j.log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
+			zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))
+	}
 }
 
 // inTxn is fn as a job's retry runs it: one transaction per attempt (txn).

@@ -7,6 +7,7 @@ import (
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/retry"
 )
 
@@ -66,6 +67,9 @@ type config struct {
 	otel          otelOptions // WithTracerProvider, WithMeterProvider
 	// maintenance pauses the writes' chunks at its notices (nil: never).
 	maintenance *Maintenance
+	// budget paces the district chunks (WithWriteBudget); configure makes
+	// one when none was given.
+	budget *pacing.Budget
 }
 
 // defaultConfig is a Writer's configuration before its options.

@@ -65,6 +65,7 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}
+	defer j.pace.begin()()
 	type deleted struct {
 		retries int
 		err     error
@@ -75,9 +76,9 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 			defer j.shed.leave()
 		}
 		t0 := time.Now()
-		retries, err := j.deleteChunk(chunk)
+		retries, waited, err := j.deleteChunk(chunk)
 		if admitted && err == nil {
-			j.shed.committed(time.Since(t0), epoch)
+			j.shed.committed(time.Since(t0)-waited, epoch) // the store's latency alone
 		}
 		fields := []zap.Field{zap.Int("documents", len(chunk)), zap.Int("retryAttempts", retries),
 			zap.Int64("durationMs", time.Since(t0).Milliseconds())}
@@ -102,19 +103,20 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 }
 
 // deleteChunk deletes names in one chunk transaction that first checks the
-// fence document carries the prune's fence, retried as a write's chunk is.
-func (j *job) deleteChunk(names []string) (retries int, err error) {
+// fence document carries the prune's fence, retried as a write's chunk is;
+// waited is how long its attempts waited for the write budget.
+func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, err error) {
 	if err := j.notStarted(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	c, err := j.commitFenced(j.wctx, func() ([]*pb.Write, error) {
+	c, err := j.commitFenced(j.wctx, len(names), func() ([]*pb.Write, error) {
 		writes := make([]*pb.Write, len(names))
 		for i, name := range names {
 			writes[i] = deleteWrite(name)
 		}
 		return writes, nil
 	})
-	return c.Retries, err
+	return c.Retries, c.waited, err
 }
 
 // deleteRoot deletes the fence document and the root in one transaction

@@ -8,6 +8,8 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // A write's progress reaches the root through one recorder, never through
@@ -38,6 +40,10 @@ type recorder struct {
 	log     *zap.Logger
 	every   time.Duration
 	timeout time.Duration // of one record's commit
+	// since is when the root was last written before the recorder
+	// started (the root transaction): the first record keeps the
+	// interval from it, as every record does from the one before.
+	since time.Time
 
 	mu      sync.Mutex
 	written map[string]string // district → lastModified of its chunk's commit
@@ -65,7 +71,7 @@ func (j *job) startRecorder() *recorder {
 		return err
 	}
 	paged := func(id string) (int, bool) { p, ok := j.in.pageOf[id]; return p, ok }
-	r := &recorder{commit: commit, paged: paged, log: j.log, every: j.w.cfg.recordEvery, timeout: j.w.cfg.retry.AttemptTimeout}
+	r := &recorder{commit: commit, paged: paged, log: j.log, every: j.w.cfg.recordEvery, timeout: j.w.cfg.retry.AttemptTimeout, since: time.Now()}
 	return r.start(j.wctx)
 }
 
@@ -110,19 +116,29 @@ func (r *recorder) close() {
 	<-r.done
 }
 
+// maxRecordBackoff bounds how far the store's contention on the root
+// spaces the records: at most this many intervals apart.
+const maxRecordBackoff = 8
+
 // run records whenever districts were written since the last record, at
 // most once per interval: it waits for news, then for the interval since
-// its last record to pass, then commits everything known by then.
+// its last record (or the root's commit) to pass, then commits everything
+// known by then. When the store refuses a record for load — ABORTED,
+// contention on the root, which Firestore sustains about one write a
+// second of; or RESOURCE_EXHAUSTED — the interval doubles, up to
+// maxRecordBackoff times the configured one, and each record that
+// succeeds takes one configured interval off again: the root is written
+// less often while the store asks for it.
 func (r *recorder) run(ctx context.Context) {
 	defer close(r.done)
-	var last time.Time
+	last, every := r.since, r.every
 	for {
 		select {
 		case <-r.changed:
 		case <-ctx.Done():
 			return
 		}
-		if wait := r.every - time.Since(last); !last.IsZero() && wait > 0 {
+		if wait := every - time.Since(last); !last.IsZero() && wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -132,7 +148,9 @@ func (r *recorder) run(ctx context.Context) {
 			}
 		}
 		last = time.Now()
-		if err := r.record(ctx); err != nil {
+		err := r.record(ctx)
+		every = r.nextInterval(every, err)
+		if err != nil {
 			if ctx.Err() != nil {
 				return // closed: the finish records all
 			}
@@ -142,13 +160,33 @@ func (r *recorder) run(ctx context.Context) {
 			}
 			// The finish records everything anyway; the next record
 			// tries again with whatever has been written since.
-			r.log.Warn("recording progress in the root failed; retrying at the next record", zap.Error(err))
+			// Push-back was logged by nextInterval.
+			if c := status.Code(err); c != codes.Aborted && c != codes.ResourceExhausted {
+				r.log.Warn("recording progress in the root failed; retrying at the next record", zap.Error(err))
+			}
 			select {
 			case r.changed <- struct{}{}:
 			default:
 			}
 		}
 	}
+}
+
+// nextInterval is the interval after a record that ended with err, from
+// the interval every before it.
+func (r *recorder) nextInterval(every time.Duration, err error) time.Duration {
+	switch status.Code(err) {
+	case codes.OK:
+		return max(r.every, every-r.every)
+	case codes.Aborted, codes.ResourceExhausted:
+		next := min(2*every, maxRecordBackoff*r.every)
+		if next > every {
+			r.log.Info("the store pushed back on the root's progress records: recording less often",
+				zap.Duration("recordInterval", next), zap.Error(err))
+		}
+		return next
+	}
+	return every
 }
 
 // record commits what has been written so far, if anything is new.

@@ -422,3 +422,53 @@ func TestUnrecordedDistrictsAreRecordedNotRewritten(t *testing.T) {
 		})
 	}
 }
+
+// A store that refuses the root's records for contention (ABORTED, as
+// Firestore answers a document written faster than it sustains) spaces
+// them out — the interval doubles, up to maxRecordBackoff intervals — and
+// records that succeed bring it back an interval at a time. The first
+// record keeps the interval from the root's commit too.
+func TestRecorderBacksOffOnContention(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var starts []time.Time
+		refuse := 5 // the first five records are refused
+		commit := func(ctx context.Context, st rootState, pages []int) error {
+			mu.Lock()
+			defer mu.Unlock()
+			starts = append(starts, time.Now())
+			if refuse > 0 {
+				refuse--
+				return status.Error(codes.Aborted, "Too much contention on these documents. Please try again.")
+			}
+			return nil
+		}
+		paged := func(string) (int, bool) { return 0, false }
+		rootCommit := time.Now()
+		r := (&recorder{commit: commit, paged: paged, every: time.Second, timeout: time.Minute,
+			log: zap.NewNop(), since: rootCommit}).start(t.Context())
+		// A chunk commits every 100 ms for a minute: there is always news.
+		for i := range 600 {
+			r.add([]string{fmt.Sprint(i)}, time.Now())
+			time.Sleep(100 * time.Millisecond)
+		}
+		r.close()
+		mu.Lock()
+		defer mu.Unlock()
+		if d := starts[0].Sub(rootCommit); d < time.Second {
+			t.Errorf("first record %s after the root's commit, want ≥ 1 s", d)
+		}
+		// Refused 5 times: gaps of 2, 4, 8, 8, 8 s; then 7, 6, … 1 s as
+		// records succeed.
+		want := []time.Duration{2, 4, 8, 8, 8, 7, 6, 5, 4, 3, 2, 1, 1}
+		for i, w := range want {
+			if i+1 >= len(starts) {
+				t.Fatalf("only %d records", len(starts))
+			}
+			gap := starts[i+1].Sub(starts[i])
+			if gap < w*time.Second || gap > w*time.Second+100*time.Millisecond {
+				t.Errorf("gap %d: %s, want %d s", i, gap, w)
+			}
+		}
+	})
+}

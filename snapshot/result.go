@@ -20,6 +20,9 @@ type BatchResult struct {
 	AbortedRetries int      `json:"abortedRetries"`
 	DurationMs     int64    `json:"durationMs"`
 	DistrictIDs    []string `json:"districtIds"`
+	// CommittedAt is when the chunk's commit succeeded, zero if it did
+	// not (loadtest measures write rates from it). Not in the JSON.
+	CommittedAt time.Time `json:"-"`
 	// Err is why the chunk failed (nil on success): match it with
 	// errors.Is, e.g. against ErrFencedOut or context.Canceled, or a gRPC
 	// status with status.Code. JSON renders it as its message, "error".
@@ -32,7 +35,8 @@ type BatchResult struct {
 	// its lease lost first).
 	notAttempted bool
 	ops          []op
-	committed    time.Time // when the chunk's commit succeeded
+	committed    time.Time     // when the chunk's commit succeeded
+	budgetWait   time.Duration // its attempts' waits for the write budget
 }
 
 // MarshalJSON renders Err as "error", its message, in the field order of
@@ -84,6 +88,9 @@ type Result struct {
 	// LockRenewals is how the lock's renewals went during the write, and
 	// whether it ran fewer chunks at once to keep them fast (shedding).
 	LockRenewals LockRenewals `json:"lockRenewals"`
+	// WriteRate is how the write paced its chunks (WithWriteBudget) and
+	// how often the store pushed back.
+	WriteRate WriteRate `json:"writeRate"`
 }
 
 // firstFailure says which chunk failed first, and why: its error names
@@ -128,6 +135,7 @@ func (j *job) summarize() {
 	if j.shed != nil {
 		res.LockRenewals = j.shed.summary()
 	}
+	res.WriteRate = j.pace.report()
 	lvl := zap.InfoLevel
 	if !res.Complete() {
 		lvl = zap.WarnLevel
@@ -147,6 +155,10 @@ func (j *job) summarize() {
 		zap.Int("concurrencySheds", res.LockRenewals.Sheds),
 		zap.Int("minConcurrency", res.LockRenewals.MinConcurrency),
 		zap.Int("renewalPauses", res.LockRenewals.Pauses),
+		zap.Float64("writeRateLimit", res.WriteRate.LimitPerSec),
+		zap.Int64("writeRateWaitedMs", res.WriteRate.WaitedMs),
+		zap.Int("resourceExhausted", res.WriteRate.ResourceExhausted),
+		zap.Int("abortedCommits", res.WriteRate.Aborted),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
 

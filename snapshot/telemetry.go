@@ -51,13 +51,16 @@ const (
 
 // The metrics' names.
 const (
-	MetricDistrictsWritten = "snapwriter.districts.written"     // counter, {district}
-	MetricChunkDuration    = "snapwriter.chunk.commit.duration" // histogram, s
-	MetricRetries          = "snapwriter.retries"               // counter, {retry}, by rpc.response.status_code
-	MetricContentionWaits  = "snapwriter.contention.waits"      // counter, {wait}
-	MetricLockWait         = "snapwriter.lock.wait.duration"    // histogram, s
-	MetricWriteDuration    = "snapwriter.write.duration"        // histogram, s
-	MetricWrites           = "snapwriter.writes"                // counter, {write}, by outcome and error.type
+	MetricDistrictsWritten = "snapwriter.districts.written"        // counter, {district}
+	MetricChunkDuration    = "snapwriter.chunk.commit.duration"    // histogram, s
+	MetricRetries          = "snapwriter.retries"                  // counter, {retry}, by rpc.response.status_code
+	MetricContentionWaits  = "snapwriter.contention.waits"         // counter, {wait}
+	MetricLockWait         = "snapwriter.lock.wait.duration"       // histogram, s
+	MetricWriteDuration    = "snapwriter.write.duration"           // histogram, s
+	MetricWrites           = "snapwriter.writes"                   // counter, {write}, by outcome and error.type
+	MetricWriteRateLimit   = "snapwriter.write_rate.limit"         // gauge, {write}/s
+	MetricBudgetWait       = "snapwriter.write_rate.wait.duration" // histogram, s
+	MetricPushBacks        = "snapwriter.store.pushbacks"          // counter, {answer}, by rpc.response.status_code
 )
 
 // The attributes' keys of snapwriter's own (error.type and
@@ -121,6 +124,9 @@ type telemetry struct {
 	lockWait      metric.Float64Histogram
 	writeDuration metric.Float64Histogram
 	writes        metric.Int64Counter
+	rateGauge     metric.Float64Gauge
+	budgetWait    metric.Float64Histogram
+	pushBacks     metric.Int64Counter
 }
 
 // secondsBuckets are the bucket boundaries of the duration histograms, in
@@ -163,6 +169,15 @@ func newTelemetry(o otelOptions, project string) (*telemetry, error) {
 	add(err)
 	t.writes, err = m.Int64Counter(MetricWrites, metric.WithUnit("{write}"),
 		metric.WithDescription("Writes and repairs, by outcome and error.type (the snapshot.Kind of their error)."))
+	add(err)
+	t.rateGauge, err = m.Float64Gauge(MetricWriteRateLimit, metric.WithUnit("{write}/s"),
+		metric.WithDescription("The district write budget's rate: Firestore's ramp for a new key range, the writer's share of it, lowered while the store pushes back."))
+	add(err)
+	t.budgetWait, err = m.Float64Histogram(MetricBudgetWait, metric.WithUnit("s"), secondsBuckets,
+		metric.WithDescription("Time a chunk attempt waited for the write budget before it was sent."))
+	add(err)
+	t.pushBacks, err = m.Int64Counter(MetricPushBacks, metric.WithUnit("{answer}"),
+		metric.WithDescription("Chunk commits the store refused for load (RESOURCE_EXHAUSTED, ABORTED), by gRPC status code."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("snapshot: telemetry instruments: %w", err)
@@ -287,6 +302,21 @@ func (t *telemetry) retried(ctx context.Context, err error, wait time.Duration) 
 	}
 	trace.SpanFromContext(ctx).AddEvent("retry", trace.WithAttributes(
 		semconv.RPCResponseStatusCode(codeName(code)), attribute.Float64("snapwriter.retry.wait", wait.Seconds())))
+}
+
+// budgetWaited records a chunk attempt's wait d for the write budget.
+func (t *telemetry) budgetWaited(ctx context.Context, d time.Duration) {
+	t.budgetWait.Record(context.WithoutCancel(ctx), d.Seconds())
+}
+
+// rateLimit records the write budget's rate now.
+func (t *telemetry) rateLimit(ctx context.Context, limit float64) {
+	t.rateGauge.Record(context.WithoutCancel(ctx), limit)
+}
+
+// pushedBack counts a chunk commit the store refused with code.
+func (t *telemetry) pushedBack(ctx context.Context, code codes.Code) {
+	t.pushBacks.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(semconv.RPCResponseStatusCode(codeName(code))))
 }
 
 // codeName is a gRPC code as rpc.response.status_code spells it: the

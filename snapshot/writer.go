@@ -38,6 +38,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/pacing"
 )
 
 // Writer writes snapshots. It is safe for concurrent use.
@@ -86,6 +87,9 @@ func configure(client *firestore.Client, lockName string, opts []Option) (*Write
 		return nil, err
 	}
 	cfg.retry.ContentionWait = cfg.contention
+	if cfg.budget == nil {
+		cfg.budget, _ = pacing.New(pacing.DefaultRamp(), 1) // valid by construction
+	}
 	scope, err := ScopeOf(client, cfg.collection)
 	if err == nil {
 		err = scope.validate(lockName)

@@ -171,6 +171,8 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),
 		zap.Int("datesInDir", len(all)), zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
 
+	// The tasks divide the collection's write budget among themselves.
+	f.share = shard.Count
 	bar := progress.New(a.stderr, b.progress, len(mine), "backfill")
 	w, closeLocker, err := a.newWriter(ctx, client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(bar.Quiet(a.log)))
 	if err != nil {

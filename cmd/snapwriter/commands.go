@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -76,6 +77,12 @@ type writeFlags struct {
 	recordEvery time.Duration
 	allowSwitch bool
 	lock        lockFlags
+	// The district write budget: the ramp's start and cap, whether it
+	// grows (--write-ramp), and share, the writers dividing it (backfill's
+	// tasks; 0 counts as 1).
+	initialRate, maxRate float64
+	ramp                 bool
+	share                int
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
@@ -90,6 +97,12 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.contention, "contention-wait", snapshot.DefaultContentionWait,
 		"how long a transaction that finds the snapshot or its lock document locked by another transaction keeps retrying (a writer that died mid-transaction holds it until Firestore expires it, within 60 s)")
 	fl.BoolVar(&f.allowSwitch, "allow-lock-backend-switch", false, "replace a snapshot written under another lock backend (one-time migration step)")
+	fl.Float64Var(&f.initialRate, "initial-write-rate", pacing.DefaultInitial,
+		"district writes a second a snapshot's write starts at: Firestore's guidance for a new collection (docs/how-a-write-works.md)")
+	fl.Float64Var(&f.maxRate, "max-write-rate", pacing.DefaultMax,
+		"district writes a second the ramp grows to, at most: what loadtest found your database sustains")
+	fl.BoolVar(&f.ramp, "write-ramp", true,
+		"grow the write rate 50% every 5 minutes from --initial-write-rate (Firestore's 500/50/5); false: write at --max-write-rate from the start")
 	f.lock.register(fl)
 }
 
@@ -112,10 +125,34 @@ func (f writeFlags) validate() error {
 	if f.maxRetries < 0 || f.maxRetries > maxRetriesFlag {
 		return usagef("--max-retries %d: want 0..%d", f.maxRetries, maxRetriesFlag)
 	}
+	if err := f.writeRamp().Validate(); err != nil {
+		return usagef("--initial-write-rate %g, --max-write-rate %g: want 0 < initial ≤ max, in document writes a second", f.initialRate, f.maxRate)
+	}
 	if err := snapshot.CheckOptions(f.options()...); err != nil {
 		return optionUsage(err)
 	}
 	return f.lock.validate()
+}
+
+// writeRamp is the ramp the flags describe, before its division among
+// the writers sharing it.
+func (f writeFlags) writeRamp() pacing.Ramp {
+	if !f.ramp {
+		return pacing.Fixed(f.maxRate)
+	}
+	r := pacing.DefaultRamp()
+	r.Initial, r.Max = f.initialRate, f.maxRate
+	return r
+}
+
+// budget is the district write budget the flags describe: this process's
+// share of the ramp. validate has checked the ramp.
+func (f writeFlags) budget() *pacing.Budget {
+	b, err := pacing.New(f.writeRamp(), max(f.share, 1))
+	if err != nil {
+		b, _ = pacing.New(pacing.DefaultRamp(), 1)
+	}
+	return b
 }
 
 // maxRetriesFlag bounds --max-retries.
@@ -136,6 +173,7 @@ func (f writeFlags) options() []snapshot.Option {
 		snapshot.WithContentionWait(f.contention),
 		snapshot.WithRecordInterval(f.recordEvery),
 		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
+		snapshot.WithWriteBudget(f.budget()),
 	}
 }
 
@@ -284,8 +322,10 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 	if r.dryRun {
 		return a.dryRun(ctx, client, f, r, id, snap)
 	}
-	barOpts, endBar := a.districtBar(r.progress, cmd.Name()+" "+id, len(snap.Payload.Districts))
-	w, closeLocker, err := a.newWriter(ctx, client, f, append(r.extra, barOpts...)...)
+	budget := f.budget()
+	barOpts, endBar := a.districtBar(r.progress, cmd.Name()+" "+id, len(snap.Payload.Districts), budget)
+	extra := append([]snapshot.Option{snapshot.WithWriteBudget(budget)}, r.extra...)
+	w, closeLocker, err := a.newWriter(ctx, client, f, append(extra, barOpts...)...)
 	if err != nil {
 		endBar()
 		return err
@@ -347,7 +387,24 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	if res.StaleDeleted > 0 {
 		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)
 	}
+	if wr := res.WriteRate; res.Chunks > 0 {
+		fmt.Fprintf(a.stdout, "write rate: limit %.0f district writes/s (%s), chunks waited %s for it in all",
+			wr.LimitPerSec, shareText(wr.Share), time.Duration(wr.WaitedMs)*time.Millisecond)
+		if wr.ResourceExhausted+wr.Aborted > 0 {
+			fmt.Fprintf(a.stdout, "; the store pushed back %d times (RESOURCE_EXHAUSTED %d, ABORTED %d): slowed down to %.0f/s",
+				wr.ResourceExhausted+wr.Aborted, wr.ResourceExhausted, wr.Aborted, wr.MinLimitPerSec)
+		}
+		fmt.Fprintln(a.stdout)
+	}
 	return nil
+}
+
+// shareText says how many writers divide the write budget.
+func shareText(n int) string {
+	if n <= 1 {
+		return "this writer's alone"
+	}
+	return fmt.Sprintf("this task's share of %d", n)
 }
 
 func (a *app) getCommand() *cobra.Command {

@@ -35,7 +35,7 @@ func (a *app) loadtestCommand() *cobra.Command {
 	var f writeFlags
 	var l loadtestFlags
 	cmd := &cobra.Command{
-		Use:   "loadtest --collection C [--districts N] [--concurrency 3,16] [--rounds K]",
+		Use:   "loadtest --collection C [--districts N] [--concurrency 3,16] [--rounds K] [--write-ramp=false --max-write-rate N]",
 		Short: "Measure snapshot writes on this database, in a scratch collection, and delete them",
 		Long: `Write synthetic snapshots of --districts districts into the scratch collection
 --collection with the real writer (lock, fence, chunk transactions, progress
@@ -44,6 +44,18 @@ districts/s, chunk commit latency p50/p95/p99 (nearest rank, district chunks),
 ABORTED and other retries, commits of the root document, lock wait and failed
 chunks, then each round. The emulator has no replication, no index fan-out and no
 per-document write limit: run this against the database you will write to.
+
+Chunks take their writes from the write budget (--initial-write-rate, 500/s,
+growing 50% every 5 minutes up to --max-write-rate; --write-ramp=false: at
+--max-write-rate from the start), as the daily write does. Per concurrency and
+per round, loadtest also prints the district write rate against it: districts/s
+between the chunks' commits, the busiest second, the budget's limit (at the end
+and its lowest), the chunks' wait for budget, and the RESOURCE_EXHAUSTED and
+ABORTED answers to chunk commits. A verdict follows: whether the budget set the
+pace (then rerun with --write-ramp=false and a higher --max-write-rate to
+measure the database itself), the fastest rate the database sustained without
+pushing back, as the --max-write-rate to give the daily write, and the
+push-back the rounds met.
 
 Every round writes snapshot --date into the then empty collection and is deleted
 before the next (district documents, manifest pages, the fence document, then the
@@ -64,6 +76,7 @@ could not finish), 2 bad flags or a refused collection (nothing written),
 loadtest holds the collection, 130/143 interrupted.`,
 		Example: `  snapwriter loadtest --collection loadtest_scratch
   snapwriter loadtest --collection loadtest_scratch --districts 5000 --concurrency 3,8,16,32 --rounds 5
+  snapwriter loadtest --collection loadtest_scratch --districts 20000 --write-ramp=false --max-write-rate 2000
   snapwriter loadtest --collection loadtest_scratch --json > loadtest.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.loadtest(cmd, f, l) },

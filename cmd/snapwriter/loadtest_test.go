@@ -54,7 +54,9 @@ func TestLoadtestCommandTableAndJSON(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 	}
 	for _, want := range []string{"concurrency", "districts/s", "chunk p50 ms", "p99 ms", "aborted retries", "root commits",
-		"lock wait ms", "failed chunks", "rounds, in the order run", "complete", "cleanup: deleted"} {
+		"lock wait ms", "failed chunks", "rounds, in the order run", "complete", "cleanup: deleted",
+		"write rate against the budget", "measured/s", "busiest 1 s", "limit/s", "lowest limit/s", "budget wait ms",
+		"RESOURCE_EXHAUSTED", "ABORTED", "verdict: ", "The database sustained"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -63,8 +65,10 @@ func TestLoadtestCommandTableAndJSON(t *testing.T) {
 		t.Errorf("left behind: %v", left)
 	}
 
+	// The write flags reach loadtest's writers: a budget of 77 writes/s
+	// from the start.
 	code, out, errs = c.run("", "loadtest", "--collection", ltColl, "--districts", "60", "--concurrency", "2",
-		"--rounds", "2", "--lock-ttl", "10s", "--json")
+		"--rounds", "2", "--lock-ttl", "10s", "--json", "--write-ramp=false", "--max-write-rate", "77")
 	if code != exitOK {
 		t.Fatalf("--json: exit %d\n%s", code, errs)
 	}
@@ -76,8 +80,18 @@ func TestLoadtestCommandTableAndJSON(t *testing.T) {
 		len(rep.Rounds) != 2 || !rep.Rounds[1].Complete || rep.Levels[0].ChunkLatencyMs.Chunks != 4 {
 		t.Errorf("report %+v", rep)
 	}
+	for _, r := range rep.Rounds {
+		if w := r.WriteRate; w.LimitPerSec != 77 || w.MinLimitPerSec != 77 || w.MeasuredPerSec <= 0 || w.BusiestSecond <= 0 {
+			t.Errorf("round %d: write rate %+v, want measured against a limit of 77/s", r.Round, w)
+		}
+	}
+	if rep.Verdict.Text == "" || rep.Verdict.BudgetLimited == nil {
+		t.Errorf("verdict %+v", rep.Verdict)
+	}
 	for _, key := range []string{`"levels"`, `"districtsPerSecond"`, `"chunkLatencyMs"`, `"p95"`, `"abortedRetries"`,
-		`"otherRetries"`, `"rootCommits"`, `"lockWaitMs"`, `"failedChunks"`, `"documentsDeleted"`} {
+		`"otherRetries"`, `"rootCommits"`, `"lockWaitMs"`, `"failedChunks"`, `"documentsDeleted"`, `"writeRate"`,
+		`"measuredPerSec"`, `"busiestSecond"`, `"limitPerSec"`, `"waitedMs"`, `"resourceExhausted"`, `"verdict"`,
+		`"sustainedPerSec"`} {
 		if !strings.Contains(out, key) {
 			t.Errorf("--json output lacks %s", key)
 		}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/snapwriter/snapwriter/internal/progress"
+	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -32,8 +35,11 @@ func checkProgress(mode string) error {
 // warnings, since per-chunk lines would tear the bar apart — and the func
 // that ends it, leaving it where the write stopped. Without a bar both
 // are no-ops.
-func (a *app) districtBar(mode, desc string, n int) ([]snapshot.Option, func()) {
-	bar := progress.New(a.stderr, mode, n, desc, progress.Rate("districts"))
+//
+// The bar's name also shows the write budget's rate limit, once a second:
+// "write 2026-11-20 ≤500/s", and how often the store pushed back.
+func (a *app) districtBar(mode, desc string, n int, budget *pacing.Budget) ([]snapshot.Option, func()) {
+	bar := progress.New(a.stderr, mode, n, describeRate(desc, budget.Stats()), progress.Rate("districts"))
 	if bar == nil {
 		// No WithProgress(bar): a nil *Bar would be a Progress all the same.
 		return nil, func() {}
@@ -42,8 +48,36 @@ func (a *app) districtBar(mode, desc string, n int) ([]snapshot.Option, func()) 
 	// the clock of its rate and time left starts with the write, not with
 	// the first chunk.
 	bar.Start()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				bar.Describe(describeRate(desc, budget.Stats()))
+			}
+		}
+	}()
 	opts := []snapshot.Option{snapshot.WithProgress(bar), snapshot.WithLogger(bar.Quiet(a.log))}
-	return opts, func() { _ = bar.Stop() }
+	return opts, func() {
+		close(stop)
+		<-done
+		_ = bar.Stop()
+	}
+}
+
+// describeRate is a bar's name desc with the write budget's limit, and
+// the store's push-back when there was any.
+func describeRate(desc string, st pacing.Stats) string {
+	s := fmt.Sprintf("%s ≤%.0f/s", desc, st.Limit)
+	if st.PushBacks > 0 {
+		s += fmt.Sprintf(" (store pushed back %d×)", st.PushBacks)
+	}
+	return s
 }
 
 // syncStderr is stderr made safe for the logger and a bar's goroutine to

@@ -46,7 +46,10 @@ type Policy struct {
 	// first attempt; 0 sets no bound. No wait goes past it. retry.Do ends
 	// there, cancelling an attempt still running; locking.Acquire, as the
 	// lock contract says, cuts its last wait to end there, makes one last
-	// attempt then, and lets it finish.
+	// attempt then, and lets it finish. In retry.Do it is also how long
+	// RESOURCE_EXHAUSTED (the store asking for less traffic) is retried
+	// past MaxRetries: a push-back that ends within it costs time, not
+	// the operation.
 	TotalTimeout time.Duration
 	// ContentionWait keeps retrying failures caused by contention (another
 	// transaction holding, or having died holding, a document the attempt

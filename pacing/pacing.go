@@ -1,0 +1,329 @@
+// Package pacing paces document writes into a new Firestore key range as
+// Firestore's best practices ask: no more than 500 writes a second at
+// first, 50 % more every 5 minutes (the "500/50/5" rule, the Node and Java
+// BulkWriter's default), that budget divided among the writers that share
+// the range (as Apache Beam's Firestore connector divides it among its
+// workers), and lowered at once when the store pushes back: halved by
+// every RESOURCE_EXHAUSTED or contention answer to a commit sent since the
+// last cut, and raised again step by step as the store accepts commits
+// (additive increase, multiplicative decrease, as TCP does).
+//
+// A Budget is one writer's share of that rate, safe for concurrent use:
+// every write of the range in a process takes its writes from the same
+// Budget, so dates written at once share it too.
+//
+//	b, err := pacing.New(pacing.DefaultRamp(), taskCount)
+//	end := b.Begin()                       // a write into a new key range starts
+//	defer end()
+//	waited, err := b.Wait(ctx, len(chunk)) // before each commit attempt
+//	…
+//	switch status.Code(err) {
+//	case codes.OK:
+//		b.Accepted(len(chunk))
+//	case codes.ResourceExhausted:
+//		b.PushedBack(sent)                   // the attempt sent at sent was refused
+//	}
+//
+// The token bucket is golang.org/x/time/rate's; this package decides its
+// rate.
+package pacing
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The ramp's defaults: Firestore's "500/50/5" guidance, with the Node
+// BulkWriter's cap.
+const (
+	DefaultInitial = 500
+	DefaultMax     = 10000
+	DefaultGrowth  = 1.5
+	DefaultEvery   = 5 * time.Minute
+)
+
+// How a budget answers push-back, as fractions of its share of the
+// ramp's initial rate: a cut never goes below floorShare of it, and the
+// rate climbs back by recoverShare of it per second's worth of writes the
+// store accepts.
+const (
+	floorShare   = 0.05
+	recoverShare = 0.10
+	// burstSeconds is the bucket's size, in seconds of the current rate:
+	// a writer's busiest second stays within 1.1 times its rate.
+	burstSeconds = 0.1
+)
+
+// Ramp is the schedule of a key range's write rate: Initial document
+// writes a second at first, multiplied by Growth every Every, at most Max.
+// Growth 1 (or Max equal to Initial) holds Initial: no ramp.
+type Ramp struct {
+	Initial float64
+	Max     float64
+	Growth  float64
+	Every   time.Duration
+}
+
+// DefaultRamp is Firestore's "500/50/5": 500 writes/s, 50 % more every 5
+// minutes, at most 10,000 writes/s.
+func DefaultRamp() Ramp {
+	return Ramp{Initial: DefaultInitial, Max: DefaultMax, Growth: DefaultGrowth, Every: DefaultEvery}
+}
+
+// Fixed is the ramp that holds rate r from the start: for a database
+// whose sustained rate was measured, or a range that is not new.
+func Fixed(r float64) Ramp { return Ramp{Initial: r, Max: r, Growth: 1, Every: DefaultEvery} }
+
+// Validate reports a ramp that cannot work, naming the first bad field.
+func (r Ramp) Validate() error {
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	switch {
+	case !finite(r.Initial) || r.Initial <= 0:
+		return fmt.Errorf("pacing: initial rate %v: want a positive number of writes a second", r.Initial)
+	case !finite(r.Max) || r.Max < r.Initial:
+		return fmt.Errorf("pacing: maximum rate %v: want at least the initial rate, %v", r.Max, r.Initial)
+	case !finite(r.Growth) || r.Growth < 1:
+		return fmt.Errorf("pacing: growth %v: want a finite factor ≥ 1", r.Growth)
+	case r.Growth > 1 && r.Every <= 0:
+		return fmt.Errorf("pacing: growth every %s: want a positive duration", r.Every)
+	}
+	return nil
+}
+
+// At is the ramp's rate elapsed after its start:
+// min(Max, Initial·Growth^⌊elapsed/Every⌋).
+func (r Ramp) At(elapsed time.Duration) float64 {
+	if r.Growth <= 1 || r.Every <= 0 || elapsed < r.Every {
+		return min(r.Initial, r.Max)
+	}
+	steps := float64(elapsed / r.Every)
+	return math.Min(r.Max, r.Initial*math.Pow(r.Growth, steps))
+}
+
+// Stats is what a Budget did since New.
+type Stats struct {
+	// Limit is the rate now, in writes a second (this budget's share).
+	Limit float64
+	// MinLimit is the lowest rate so far.
+	MinLimit float64
+	// Writes counts the writes Wait admitted.
+	Writes int64
+	// Waited is the time Waits spent blocked, summed over the callers.
+	Waited time.Duration
+	// PushBacks counts the refusals PushedBack was told of; Cuts, those
+	// that lowered the rate.
+	PushBacks, Cuts int
+}
+
+// Budget is one writer's share of a key range's write rate: the ramp's
+// rate divided by the writers sharing it, lowered by push-back. It is safe
+// for concurrent use.
+type Budget struct {
+	ramp  Ramp
+	share int
+
+	mu     sync.Mutex
+	lim    *rate.Limiter
+	active int       // writes begun and not ended
+	start  time.Time // of the ramp; zero until a write begins
+	// ceiling caps the rate after push-back, and climbs back as the
+	// store accepts (Accepted); 0 when no push-back is in force.
+	ceiling float64
+	cutAt   time.Time // when push-back last lowered the rate
+	stats   Stats
+}
+
+// New returns the budget of one of share writers (at least 1) that
+// divide ramp r among themselves.
+func New(r Ramp, share int) (*Budget, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if share < 1 {
+		return nil, fmt.Errorf("pacing: %d writers sharing the budget: want at least 1", share)
+	}
+	initial := r.Initial / float64(share)
+	b := &Budget{ramp: r, share: share, lim: rate.NewLimiter(rate.Limit(initial), burst(initial))}
+	b.stats.Limit, b.stats.MinLimit = initial, initial
+	return b, nil
+}
+
+// Ramp is the schedule b follows, before its division among the writers.
+func (b *Budget) Ramp() Ramp { return b.ramp }
+
+// Share is the number of writers dividing the ramp.
+func (b *Budget) Share() int { return b.share }
+
+// Limit is b's rate now, in writes a second.
+func (b *Budget) Limit() float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.adjust(time.Now())
+	return b.stats.Limit
+}
+
+// Stats returns what b did so far.
+func (b *Budget) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.adjust(time.Now())
+	return b.stats
+}
+
+// Begin notes that a write into the key range starts, and returns the
+// function that notes its end. A write that begins while none is under
+// way starts the ramp again: each day's snapshot is a new key range.
+// Writes that overlap share one ramp, from the first one's start.
+func (b *Budget) Begin() (end func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.active == 0 {
+		b.restart(time.Now())
+	}
+	b.active++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.active--
+			if b.active == 0 {
+				b.start = time.Time{}
+			}
+		})
+	}
+}
+
+// restart starts the ramp at now, keeping a push-back in force. Callers
+// hold b.mu.
+func (b *Budget) restart(now time.Time) {
+	b.start = now
+	b.adjust(now)
+}
+
+// Wait blocks until n more writes fit in the budget, or until ctx ends
+// (context.Cause(ctx) then, and the writes are given back); it returns how
+// long it waited. The n writes are reserved together, a bucket at a time
+// but back to back, so that concurrent callers are admitted one after the
+// other, each when its last write is due: the commits that follow are
+// spaced by the rate, not bunched.
+func (b *Budget) Wait(ctx context.Context, n int) (time.Duration, error) {
+	t0 := time.Now()
+	b.mu.Lock()
+	if b.start.IsZero() {
+		b.restart(t0) // a caller that never called Begin
+	}
+	b.adjust(t0)
+	var rs []*rate.Reservation
+	for left := n; left > 0; {
+		k := min(left, b.lim.Burst())
+		rs = append(rs, b.lim.ReserveN(t0, k)) // k ≤ burst: always OK
+		left -= k
+	}
+	b.stats.Writes += int64(n)
+	b.mu.Unlock()
+	var due time.Duration
+	if len(rs) > 0 {
+		due = rs[len(rs)-1].DelayFrom(t0)
+	}
+	if due > 0 {
+		t := time.NewTimer(due)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			for i := len(rs) - 1; i >= 0; i-- {
+				rs[i].Cancel()
+			}
+			b.mu.Lock()
+			b.stats.Writes -= int64(n)
+			b.stats.Waited += time.Since(t0)
+			b.mu.Unlock()
+			return time.Since(t0), context.Cause(ctx)
+		}
+	}
+	waited := time.Since(t0)
+	b.mu.Lock()
+	b.stats.Waited += waited
+	b.mu.Unlock()
+	return waited, nil
+}
+
+// Accepted tells b that the store accepted a commit of n writes. While a
+// push-back holds the rate down, each accepted write raises it by the
+// recovery step divided by the rate: a second's worth of accepted writes
+// raises it by a tenth of the share's initial rate, until it is back on
+// the ramp. A store that accepts nothing raises nothing.
+func (b *Budget) Accepted(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ceiling > 0 && n > 0 {
+		b.ceiling += b.initial() * recoverShare * float64(n) / b.ceiling
+		b.adjust(time.Now())
+	}
+}
+
+// PushedBack tells b that the store refused, for load, a commit sent at
+// sent (after its Wait): RESOURCE_EXHAUSTED, or ABORTED for contention.
+// It halves the rate, down to a floor of a twentieth of the share's
+// initial rate, unless the commit was sent before the last cut: the
+// answers of one wave of commits cut the rate once, not once each. At the
+// floor it holds the rate there, and restarts the recovery's clock. It
+// reports whether it lowered the rate.
+func (b *Budget) PushedBack(sent time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stats.PushBacks++
+	if sent.Before(b.cutAt) {
+		return false
+	}
+	now := time.Now()
+	b.adjust(now)
+	cur := b.stats.Limit
+	b.ceiling = max(b.floor(), cur/2)
+	b.cutAt = now
+	b.adjust(now)
+	if b.stats.Limit >= cur {
+		return false
+	}
+	b.stats.Cuts++
+	return true
+}
+
+// initial is the share's rate at the ramp's start; floor and the
+// recovery's step are fractions of it.
+func (b *Budget) initial() float64 { return b.ramp.Initial / float64(b.share) }
+func (b *Budget) floor() float64   { return b.initial() * floorShare }
+
+// adjust sets the limiter's rate for now: the ramp's share, or the
+// push-back's ceiling while that is lower. Callers hold b.mu.
+func (b *Budget) adjust(now time.Time) {
+	sched := b.initial()
+	if !b.start.IsZero() {
+		sched = b.ramp.At(now.Sub(b.start)) / float64(b.share)
+	}
+	limit := sched
+	if b.ceiling > 0 {
+		if b.ceiling >= sched {
+			b.ceiling = 0 // recovered
+		} else {
+			limit = b.ceiling
+		}
+	}
+	if limit == b.stats.Limit {
+		return
+	}
+	b.lim.SetLimitAt(now, rate.Limit(limit))
+	b.lim.SetBurstAt(now, burst(limit))
+	b.stats.Limit = limit
+	b.stats.MinLimit = min(b.stats.MinLimit, limit)
+}
+
+// burst is the bucket's size at rate r: a tenth of a second of it, at
+// least one write.
+func burst(r float64) int { return max(1, int(math.Ceil(r*burstSeconds))) }

@@ -1,0 +1,284 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+
+	"github.com/snapwriter/snapwriter/emulator"
+	"github.com/snapwriter/snapwriter/internal/fsproxy"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/pacing"
+	"github.com/snapwriter/snapwriter/retry"
+)
+
+// Traffic discipline against a production-shaped store: internal/fsproxy
+// in front of the emulator enforces a ramp for the districts' key range,
+// a per-document write rate and injected push-back, as Firestore does and
+// the emulator does not. The rates are scaled down from 500/s and chunks
+// of 50 to 100/s and chunks of 10, which keeps their proportions and the
+// tests within what the emulator answers on a busy 2-core machine.
+
+// storeEnv is a writer's world through a proxy: every client of the write
+// — its Firestore client, the chunks' API client and the lock's — goes
+// through p; checks read straight from the emulator.
+type storeEnv struct {
+	*env
+	p    *fsproxy.Proxy
+	lock *firestorelock.Backend
+}
+
+func newStoreEnv(t *testing.T, cfg fsproxy.Config) *storeEnv {
+	t.Helper()
+	p, err := fsproxy.New(emu.Host, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	project := emulator.ProjectID(t)
+	client, api, lock := storeClients(t, p.Addr(), project)
+	e := &env{t: t, project: project, f: &faults{}, client: client, api: api, clean: emu.TestClientFor(t, project)}
+	return &storeEnv{env: e, p: p, lock: lock}
+}
+
+// storeClients are a writer's clients of project through the store at
+// host: its Firestore client, the chunks' API client and a Firestore lock
+// backend on the same client. They close with tb.
+func storeClients(tb testing.TB, host, project string) (*firestore.Client, *vkit.Client, *firestorelock.Backend) {
+	tb.Helper()
+	via := &emulator.Emulator{Host: host}
+	ctx := context.Background()
+	client, err := via.Client(ctx, project)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = client.Close() })
+	api, err := via.APIClient(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = api.Close() })
+	lock, err := firestorelock.New(client)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return client, api, lock
+}
+
+// writer is a writer through the proxy, with budget (nil: the default)
+// and opts after the env's.
+func (s *storeEnv) writer(budget *pacing.Budget, opts ...Option) *Writer {
+	s.t.Helper()
+	base := []Option{WithAPIClient(s.api), WithRetryPolicy(fastPolicy()), WithLockWait(0)}
+	if budget != nil {
+		base = append(base, WithWriteBudget(budget))
+	}
+	w, err := NewWriter(s.client, s.lock, append(base, opts...)...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return w
+}
+
+// scaledRamp is 500/50/5 scaled down to start/s, growing ×1.5 every
+// every: for the store and for the writer's budget.
+func scaledRamp(start float64, every time.Duration) (fsproxy.Ramp, pacing.Ramp) {
+	return fsproxy.Ramp{Collection: "districts", Start: start, Growth: 1.5, Every: every, Max: 10000},
+		pacing.Ramp{Initial: start, Max: 10000, Growth: 1.5, Every: every}
+}
+
+func budgetOf(t testing.TB, r pacing.Ramp, share int) *pacing.Budget {
+	t.Helper()
+	b, err := pacing.New(r, share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A write follows the store's ramp: the store refuses (almost) none of
+// its commits, and its busiest second stays near the ramp's rate. The
+// ramp is scaled to 20/s, ×1.5 every 4 s, and chunks to 5 districts, so
+// that the emulator outruns it even on a busy machine. The control: a
+// writer without the ramp (1,000/s) into a store that takes 5/s is
+// refused.
+func TestWriteFollowsTheStoresRamp(t *testing.T) {
+	t.Parallel()
+	storeRamp, ramp := scaledRamp(20, 4*time.Second)
+	s := newStoreEnv(t, fsproxy.Config{Ramp: storeRamp})
+	const id = "2026-03-01"
+	in := model.Generate(id, 300, 1)
+	res, err := s.writer(budgetOf(t, ramp, 1), WithBatchSize(5)).Write(context.Background(), id, in)
+	if err != nil {
+		t.Fatalf("Write = %v", err)
+	}
+	st := s.p.Stats()
+	refused := st.Rejected[fsproxy.CauseRamp]
+	if refused*100 > st.Commits {
+		t.Errorf("the store refused %d of %d commits for its ramp, want ≤ 1 %%", refused, st.Commits)
+	}
+	// The busiest second stays within 1.3 times the highest step the
+	// ramp reached, and one chunk.
+	if top := s.p.Rate(); float64(st.PeakRampWrites) > 1.3*top+5 {
+		t.Errorf("busiest second: %d district writes, over 1.3 × the ramp's %v/s + a chunk", st.PeakRampWrites, top)
+	}
+	if got := len(s.stored(id)); got != 300 {
+		t.Errorf("%d districts stored, want 300", got)
+	}
+	t.Logf("300 districts: %d commits, %d refused, busiest second %d (ramp at %v/s), per second %v, %d ms, chunks waited %d ms",
+		st.Commits, refused, st.PeakRampWrites, s.p.Rate(), s.p.RampWritesPerSecond(), res.TotalDurationMs, res.WriteRate.WaitedMs)
+
+	control, _ := scaledRamp(5, time.Hour)
+	c := newStoreEnv(t, fsproxy.Config{Ramp: control})
+	_, _ = c.writer(budgetOf(t, pacing.Fixed(1000), 1), WithBatchSize(5), WithConcurrency(8), WithRetryPolicy(noRetryPolicy())).
+		Write(context.Background(), id, model.Generate(id, 100, 1))
+	if n := c.p.Stats().Rejected[fsproxy.CauseRamp]; n == 0 {
+		t.Errorf("control: a writer at 1,000/s met no refusal from a store that takes 5/s; the test proves nothing")
+	}
+}
+
+// noRetryPolicy makes one attempt a chunk.
+func noRetryPolicy() retry.Policy {
+	p := fastPolicy()
+	p.MaxRetries, p.TotalTimeout = 0, 0
+	return p
+}
+
+// Four tasks writing four dates at once, each with its share of the
+// budget, stay together within the store's ramp.
+func TestTasksShareTheStoresBudget(t *testing.T) {
+	t.Parallel()
+	storeRamp, ramp := scaledRamp(100, time.Hour) // 100/s throughout
+	s := newStoreEnv(t, fsproxy.Config{Ramp: storeRamp})
+	const tasks = 4
+	var wg sync.WaitGroup
+	results := make([]*Result, tasks)
+	errs := make([]error, tasks)
+	for i := range tasks {
+		w := s.writer(budgetOf(t, ramp, tasks), WithBatchSize(10))
+		id := fmt.Sprintf("2026-03-%02d", i+1)
+		wg.Go(func() { results[i], errs[i] = w.Write(context.Background(), id, model.Generate(id, 200, int64(i))) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("task %d: %v", i, err)
+		} else if results[i].WriteRate.Share != tasks || results[i].WriteRate.LimitPerSec != 25 {
+			t.Errorf("task %d: WriteRate %+v, want a share of 4 at 25/s", i, results[i].WriteRate)
+		}
+	}
+	st := s.p.Stats()
+	if refused := st.Rejected[fsproxy.CauseRamp]; refused*100 > st.Commits {
+		t.Errorf("the store refused %d of %d commits for its ramp, want ≤ 1 %%", refused, st.Commits)
+	}
+	// 100/s, and one chunk of 10 of each task in the busiest second.
+	if st.PeakRampWrites > 140 {
+		t.Errorf("4 tasks' busiest second: %d district writes, want ≤ 140", st.PeakRampWrites)
+	}
+	t.Logf("4 tasks × 200 districts: %d commits, busiest second %d, per second %v",
+		st.Commits, st.PeakRampWrites, s.p.RampWritesPerSecond())
+}
+
+// A store that refuses every district commit for a while, then recovers:
+// the write slows down, waits it out within its total timeout, and
+// completes — it costs time, not districts. Lease renewals and progress
+// records are not district writes and go on meanwhile.
+func TestPushBackCostsTimeNotDistricts(t *testing.T) {
+	t.Parallel()
+	s := newStoreEnv(t, fsproxy.Config{})
+	var cancel func()
+	var once sync.Once
+	w := s.writer(nil, withBeforeChunks(func(context.Context) {
+		once.Do(func() {
+			cancel = s.p.Inject(fsproxy.Fault{Code: codes.ResourceExhausted, Collection: "districts", For: 4 * time.Second})
+		})
+	}))
+	in := model.Generate("2026-03-05", 400, 1)
+	res, err := w.Write(context.Background(), "2026-03-05", in)
+	if cancel != nil {
+		cancel()
+	}
+	if err != nil {
+		t.Fatalf("Write = %v, want complete: the push-back ended within the total timeout", err)
+	}
+	wr := res.WriteRate
+	if wr.ResourceExhausted == 0 || wr.Slowdowns == 0 || wr.MinLimitPerSec >= 500 {
+		t.Errorf("WriteRate %+v: want RESOURCE_EXHAUSTED answers that lowered the rate", wr)
+	}
+	if got := len(s.stored("2026-03-05")); got != 400 {
+		t.Errorf("%d districts stored, want 400", got)
+	}
+	t.Logf("400 districts through 4 s of RESOURCE_EXHAUSTED: %d ms, %+v", res.TotalDurationMs, wr)
+}
+
+// The root is written about once a second by the write itself; a store
+// that answers ABORTED when a document is written faster than it
+// sustains makes the recorder record less often, and the writer never
+// mistakes that for a dead writer's transaction. Every single-document
+// hot spot stays at or under about one write a second.
+func TestHotDocumentsStayUnderTheirRate(t *testing.T) {
+	t.Parallel()
+	s := newStoreEnv(t, fsproxy.Config{DocRate: 0.5, DocBurst: 2})
+	core, logs := observer.New(zapcore.DebugLevel)
+	const id = "2026-03-07"
+	res, err := s.writer(nil, WithLogger(zap.New(core))).Write(context.Background(), id, model.Generate(id, 1500, 1))
+	if err != nil {
+		t.Fatalf("Write = %v", err)
+	}
+	for _, l := range logs.All() {
+		if strings.Contains(l.Message, "writer that stopped mid-chunk") {
+			t.Errorf("contention on the write's own root was taken for a dead writer: %q", l.Message)
+		}
+	}
+	st := s.p.Stats()
+	if st.Rejected[fsproxy.CauseDocumentRate] == 0 {
+		t.Logf("no commit met the per-document rate (%d ms write); the recorder's back-off was not exercised", res.TotalDurationMs)
+	}
+	for _, d := range hotDocuments(s, id, st.Docs) {
+		ds, ok := st.Docs[d.name]
+		if !ok {
+			t.Errorf("%s: never written", d.what)
+			continue
+		}
+		span := max(ds.Last.Sub(ds.First), time.Second)
+		rate := float64(ds.Writes-1) / span.Seconds()
+		t.Logf("%-14s %3d writes over %5.1f s: %.2f/s, busiest second %d", d.what, ds.Writes, span.Seconds(), rate, ds.Peak1s)
+		if ds.Writes > 2 && rate > 1.0 {
+			t.Errorf("%s: %.2f writes/s sustained, want ≤ 1", d.what, rate)
+		}
+	}
+}
+
+// hotDocument is a single document a write writes more than once.
+type hotDocument struct{ what, name string }
+
+// hotDocuments are the single documents of snapshot id's write through s,
+// as the store saw them written: the root, its fence document, the lock
+// document and its fence counter (the env's project has no other lock).
+func hotDocuments(s *storeEnv, id string, docs map[string]fsproxy.DocStats) []hotDocument {
+	w := s.writer(nil)
+	hot := []hotDocument{{"root", w.root(id).Path}, {"fence", w.fenceRef(id).Path}}
+	for name := range docs {
+		switch {
+		case strings.Contains(name, "/documents/locks/"):
+			hot = append(hot, hotDocument{"lock", name})
+		case strings.Contains(name, "/documents/fence_counters/"):
+			hot = append(hot, hotDocument{"fence counter", name})
+		}
+	}
+	if len(hot) != 4 {
+		s.t.Errorf("hot documents: %v, want the root, the fence, one lock and one fence counter", hot)
+	}
+	return hot
+}
