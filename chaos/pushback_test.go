@@ -22,16 +22,20 @@ import (
 // emulator that enforces Firestore's ramp for a new key range, a
 // per-document write rate, and refuses what it is told to.
 
-// newStore starts a production-shaped store in front of the emulator for
-// a scenario; it stops with the test.
-func newStore(t *testing.T, cfg fsproxy.Config) *fsproxy.Proxy {
-	t.Helper()
-	p, err := fsproxy.New(emu.Host, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
+// refuseMidWrite starts `write --input in --json` with more args through
+// store, and has store refuse commits as f says once a third of the
+// chunks committed; the moment is when the refusals began.
+func (s *scenario) refuseMidWrite(store *fsproxy.Proxy, f fsproxy.Fault, in *input, args ...string) (*proc, *moment) {
+	fault := &moment{}
+	match := afterChunks(chunks(midSnapshot) / 3)
+	w := s.start(procSpec{name: "write", host: store.Addr(), limit: 5 * time.Minute,
+		args: append([]string{"write", "--input", in.path, "--json"}, args...),
+		onLine: func(_ *proc, e logEntry) {
+			if match(e) && fault.set() {
+				store.Inject(f)
+			}
+		}})
+	return w, fault
 }
 
 // rateOf is what the checks read of a result's writeRate.
@@ -65,18 +69,10 @@ func (s *scenario) rate(p *proc) rateOf {
 func TestPushBack60s(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "13a. every district commit refused (RESOURCE_EXHAUSTED) for 60 s mid-write")
-	store := newStore(t, fsproxy.Config{})
+	store := fsproxy.Start(t, emu.Host, fsproxy.Config{})
 	in := generated(t, day, midSnapshot, 1)
 	const outage = 60 * time.Second
-	var fault moment
-	match := afterChunks(chunks(midSnapshot) / 3)
-	w := s.start(procSpec{name: "write", host: store.Addr(), limit: 5 * time.Minute,
-		args: []string{"write", "--input", in.path, "--json"},
-		onLine: func(_ *proc, e logEntry) {
-			if match(e) && fault.set() {
-				store.Inject(fsproxy.Fault{Code: codes.ResourceExhausted, Collection: "districts", For: outage})
-			}
-		}})
+	w, fault := s.refuseMidWrite(store, fsproxy.Fault{Code: codes.ResourceExhausted, Collection: "districts", For: outage}, in)
 	ok := s.exited(w, 0)
 	faultAt := fault.get()
 	if faultAt.IsZero() {
@@ -112,7 +108,7 @@ func TestBackfillSharesTheRamp(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "13b. 4-task backfill into a store that enforces 500/50/5")
 	s.lost = notApplicable
-	store := newStore(t, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: 500}})
+	store := fsproxy.Start(t, emu.Host, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: 500}})
 	dir := t.TempDir()
 	dates := []string{"2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04"}
 	for i, d := range dates {
@@ -159,7 +155,7 @@ func TestBackfillSharesTheRamp(t *testing.T) {
 func TestHotDocumentRate(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "13c. a store that sustains 1 write/s per document")
-	store := newStore(t, fsproxy.Config{DocRate: 1, DocBurst: 2})
+	store := fsproxy.Start(t, emu.Host, fsproxy.Config{DocRate: 1, DocBurst: 2})
 	in := generated(t, day, 2*midSnapshot, 1)
 	w := s.run("write", store.Addr(), "write", "--input", in.path, "--json")
 	s.exited(w, 0)
@@ -211,24 +207,18 @@ func hotDocument(name string) string {
 func TestEverythingRefused60s(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "13d. every commit refused (RESOURCE_EXHAUSTED) for 60 s, past the 10 s TTL; then the same write")
-	store := newStore(t, fsproxy.Config{})
+	store := fsproxy.Start(t, emu.Host, fsproxy.Config{})
 	in := generated(t, day, midSnapshot, 1)
 	const outage = 60 * time.Second
-	var fault moment
-	match := afterChunks(chunks(midSnapshot) / 3)
-	w := s.start(procSpec{name: "write", host: store.Addr(), limit: 5 * time.Minute,
-		args: []string{"write", "--input", in.path, "--json", "--lock-ttl", "10s"},
-		onLine: func(_ *proc, e logEntry) {
-			if match(e) && fault.set() {
-				store.Inject(fsproxy.Fault{Code: codes.ResourceExhausted, For: outage})
-			}
-		}})
+	w, fault := s.refuseMidWrite(store, fsproxy.Fault{Code: codes.ResourceExhausted, For: outage}, in, "--lock-ttl", "10s")
 	s.exited(w, 3, 1)
 	faultAt := fault.get()
 	if faultAt.IsZero() {
 		t.Fatalf("the write ended before the refusals began\n%s", w.describe())
 	}
-	if _, found := w.find(func(e logEntry) bool { return strings.Contains(e.Message, "lost the lock") || strings.Contains(e.Message, "manifest was not recorded") }); !found {
+	if _, found := w.find(func(e logEntry) bool {
+		return strings.Contains(e.Message, "lost the lock") || strings.Contains(e.Message, "manifest was not recorded")
+	}); !found {
 		t.Errorf("the write did not say it lost its lock or could not record its manifest\n%s", w.describe())
 	}
 	sleepUntil(faultAt.Add(outage))

@@ -167,6 +167,15 @@ func (b *Budget) Limit() float64 {
 	return b.stats.Limit
 }
 
+// MaxCommit is the most writes one commit should carry to stay within b
+// second by second, not only on average: a tenth of a second of the
+// share's initial rate, rounded down (50 of 500/s, 12 of a quarter of
+// it), at least one. A commit is admitted whole, so a writer's busiest
+// second holds its rate and one commit; writers sharing a ramp add their
+// commits up, and commits of more than this would take them past the ramp
+// by more than a tenth.
+func (b *Budget) MaxCommit() int { return max(1, int(b.initial()*burstSeconds)) }
+
 // Stats returns what b did so far.
 func (b *Budget) Stats() Stats {
 	b.mu.Lock()

@@ -153,19 +153,23 @@ func TestShareDividesTheBudget(t *testing.T) {
 				t.Fatalf("limit of one of 4 = %v, want 125", got)
 			}
 		}
-		// Four tasks writing at once, each its own 1,000 writes in chunks
-		// of 50, started together (their worst alignment).
+		// Four tasks writing at once, each its own 1,000 writes in commits
+		// of MaxCommit, started together (their worst alignment).
+		size := budgets[0].MaxCommit()
+		if size != 12 {
+			t.Errorf("MaxCommit of one of 4 = %d, want 12", size)
+		}
 		var all admitted
 		var wg sync.WaitGroup
 		t0 := time.Now()
 		for i, b := range budgets {
 			wg.Go(func() {
 				defer b.Begin()()
-				a := drive(t, b, 3, 50, 1000)
-				// A task's busiest second: its rate, 125, and one chunk
+				a := drive(t, b, 3, size, 1000)
+				// A task's busiest second: its rate, 125, and one commit
 				// whose writes were paid for just before the second.
-				if p := a.peak(time.Second); p > 175 {
-					t.Errorf("task %d's busiest second: %d writes, want ≤ 175", i, p)
+				if p := a.peak(time.Second); p > 125+size {
+					t.Errorf("task %d's busiest second: %d writes, want ≤ %d", i, p, 125+size)
 				}
 				for _, at := range a.times {
 					all.add(at, 1)
@@ -181,13 +185,34 @@ func TestShareDividesTheBudget(t *testing.T) {
 		all.mu.Lock()
 		sortTimes(all.times)
 		all.mu.Unlock()
-		// At most 500/s and one chunk of each task.
+		// At most 500/s and one commit of each task: 548.
 		p := all.peak(time.Second)
-		if p > 700 {
-			t.Errorf("4 tasks' busiest second: %d writes, want ≤ 700", p)
+		if p > 500+4*size {
+			t.Errorf("4 tasks' busiest second: %d writes, want ≤ %d", p, 500+4*size)
 		}
-		t.Logf("4 tasks started together: busiest second %d writes", p)
+		t.Logf("4 tasks started together, commits of %d: busiest second %d writes", size, p)
 	})
+}
+
+func TestMaxCommit(t *testing.T) {
+	for _, c := range []struct {
+		ramp  Ramp
+		share int
+		want  int
+	}{
+		{DefaultRamp(), 1, 50},
+		{DefaultRamp(), 4, 12},
+		{DefaultRamp(), 100, 1},
+		{Fixed(10000), 1, 1000},
+	} {
+		b, err := New(c.ramp, c.share)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.MaxCommit(); got != c.want {
+			t.Errorf("MaxCommit of %v shared by %d = %d, want %d", c.ramp.Initial, c.share, got, c.want)
+		}
+	}
 }
 
 func sortTimes(ts []time.Time) {

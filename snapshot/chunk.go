@@ -272,12 +272,18 @@ func withDeletes(ops []op, stale []string) []op {
 	return ops
 }
 
-// chunks divides ops into the chunks a write commits: at most the batch
-// size of operations each, and at most maxCommitBytes of them.
+// chunks divides ops into the chunks a write commits: at most chunkOps
+// operations each, and at most maxCommitBytes of them.
 func (w *Writer) chunks(ops []op) ([][]op, error) {
 	return batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
-		batching.Limits{MaxOps: w.cfg.batchSize, MaxBytes: maxCommitBytes})
+		batching.Limits{MaxOps: w.chunkOps(), MaxBytes: maxCommitBytes})
 }
+
+// chunkOps is the most operations a chunk holds: the batch size, or a
+// tenth of a second of the write budget's share when that is less (four
+// tasks sharing 500/s commit 12 at a time), so that writers sharing the
+// budget stay within it second by second (pacing.Budget.MaxCommit).
+func (w *Writer) chunkOps() int { return min(w.cfg.batchSize, w.cfg.budget.MaxCommit()) }
 
 // staleDistricts lists, sorted, the ids of the district documents stored
 // under snapshot id that snap does not have: those a write of snap deletes.

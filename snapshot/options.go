@@ -102,7 +102,9 @@ type Option func(*config)
 func WithCollection(name string) Option { return func(c *config) { c.collection = name } }
 
 // WithBatchSize sets the operations per chunk (default 50, at most
-// MaxBatchSize).
+// MaxBatchSize). A chunk holds no more than a tenth of a second of the
+// write budget's share either (pacing.Budget.MaxCommit): 50 at 500/s,
+// 12 for each of four writers sharing it.
 func WithBatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
 
 // WithConcurrency sets how many chunks are in flight at once, at most

@@ -260,7 +260,7 @@ func (w *Writer) newPlan(op operation, id string) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	return &Plan{SnapshotID: id, Op: string(op), Stored: StoredNone, BatchSize: w.cfg.batchSize,
+	return &Plan{SnapshotID: id, Op: string(op), Stored: StoredNone, BatchSize: w.chunkOps(),
 		RootLimitBytes: model.MaxDocumentBytes, Rewrite: []PlannedDistrict{},
 		Lock: PlanLock{Backend: w.lockName, Key: key, KeyHash: locking.HashKey(key)}}, nil
 }

@@ -61,7 +61,7 @@ func (j *job) listBelow() ([3][]string, error) {
 // first chunk that failed, a fenced-out one before any other.
 func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) {
 	chunks, err := batching.Plan(names, func(string) (int, int) { return 1, deleteBytes },
-		batching.Limits{MaxOps: j.w.cfg.batchSize, MaxBytes: maxCommitBytes})
+		batching.Limits{MaxOps: j.w.chunkOps(), MaxBytes: maxCommitBytes})
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}

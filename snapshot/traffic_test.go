@@ -41,11 +41,7 @@ type storeEnv struct {
 
 func newStoreEnv(t *testing.T, cfg fsproxy.Config) *storeEnv {
 	t.Helper()
-	p, err := fsproxy.New(emu.Host, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := fsproxy.Start(t, emu.Host, cfg)
 	project := emulator.ProjectID(t)
 	client, api, lock := storeClients(t, p.Addr(), project)
 	e := &env{t: t, project: project, f: &faults{}, client: client, api: api, clean: emu.TestClientFor(t, project)}

@@ -86,7 +86,7 @@ type writeFlags struct {
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d)", snapshot.MaxBatchSize))
+	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of the write budget's share (12 for each of 4 backfill tasks)", snapshot.MaxBatchSize))
 	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once, at most: a write starts at one and runs fewer while the store is slow to answer (docs/lease.md)")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")

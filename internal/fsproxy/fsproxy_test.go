@@ -33,15 +33,7 @@ var emu *emulator.Emulator
 func TestMain(m *testing.M) { os.Exit(emulator.Main(m, &emu)) }
 
 // start runs a proxy in front of the emulator until t ends.
-func start(t *testing.T, cfg fsproxy.Config) *fsproxy.Proxy {
-	t.Helper()
-	p, err := fsproxy.New(emu.Host, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
+func start(t *testing.T, cfg fsproxy.Config) *fsproxy.Proxy { return fsproxy.Start(t, emu.Host, cfg) }
 
 // through is the proxy as an emulator: clients dialled on it (with the
 // emulator's credentials, option.WithGRPCConn) go through it.
