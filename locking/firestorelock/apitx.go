@@ -2,9 +2,7 @@ package firestorelock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -12,13 +10,10 @@ import (
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-)
 
-// noRetry turns off the API client's own retries of the read that begins
-// a transaction: sent twice, it would begin two.
-var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
+	"github.com/snapwriter/snapwriter/internal/fstx"
+)
 
 // write is one write of a lock transaction, on either path: the Firestore
 // client's RunTransaction (applyWrites) or the API's (pbWrite).
@@ -96,9 +91,7 @@ func pbWrite(w write) (*pb.Write, error) {
 func (b *Backend) apiTransaction(ctx context.Context, attempts int, refs []*firestore.DocumentRef,
 	decide func(ctx context.Context, docs []map[string]any) ([]write, error)) error {
 	db, _, _ := strings.Cut(refs[0].Path, "/documents/")
-	// The header the Firestore client sends on every call: the service
-	// routes requests by it.
-	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
+	ctx = fstx.WithDatabase(ctx, db)
 	var (
 		prev    []byte
 		backoff gax.Backoff // the client's transaction backoff: 1 s doubling to 30 s
@@ -121,6 +114,13 @@ func (b *Backend) apiTransaction(ctx context.Context, attempts int, refs []*fire
 
 // apiAttempt is one attempt of apiTransaction; it returns the
 // transaction's id, for the next attempt's retry_transaction.
+//
+// The read that begins the transaction is never cancelled (fstx): an
+// attempt whose ctx ends mid-read returns at once and leaves the read to
+// finish in the background and roll back the transaction it began, since
+// a transaction whose id never arrived would hold its read of the lock
+// document, and so every acquire, extend and release of the key, until
+// Firestore expires it.
 func (b *Backend) apiAttempt(ctx context.Context, db string, refs []*firestore.DocumentRef, prev []byte,
 	decide func(ctx context.Context, docs []map[string]any) ([]write, error)) (tid []byte, err error) {
 	if err := ctx.Err(); err != nil {
@@ -130,36 +130,14 @@ func (b *Backend) apiAttempt(ctx context.Context, db string, refs []*firestore.D
 	for i, r := range refs {
 		names[i] = r.Path
 	}
-	opts := &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{
-		ReadWrite: &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}}}
-	stream, err := b.api.BatchGetDocuments(ctx, &pb.BatchGetDocumentsRequest{Database: db, Documents: names,
-		ConsistencySelector: &pb.BatchGetDocumentsRequest_NewTransaction{NewTransaction: opts}}, noRetry)
-	if err != nil {
-		return nil, err
+	read := b.reads.Begin(ctx, b.api, db, names, fstx.ReadWrite(prev)).Wait(ctx)
+	if read.Err != nil {
+		return read.Tid, read.Err // rolled back already
 	}
-	found := map[string]*pb.Document{}
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			b.rollback(ctx, db, tid)
-			return tid, err
-		}
-		if len(resp.GetTransaction()) > 0 {
-			tid = resp.GetTransaction()
-		}
-		if d := resp.GetFound(); d != nil {
-			found[d.GetName()] = d
-		}
-	}
-	if len(tid) == 0 {
-		return nil, status.Error(codes.Internal, "the read that begins the lock's transaction returned no transaction")
-	}
+	tid = read.Tid
 	docs := make([]map[string]any, len(refs))
 	for i, n := range names {
-		if d := found[n]; d != nil {
+		if d := read.Found[n]; d != nil {
 			docs[i] = fieldsOf(d)
 		}
 	}
@@ -174,31 +152,21 @@ func (b *Backend) apiAttempt(ctx context.Context, db string, refs []*firestore.D
 		pws = append(pws, pw)
 	}
 	if err != nil {
-		b.rollback(ctx, db, tid)
+		fstx.Rollback(ctx, b.api, db, tid)
 		return tid, err
 	}
 	// A transaction that writes nothing commits too, as RunTransaction's
-	// does: it ends the transaction and releases its read at once.
+	// does: it ends the transaction and releases its read at once. The
+	// API client retries it as it retries RunTransaction's (UNAVAILABLE,
+	// RESOURCE_EXHAUSTED: a commit of one transaction applies once).
 	if _, err := b.api.Commit(ctx, &pb.CommitRequest{Database: db, Writes: pws, Transaction: tid}); err != nil {
 		// As the client does after a failed commit: one that never reached
 		// the server would leave the read holding its lock until the
 		// transaction expires; one that was applied makes this a no-op.
-		b.rollback(ctx, db, tid)
+		fstx.Rollback(ctx, b.api, db, tid)
 		return tid, err
 	}
 	return tid, nil
-}
-
-// rollback ends transaction tid that will not commit, detached from ctx
-// (an attempt that timed out must still let go) and briefly; its failure
-// changes nothing: the server expires the transaction anyway.
-func (b *Backend) rollback(ctx context.Context, db string, tid []byte) {
-	if len(tid) == 0 {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = b.api.Rollback(rctx, &pb.RollbackRequest{Database: db, Transaction: tid})
 }
 
 // fieldsOf is a document read on the API as DocumentSnapshot.Data gives

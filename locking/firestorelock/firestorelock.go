@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/fstx"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
@@ -93,7 +94,10 @@ type Backend struct {
 	client *firestore.Client
 	// api, when set (WithAPIClient), runs acquire, and release and extend
 	// by key, as transactions begun by their read: two round trips each.
-	api     *vkit.Client
+	api *vkit.Client
+	// reads begins the reads of the transactions on api, and Close waits
+	// for those a cancelled call left to finish and roll back.
+	reads   fstx.Pending
 	locks   *firestore.CollectionRef
 	fences  *firestore.CollectionRef
 	now     func() time.Time
@@ -731,12 +735,15 @@ func (b *Backend) startCleanup(ctx context.Context, ref *firestore.DocumentRef, 
 
 // Close stops the background cleanups IsLocked starts with
 // WithCleanupInIsLocked, cancelling those in flight, and waits for them to
-// return, so that no goroutine of the backend outlives it. It does not
+// return, and for the reads that cancelled calls on the API client
+// (WithAPIClient) left to finish and roll back their transactions, so
+// that no goroutine of the backend outlives it. It does not
 // close the Firestore client passed to New: that stays the caller's, and
 // the backend's operations keep working on it, but IsLocked starts no more
 // cleanups. Close is idempotent and returns nil.
 func (b *Backend) Close() error {
 	b.janitor.Close()
+	b.reads.Wait()
 	return nil
 }
 
