@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/fstx"
 	"github.com/snapwriter/snapwriter/retry"
 )
 
@@ -52,65 +53,34 @@ type apiTx struct {
 // back as an *unknownOutcome marked retry.Transient, as txn's do.
 func (w *Writer) apiTxn(ctx context.Context, t apiTx, prev []byte) (tid []byte, resp *pb.CommitResponse, err error) {
 	db := databaseOf(t.docs[0])
-	// The header the Firestore client sends on every call: the service
-	// routes requests by it.
-	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
-	opts := &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{
-		ReadWrite: &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}}}
-	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: t.docs}
+	ctx = fstx.WithDatabase(ctx, db)
+	// The read is never cancelled by ctx (fstx): an attempt that times out
+	// mid-read leaves it to roll back the transaction it began, which
+	// would otherwise hold its reads of the root, the fence or the
+	// manifest until Firestore expires it, and the attempt's retry with
+	// them.
+	var read *fstx.Read
 	if w.cfg.inlineBegin {
-		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_NewTransaction{NewTransaction: opts}
+		read = w.reads.Begin(ctx, w.api, db, t.docs, fstx.ReadWrite(prev))
 	} else {
-		began, err := w.api.BeginTransaction(ctx, &pb.BeginTransactionRequest{Database: db, Options: opts}, noRetry)
+		began, err := w.api.BeginTransaction(ctx, &pb.BeginTransactionRequest{Database: db, Options: fstx.ReadWrite(prev)}, noRetry)
 		if err != nil {
 			return nil, nil, err
 		}
-		tid = began.GetTransaction()
-		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_Transaction{Transaction: tid}
-	}
-	stream, err := w.api.BatchGetDocuments(ctx, req, noRetry)
-	if err != nil {
-		w.rollback(ctx, db, tid)
-		return tid, nil, err
+		read = w.reads.ReadIn(ctx, w.api, db, t.docs, began.GetTransaction())
 	}
 	if t.prepare != nil {
 		if err := t.prepare(); err != nil {
-			// Drain the read, so that the transaction it began is known
-			// and rolled back.
-			for {
-				resp, rerr := stream.Recv()
-				if rerr != nil {
-					break
-				}
-				if len(resp.GetTransaction()) > 0 {
-					tid = resp.GetTransaction()
-				}
-			}
-			w.rollback(ctx, db, tid)
-			return tid, nil, err
+			read.Abandon() // its transaction is rolled back when its id arrives
+			return nil, nil, err
 		}
 	}
-	found := make(map[string]*pb.Document, len(t.docs))
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			w.rollback(ctx, db, tid)
-			return tid, nil, err
-		}
-		if len(resp.GetTransaction()) > 0 {
-			tid = resp.GetTransaction()
-		}
-		if d := resp.GetFound(); d != nil {
-			found[d.GetName()] = d
-		}
+	res := read.Wait(ctx)
+	if res.Err != nil {
+		return res.Tid, nil, res.Err // rolled back already
 	}
-	if len(tid) == 0 {
-		return nil, nil, status.Error(codes.Internal, "the read that begins the transaction returned no transaction")
-	}
-	writes, err := t.decide(ctx, tid, found)
+	tid = res.Tid
+	writes, err := t.decide(ctx, tid, res.Found)
 	if err != nil {
 		w.rollback(ctx, db, tid)
 		return tid, nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	vkit "cloud.google.com/go/firestore/apiv1"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -13,6 +12,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/snapwriter/snapwriter/internal/fstx"
 )
 
 // A district chunk is one read-write transaction on the Firestore API
@@ -27,7 +28,8 @@ import (
 // What differs is a read whose answer is lost (a connection reset): begun
 // inline, its transaction's id is lost with it, so nothing can roll it
 // back, and its read of the fence document holds until the server expires
-// it (60 s). That is safe because nothing in a write needs the fence
+// it (60 s). (A read the attempt's timeout abandons is not lost: it is
+// left to finish and roll back, fstx.) That is safe because nothing in a write needs the fence
 // document exclusively: chunks and progress records only read it, and the
 // finish writes it only to settle a chunk commit of unknown outcome (and
 // then outlasts such a read within the contention wait). A newer writer
@@ -108,16 +110,9 @@ func (w *Writer) chunkTxn(ctx context.Context, c chunkTx, prev []byte) (tid []by
 	return tid, err
 }
 
-// rollback ends transaction tid that will not commit, so that the server
-// releases what it read at once instead of when the transaction expires.
-// It runs detached from ctx (an attempt that timed out must still let go),
-// briefly, and its failure changes nothing: the server expires the
-// transaction anyway.
+// rollback ends transaction tid (nil: none) that will not commit, so
+// that the server releases what it read at once instead of when the
+// transaction expires (fstx.Rollback).
 func (w *Writer) rollback(ctx context.Context, db string, tid []byte) {
-	if len(tid) == 0 {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = w.api.Rollback(rctx, &pb.RollbackRequest{Database: db, Transaction: tid}, noRetry)
+	fstx.Rollback(ctx, w.api, db, tid)
 }
