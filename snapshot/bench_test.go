@@ -286,9 +286,7 @@ func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Du
 		s.close()
 		return nil, err
 	}
-	// As the command's lock: its transactions on the API client, begun
-	// by their reads (firestorelock.WithAPIClient).
-	locker, err := firestorelock.New(s.client, firestorelock.WithAPIClient(s.api))
+	locker, err := firestorelock.New(s.client)
 	if err != nil {
 		s.close()
 		return nil, err

@@ -11,11 +11,9 @@
 // hold until the server expires it (Firestore: after 60 s idle). Every
 // commit that writes one of those documents waits on it and fails
 // (ABORTED; "Transaction lock timeout" on the emulator, after 2 s) until
-// then: for a lock document, a minute in which nobody can take, extend or
-// release the lock (the lock conformance suite's MutualExclusionDo, whose
-// leases cancel their heartbeat's extend when they end, lost leases and
-// timed out for this). The client's RunTransaction knows its transaction's id
-// before the first read, and rolls it back.
+// then: for the snapshot's root or fence document, a writer's own retry
+// blocked for a minute. The client's RunTransaction knows its
+// transaction's id before the first read, and rolls it back.
 //
 // So a Read is never cancelled by its caller: it runs detached from the
 // caller's cancellation, bounded by a minute; a caller that stops
