@@ -285,12 +285,6 @@ func (w *Writer) chunks(ops []op) ([][]op, error) {
 // budget stay within it second by second (pacing.Budget.MaxCommit).
 func (w *Writer) chunkOps() int { return min(w.cfg.batchSize, w.cfg.budget.MaxCommit()) }
 
-// findStale lists district documents of an earlier write of this
-// snapshot that the new snapshot no longer has.
-func (j *job) findStale() ([]string, error) {
-	return j.w.staleDistricts(j.wctx, j.in.id, j.in.snap)
-}
-
 // staleDistricts lists, sorted, the ids of the district documents stored
 // under snapshot id that snap does not have: those a write of snap deletes.
 func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {

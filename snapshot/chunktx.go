@@ -2,11 +2,8 @@ package snapshot
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"time"
 
 	vkit "cloud.google.com/go/firestore/apiv1"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -14,12 +11,9 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
-	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/internal/fstx"
 )
 
 // A district chunk is one read-write transaction on the Firestore API
@@ -34,7 +28,8 @@ import (
 // What differs is a read whose answer is lost (a connection reset): begun
 // inline, its transaction's id is lost with it, so nothing can roll it
 // back, and its read of the fence document holds until the server expires
-// it (60 s). That is safe because nothing in a write needs the fence
+// it (60 s). (A read the attempt's timeout abandons is not lost: it is
+// left to finish and roll back, fstx.) That is safe because nothing in a write needs the fence
 // document exclusively: chunks and progress records only read it, and the
 // finish writes it only to settle a chunk commit of unknown outcome (and
 // then outlasts such a read within the contention wait). A newer writer
@@ -108,93 +103,16 @@ type chunkTx struct {
 // A commit error whose outcome is unknown comes back as an *unknownOutcome
 // marked retry.Transient, as txn's do.
 func (w *Writer) chunkTxn(ctx context.Context, c chunkTx, prev []byte) (tid []byte, err error) {
-	db := databaseOf(c.fence)
-	// The header the Firestore client sends on every call: the service
-	// routes requests by it.
-	ctx = metadata.AppendToOutgoingContext(ctx, "google-cloud-resource-prefix", db)
-	opts := &pb.TransactionOptions{Mode: &pb.TransactionOptions_ReadWrite_{
-		ReadWrite: &pb.TransactionOptions_ReadWrite{RetryTransaction: prev}}}
-	req := &pb.BatchGetDocumentsRequest{Database: db, Documents: []string{c.fence}}
-	if w.cfg.inlineBegin {
-		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_NewTransaction{NewTransaction: opts}
-	} else {
-		began, err := w.api.BeginTransaction(ctx, &pb.BeginTransactionRequest{Database: db, Options: opts}, noRetry)
-		if err != nil {
-			return nil, err
-		}
-		tid = began.GetTransaction()
-		req.ConsistencySelector = &pb.BatchGetDocumentsRequest_Transaction{Transaction: tid}
-	}
-	stream, err := w.api.BatchGetDocuments(ctx, req, noRetry)
-	if err != nil {
-		w.rollback(ctx, db, tid)
-		return tid, err
-	}
-	if err := c.prepare(); err != nil {
-		// Drain the read, so that the transaction it began is known
-		// and rolled back.
-		for {
-			resp, rerr := stream.Recv()
-			if rerr != nil {
-				break
-			}
-			if len(resp.GetTransaction()) > 0 {
-				tid = resp.GetTransaction()
-			}
-		}
-		w.rollback(ctx, db, tid)
-		return tid, err
-	}
-	var found *pb.Document
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			w.rollback(ctx, db, tid)
-			return tid, err
-		}
-		if len(resp.GetTransaction()) > 0 {
-			tid = resp.GetTransaction()
-		}
-		if d := resp.GetFound(); d != nil {
-			found = d
-		}
-	}
-	if len(tid) == 0 {
-		return nil, status.Error(codes.Internal, "the read that begins the chunk's transaction returned no transaction")
-	}
-	writes, err := c.decide(found)
-	if err != nil {
-		w.rollback(ctx, db, tid)
-		return tid, err
-	}
-	_, err = w.api.Commit(ctx, &pb.CommitRequest{Database: db, Writes: writes, Transaction: tid}, noRetry)
-	if err == nil {
-		return tid, nil
-	}
-	// As the Firestore client does after a failed commit: a commit that
-	// never reached the server would otherwise leave the fence read
-	// holding its lock until the transaction expires, and one that was
-	// applied makes this a no-op.
-	w.rollback(ctx, db, tid)
-	if commitOutcomeUnknown(err) {
-		return tid, retry.Transient(&unknownOutcome{err})
-	}
+	tid, _, err = w.apiTxn(ctx, apiTx{docs: []string{c.fence}, prepare: c.prepare,
+		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
+			return c.decide(found[c.fence])
+		}}, prev)
 	return tid, err
 }
 
-// rollback ends transaction tid that will not commit, so that the server
-// releases what it read at once instead of when the transaction expires.
-// It runs detached from ctx (an attempt that timed out must still let go),
-// briefly, and its failure changes nothing: the server expires the
-// transaction anyway.
+// rollback ends transaction tid (nil: none) that will not commit, so
+// that the server releases what it read at once instead of when the
+// transaction expires (fstx.Rollback).
 func (w *Writer) rollback(ctx context.Context, db string, tid []byte) {
-	if len(tid) == 0 {
-		return
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = w.api.Rollback(rctx, &pb.RollbackRequest{Database: db, Transaction: tid}, noRetry)
+	fstx.Rollback(ctx, w.api, db, tid)
 }

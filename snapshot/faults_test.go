@@ -85,6 +85,12 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
 		c := &commitCall{ctx: ctx, start: time.Now(), bytes: proto.Size(cr)}
+		// The writer sends documents' fields in their wire form, as
+		// unknown fields (wire.go): read them from a decoded copy.
+		var sent firestorepb.CommitRequest
+		if b, err := proto.Marshal(cr); err == nil && proto.Unmarshal(b, &sent) == nil {
+			cr = &sent
+		}
 		for _, w := range cr.GetWrites() {
 			name := w.GetDelete()
 			if u := w.GetUpdate(); u != nil {

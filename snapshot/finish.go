@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/retry"
@@ -104,13 +104,17 @@ func (j *job) finish(out districtOutcome) error {
 	// more attempts fit.
 	p := j.w.cfg.retry
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
-	st, _, err := j.retry(ctx, p, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
-		r, err := j.recordOutcome(tx, out)
-		if err == nil {
-			done = r
-		}
-		return err
-	}))
+	// One read begins the transaction: the fence document, and the
+	// documents of the chunks whose outcome is unknown (resolve).
+	fence := j.w.fenceRef(j.in.id).Path
+	st, _, _, err := j.retryAPI(ctx, p, apiTx{docs: append([]string{fence}, j.unsureDocs()...),
+		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
+			r, writes, err := j.recordOutcome(found, out)
+			if err == nil {
+				done = r
+			}
+			return writes, err
+		}})
 	endStep(span, st, err)
 	if err != nil {
 		return err
@@ -120,20 +124,19 @@ func (j *job) finish(out districtOutcome) error {
 	return nil
 }
 
-// recordOutcome adds to tx the record of the job's outcome: chunks whose
-// outcome is unknown are decided inside the same transaction, by reading
-// their documents, so the manifest it records is exact; it writes the
+// recordOutcome is the writes that record the job's outcome, given the
+// documents the finish's transaction read (found, by name): it requires
+// the fence document to carry this writer's fence; chunks whose outcome
+// is unknown are decided from their documents, read in the same
+// transaction, so the manifest it records is exact; and it writes the
 // fence document, so that no chunk commit still in flight can land after
 // it. It returns the Result as recorded, its Outcome complete or partial.
-func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Result, error) {
+func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) (Result, []*pb.Write, error) {
 	in := &j.in
-	if err := j.requireFence(tx); err != nil {
-		return Result{}, err
+	if err := in.fenceProblem(found[j.w.fenceRef(in.id).Path]); err != nil {
+		return Result{}, nil, retry.Permanent(err)
 	}
-	r, out, err := j.resolve(tx, out)
-	if err != nil {
-		return Result{}, err
-	}
+	r, out := j.resolve(found, out)
 	now := j.w.cfg.now()
 	st := rootState{status: in.snap.Status, complete: r.FailedBatches == 0, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
 	for _, id := range districtIDs(in.snap) {
@@ -144,21 +147,27 @@ func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Res
 	}
 	md, err := in.metadata(st)
 	if err != nil {
-		return Result{}, retry.Permanent(err)
+		return Result{}, nil, retry.Permanent(err)
 	}
 	r.Outcome = OutcomePartial
 	if st.complete {
 		r.Outcome = OutcomeComplete
 	}
 	mf, pages := in.split(in.manifest(st))
-	if err := tx.Update(j.w.root(in.id), []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
-		return Result{}, err
+	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
+	if err != nil {
+		return Result{}, nil, retry.Permanent(err)
 	}
-	if err := j.w.setPages(tx, in.id, pages, nil); err != nil {
-		return Result{}, err
+	writes := []*pb.Write{root}
+	for i, p := range pages {
+		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p)
+		if err != nil {
+			return Result{}, nil, retry.Permanent(err)
+		}
+		writes = append(writes, w)
 	}
 	if !anyUnsure(j.res) {
-		return r, nil
+		return r, writes, nil
 	}
 	// A chunk whose commit outcome is unknown may still land: writing the
 	// fence document, which every chunk reads, makes such a commit
@@ -166,7 +175,11 @@ func (j *job) recordOutcome(tx *firestore.Transaction, out districtOutcome) (Res
 	// then: a chunk whose fence read began its transaction and lost its
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
-	return r, j.setFence(tx, now)
+	fw, err := layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(now))
+	if err != nil {
+		return Result{}, nil, retry.Permanent(err)
+	}
+	return r, append(writes, fw), nil
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.

@@ -58,6 +58,9 @@ type job struct {
 	rootCommits atomic.Int32
 	// progress passes the districts stored on to the writer's Progress.
 	progress *progressFeed
+	// stale, when set, is the listing of the district documents that ran
+	// beside a fresh write's root transaction, which findStale takes.
+	stale *listing
 	// pace takes the chunks' writes from the writer's budget, and counts
 	// the waits and the store's push-back (Result.WriteRate).
 	pace *pacer

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,36 +77,40 @@ func transactionClosed(err error) bool {
 	return false
 }
 
-// resolve decides the chunks of the job's Result whose commit outcome is
-// unknown by
-// reading their documents in tx: a district is written when its document
-// carries this writer's fence, a stale district deleted when its document
-// is gone. It returns the job's Result and out with those chunks decided,
-// leaving the originals alone (the transaction may run again). Run in the transaction
-// that records the manifest, the reads make the record exact: a late commit
-// of such a chunk either comes before it, and is seen, or conflicts with
-// it, and one of the two is aborted.
-func (j *job) resolve(tx *firestore.Transaction, out districtOutcome) (Result, districtOutcome, error) {
-	in, res := &j.in, j.res
-	r := *res
-	r.BatchResults = slices.Clone(res.BatchResults)
-	var refs []*firestore.DocumentRef
-	for _, b := range r.BatchResults {
+// unsureDocs are the names of the district documents of the job's chunks
+// whose commit outcome is unknown, in chunk order: what resolve decides
+// them from.
+func (j *job) unsureDocs() []string {
+	var names []string
+	districts := j.w.root(j.in.id).Collection(districtsCollection)
+	for _, b := range j.res.BatchResults {
 		if b.unsure {
 			for _, o := range b.ops {
-				refs = append(refs, j.w.root(in.id).Collection("districts").Doc(districtDocID(o.districtID)))
+				names = append(names, districts.Doc(districtDocID(o.districtID)).Path)
 			}
 		}
 	}
-	if len(refs) == 0 {
-		return r, out, nil
+	return names
+}
+
+// resolve decides the chunks of the job's Result whose commit outcome is
+// unknown from their documents as the finish's transaction read them
+// (found, by name; unsureDocs): a district is written when its document
+// carries this writer's fence, a stale district deleted when its document
+// is gone. It returns the job's Result and out with those chunks decided,
+// leaving the originals alone (the transaction may run again). Read in the
+// transaction that records the manifest, the documents make the record
+// exact: a late commit of such a chunk either comes before it, and is
+// seen, or conflicts with it, and one of the two is aborted.
+func (j *job) resolve(found map[string]*pb.Document, out districtOutcome) (Result, districtOutcome) {
+	in, res := &j.in, j.res
+	r := *res
+	r.BatchResults = slices.Clone(res.BatchResults)
+	if !anyUnsure(res) {
+		return r, out
 	}
-	docs, err := tx.GetAll(refs)
-	if err != nil {
-		return r, out, err
-	}
+	districts := j.w.root(in.id).Collection(districtsCollection)
 	decided := districtOutcome{status: clone(out.status), msgs: clone(out.msgs), fenced: out.fenced}
-	next := 0
 	for i := range r.BatchResults {
 		b := &r.BatchResults[i]
 		if !b.unsure {
@@ -113,13 +118,12 @@ func (j *job) resolve(tx *firestore.Transaction, out districtOutcome) (Result, d
 		}
 		ok := true
 		for _, o := range b.ops {
-			d := docs[next]
-			next++
+			d := found[districts.Doc(districtDocID(o.districtID)).Path]
 			if o.district == nil {
-				ok = ok && !d.Exists()
+				ok = ok && d == nil
 				continue
 			}
-			mine := d.Exists() && readDistrict(d).WriterFence == in.fence
+			mine := d != nil && fenceOf(fieldsOf(d)) == in.fence
 			ok = ok && mine
 			if mine {
 				decided.status[o.districtID], decided.msgs[o.districtID] = entrySuccess, ""
@@ -136,7 +140,7 @@ func (j *job) resolve(tx *firestore.Transaction, out districtOutcome) (Result, d
 		}
 	}
 	j.w.tally(&r)
-	return r, decided, nil
+	return r, decided
 }
 
 // fenceOf is the fence a district document, given its fields, was

@@ -110,21 +110,6 @@ func (w *Writer) pagesRef(id string) *firestore.CollectionRef {
 	return w.root(id).Collection(pagesCollection)
 }
 
-// storedPageIDs lists, in tx, the ids of the manifest pages stored under
-// snapshot id, so that a write replacing the manifest deletes those it
-// does not write. A read: call it before tx's first write.
-func (w *Writer) storedPageIDs(tx *firestore.Transaction, id string) ([]string, error) {
-	docs, err := tx.Documents(w.pagesRef(id).Select()).GetAll()
-	if err != nil {
-		return nil, fmt.Errorf("listing manifest pages: %w", err)
-	}
-	ids := make([]string, len(docs))
-	for i, d := range docs {
-		ids[i] = d.Ref.ID
-	}
-	return ids, nil
-}
-
 // setPages adds to tx the writes of pages and the deletes of the stored
 // pages (stored, by id) it does not replace: those of an earlier write with
 // more districts, or every one when the manifest is inline now.

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
-	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/model"
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/retry"
@@ -81,7 +85,25 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 }
 
 // writeRoot commits the root document in a transaction that refuses to
-// replace a root written under a newer fence.
+// replace a root written under a newer fence: two round trips, a read of
+// the root and the fence document that begins the transaction, and the
+// commit (see apitxn.go).
+//
+// A fresh write — the transaction finds neither a root nor a fence
+// document — also needs no round trip of its own for the listings a write
+// makes: of the stored manifest pages, which the root transaction
+// deletes, and of the stored district documents, which the chunks delete
+// (findStale). Both run outside the transaction, alongside its read
+// (startListings), and a fresh write takes them as they are. That is
+// exact: every district document and manifest page is written by a
+// transaction that either read the root (a root transaction) or read the
+// fence document and required it to carry its writer's fence (chunks,
+// records, finishes), so once this transaction has read both missing, no
+// such write can commit before this one, which writes both, and none of a
+// writer of an older fence after it. A write that finds either lists the
+// pages inside its transaction, and the districts after its commit, as
+// before: an older writer that lost its lock may commit chunks up to that
+// commit.
 func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	in := &j.in
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
@@ -90,33 +112,52 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		return r, err
 	}
 	ref := j.w.root(in.id)
+	rootName, fenceName := ref.Path, j.w.fenceRef(in.id).Path
+	// Every attempt commits the same documents: encoded once.
+	sets, err := j.rootWrites(doc, pages)
+	if err != nil {
+		return r, err
+	}
 	t0 := time.Now()
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot)
-	st, unsure, err := j.retry(sctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if err != nil && status.Code(err) != codes.NotFound {
-			return err
-		}
-		if snap.Exists() {
-			root := readRoot(snap)
-			if j.w.cfg.skipComplete && root.complete() {
-				return retry.Permanent(errSkip)
+	lists := j.startListings(sctx)
+	var fresh bool // the attempt that committed found no root and no fence document
+	st, unsure, _, err := j.retryAPI(sctx, j.w.cfg.retry, apiTx{docs: []string{rootName, fenceName},
+		decide: func(ctx context.Context, tid []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
+			stored, isFresh := found[rootName], found[rootName] == nil && found[fenceName] == nil
+			if stored != nil {
+				root := decodeRoot(fieldsOf(stored))
+				if j.w.cfg.skipComplete && root.complete() {
+					return nil, retry.Permanent(errSkip)
+				}
+				if err := j.checkPrior(ctx, root.meta()); err != nil {
+					return nil, retry.Permanent(err)
+				}
+				if resume && resumable(root, *in) {
+					return nil, retry.Permanent(errResume)
+				}
 			}
-			if err := j.checkPrior(ctx, root.meta()); err != nil {
-				return retry.Permanent(err)
+			var storedPages []string
+			var err error
+			if isFresh {
+				storedPages, err = lists.pages.wait()
 			}
-			if resume && resumable(root, *in) {
-				return retry.Permanent(errResume)
+			if !isFresh || err != nil {
+				if storedPages, err = j.w.queryIDs(ctx, tid, rootName, pagesCollection); err != nil {
+					return nil, fmt.Errorf("listing manifest pages: %w", err)
+				}
 			}
-		}
-		stored, err := j.w.storedPageIDs(tx, in.id)
-		if err != nil {
-			return err
-		}
-		return j.setRoot(tx, doc, pages, stored)
-	}))
+			fresh = isFresh
+			return j.w.withPageDeletes(sets, in.id, len(pages), storedPages), nil
+		}})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	endStep(span, st, err)
+	if err == nil && fresh {
+		j.stale = lists.districts
+	} else {
+		lists.districts.cancel()
+	}
+	lists.pages.cancel()
 	if err != nil {
 		r.Err, r.unsure = err, unsure
 		if errors.Is(err, errSkip) || errors.Is(err, errResume) {
@@ -130,6 +171,115 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	r.Success = true
 	j.rootCommits.Add(1)
 	return r, nil
+}
+
+// rootWrites are the writes every attempt of the root transaction makes
+// whatever it finds stored, as setRoot makes them: the root document, its
+// manifest pages, and the fence document, stamped with the job's fence.
+func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, error) {
+	in := &j.in
+	writes := make([]*pb.Write, 0, len(pages)+2)
+	w, err := layoutSetWrite(j.w.root(in.id).Path, root)
+	if err != nil {
+		return nil, retry.Permanent(err)
+	}
+	writes = append(writes, w)
+	for i, p := range pages {
+		if w, err = layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p); err != nil {
+			return nil, retry.Permanent(err)
+		}
+		writes = append(writes, w)
+	}
+	if w, err = layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(in.startedAt)); err != nil {
+		return nil, retry.Permanent(err)
+	}
+	return append(writes, w), nil
+}
+
+// withPageDeletes is sets, the root transaction's writes (rootWrites) for
+// n manifest pages, with the deletes of the stored pages (stored, by id)
+// they do not replace before the fence document's write, as setPages
+// orders them.
+func (w *Writer) withPageDeletes(sets []*pb.Write, id string, n int, stored []string) []*pb.Write {
+	out := slices.Clone(sets[:len(sets)-1])
+	for _, sid := range stored {
+		if i, err := strconv.Atoi(sid); err == nil && sid == pageID(i) && i < n {
+			continue
+		}
+		out = append(out, deleteWrite(w.pagesRef(id).Doc(sid).Path))
+	}
+	return append(out, sets[len(sets)-1])
+}
+
+// listing is a list of document ids under way (listIDs).
+type listing struct {
+	done   chan struct{}
+	ids    []string
+	err    error
+	cancel context.CancelFunc
+}
+
+// listIDs starts listing the ids of collection coll under document parent
+// (a full name), outside any transaction.
+func (w *Writer) listIDs(ctx context.Context, parent, coll string) *listing {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &listing{done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(l.done)
+		l.ids, l.err = w.queryIDs(ctx, nil, parent, coll)
+	}()
+	return l
+}
+
+// wait is the listing's ids, once it is over.
+func (l *listing) wait() ([]string, error) {
+	<-l.done
+	return l.ids, l.err
+}
+
+// listings are the root transaction's listings of the stored manifest
+// pages and district documents (see writeRoot).
+type listings struct{ pages, districts *listing }
+
+// startListings starts the listings of the snapshot's manifest pages and
+// district documents, beside the root transaction.
+func (j *job) startListings(ctx context.Context) listings {
+	root := j.w.root(j.in.id).Path
+	return listings{pages: j.w.listIDs(ctx, root, pagesCollection), districts: j.w.listIDs(ctx, root, districtsCollection)}
+}
+
+// findStale lists district documents of an earlier write of this
+// snapshot that the new snapshot no longer has: from the listing that ran
+// beside a fresh write's root transaction (writeRoot), else by a query
+// now.
+func (j *job) findStale() ([]string, error) {
+	if l := j.stale; l != nil {
+		j.stale = nil
+		ids, err := l.wait()
+		l.cancel()
+		if err == nil {
+			return staleOf(ids, j.in.snap), nil
+		}
+		j.log.Debug("listing district documents beside the root transaction failed; listing them again", zap.Error(err))
+	}
+	return j.w.staleDistricts(j.wctx, j.in.id, j.in.snap)
+}
+
+// staleOf is the ids, sorted, of the district documents (docIDs, by
+// document id) that snap does not have.
+func staleOf(docIDs []string, snap *model.Snapshot) []string {
+	keep := make(map[string]bool, len(snap.Payload.Districts))
+	for _, d := range snap.Payload.Districts {
+		keep[districtDocID(d.DistrictID)] = true
+	}
+	var stale []string
+	for _, id := range docIDs {
+		if !keep[id] {
+			stale = append(stale, strings.TrimPrefix(id, districtDocPrefix))
+		}
+	}
+	sort.Strings(stale)
+	return stale
 }
 
 // errSkip ends a write that WithSkipComplete found nothing to do for.

@@ -36,6 +36,7 @@ import (
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
 
+	"github.com/snapwriter/snapwriter/internal/fstx"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/pacing"
@@ -43,9 +44,13 @@ import (
 
 // Writer writes snapshots. It is safe for concurrent use.
 type Writer struct {
-	client   *firestore.Client
-	api      *vkit.Client // the chunks' transactions run on it
-	ownAPI   bool         // api was opened by NewWriter, and Close closes it
+	client *firestore.Client
+	api    *vkit.Client // the chunks' transactions run on it
+	ownAPI bool         // api was opened by NewWriter, and Close closes it
+	// reads begins the reads that begin the write's transactions on api,
+	// and Close waits for those a timed-out attempt left to finish and
+	// roll back (fstx).
+	reads    fstx.Pending
 	locker   locking.Backend
 	cfg      config
 	lockName string
@@ -104,10 +109,13 @@ func configure(client *firestore.Client, lockName string, opts []Option) (*Write
 	return w, nil
 }
 
-// Close closes the Firestore API client NewWriter opened (none when one
-// was given with WithAPIClient). The firestore.Client and the lock backend
-// stay open: they are the caller's.
+// Close waits for the reads that timed-out transaction attempts left to
+// finish and roll back (at most a minute), then closes the Firestore API
+// client NewWriter opened (none when one was given with WithAPIClient).
+// The firestore.Client and the lock backend stay open: they are the
+// caller's.
 func (w *Writer) Close() error {
+	w.reads.Wait()
 	if !w.ownAPI {
 		return nil
 	}
