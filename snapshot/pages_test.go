@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/pacing"
 )
 
 // smallSnapshot is a valid snapshot of n districts of a few dozen bytes
@@ -143,7 +144,9 @@ func TestTwentyThousandDistricts(t *testing.T) {
 	// seconds on a loaded machine.
 	p := fastPolicy()
 	p.AttemptTimeout, p.TotalTimeout = 2*time.Minute, 5*time.Minute
-	w := e.writer(WithBatchSize(500), WithConcurrency(4), WithRetryPolicy(p))
+	// Chunks of 500 need a budget of 5,000 writes/s: a chunk holds at
+	// most a tenth of a second of it.
+	w := e.writer(WithBatchSize(500), WithConcurrency(4), WithRetryPolicy(p), WithWriteBudget(budgetOf(t, pacing.Fixed(5000), 1)))
 	e.paged = true // by the writer's default threshold, not withPages
 	t0 := time.Now()
 	res := mustPartial(t)(w.Write(ctx, day, in))
