@@ -13,7 +13,7 @@
 // Budget, so dates written at once share it too.
 //
 //	b, err := pacing.New(pacing.DefaultRamp(), taskCount)
-//	end := b.Begin()                       // a write into a new key range starts
+//	end, whole := b.Begin(len(writes))     // a write into a new key range starts
 //	defer end()
 //	waited, err := b.Wait(ctx, len(chunk)) // before each commit attempt
 //	…
@@ -184,15 +184,24 @@ func (b *Budget) Stats() Stats {
 	return b.stats
 }
 
-// Begin notes that a write into the key range starts, and returns the
-// function that notes its end. A write that begins while none is under
-// way starts the ramp again: each day's snapshot is a new key range.
-// Writes that overlap share one ramp, from the first one's start.
-func (b *Budget) Begin() (end func()) {
+// Begin notes that a write of n writes into the key range starts, and
+// returns the function that notes its end. A write that begins while none
+// is under way starts the ramp again: each day's snapshot is a new key
+// range. Writes that overlap share one ramp, from the first one's start.
+//
+// whole reports that the write may take its writes without waiting
+// (Take): it begins alone, with no push-back in force, and its n writes
+// are at most one second of the rate, so that no second of it can hold
+// more than the rate allows however fast it goes — the application's
+// 132-district snapshot is not slowed to a tenth of a second at a time.
+// Its writes are still counted: a write that follows waits until they
+// are paid for.
+func (b *Budget) Begin(n int) (end func(), whole bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.active == 0 {
 		b.restart(time.Now())
+		whole = b.ceiling == 0 && float64(n) <= b.stats.Limit
 	}
 	b.active++
 	var once sync.Once
@@ -205,7 +214,22 @@ func (b *Budget) Begin() (end func()) {
 				b.start = time.Time{}
 			}
 		})
+	}, whole
+}
+
+// Take takes n writes from the budget without waiting, running into debt
+// that later Waits pay back: for a write that Begin found whole.
+func (b *Budget) Take(n int) {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.adjust(now)
+	for left := n; left > 0; {
+		k := min(left, b.lim.Burst())
+		b.lim.ReserveN(now, k) // k ≤ burst: always OK; its delay is the debt
+		left -= k
 	}
+	b.stats.Writes += int64(n)
 }
 
 // restart starts the ramp at now, keeping a push-back in force. Callers

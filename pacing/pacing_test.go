@@ -122,7 +122,7 @@ func TestWaitPacesToTheRamp(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer b.Begin()()
+		defer begin(b)()
 		t0 := time.Now()
 		a := drive(t, b, 3, 50, 5000)
 		elapsed := time.Since(t0)
@@ -164,7 +164,7 @@ func TestShareDividesTheBudget(t *testing.T) {
 		t0 := time.Now()
 		for i, b := range budgets {
 			wg.Go(func() {
-				defer b.Begin()()
+				defer begin(b)()
 				a := drive(t, b, 3, size, 1000)
 				// A task's busiest second: its rate, 125, and one commit
 				// whose writes were paid for just before the second.
@@ -226,7 +226,7 @@ func sortTimes(ts []time.Time) {
 func TestRampGrowsAndRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(DefaultRamp(), 1)
-		end := b.Begin()
+		end := begin(b)
 		for _, c := range []struct {
 			at   time.Duration
 			want float64
@@ -237,14 +237,14 @@ func TestRampGrowsAndRestarts(t *testing.T) {
 			}
 		}
 		// A second write overlapping the first keeps its ramp.
-		end2 := b.Begin()
+		end2 := begin(b)
 		end()
 		if got := b.Limit(); got != 1125 {
 			t.Errorf("limit with an overlapping write = %v, want 1125", got)
 		}
 		end2()
 		// The next day's write is a new key range: back to 500.
-		defer b.Begin()()
+		defer begin(b)()
 		if got := b.Limit(); got != 500 {
 			t.Errorf("limit of a new write = %v, want 500", got)
 		}
@@ -260,7 +260,7 @@ func sinceStart(b *Budget) time.Duration {
 func TestPushBackHalvesAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(DefaultRamp(), 1)
-		defer b.Begin()()
+		defer begin(b)()
 		sent := time.Now()
 		time.Sleep(10 * time.Millisecond)
 		if !b.PushedBack(sent) {
@@ -304,7 +304,7 @@ func TestPushBackHalvesAndRecovers(t *testing.T) {
 func TestPushBackHoldsAtTheFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(DefaultRamp(), 1)
-		defer b.Begin()()
+		defer begin(b)()
 		// A store that refuses everything for a minute: every attempt is
 		// refused, one every 2 s.
 		for range 30 {
@@ -335,7 +335,7 @@ func TestPushBackHoldsAtTheFloor(t *testing.T) {
 func TestWaitEndsWithItsContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(Fixed(10), 1)
-		defer b.Begin()()
+		defer begin(b)()
 		cause := errors.New("stopped")
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(time.Second, func() { cancel(cause) })
@@ -346,6 +346,61 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		}
 		if waited != time.Second {
 			t.Errorf("waited %s, want 1s", waited)
+		}
+	})
+}
+
+// begin begins a write too large to be whole: it is paced.
+func begin(b *Budget) (end func()) {
+	end, _ = b.Begin(math.MaxInt)
+	return end
+}
+
+// A write that begins alone and fits in one second of the rate takes its
+// writes at once (the application's 132 districts are not paced), and
+// the writes that follow pay its debt; one that does not fit, or that
+// begins beside another, or after a push-back, is paced.
+func TestWholeWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := New(DefaultRamp(), 1)
+		end, whole := b.Begin(132)
+		if !whole {
+			t.Fatal("a write of 132 at 500/s is not whole")
+		}
+		t0 := time.Now()
+		b.Take(50)
+		b.Take(50)
+		b.Take(32)
+		if time.Since(t0) != 0 {
+			t.Error("Take waited")
+		}
+		// A second write beside it is paced, and pays the first's debt:
+		// 132 writes taken, a bucket of 50, so the next 50 are due
+		// (132 - 50 + 50) / 500 s later.
+		end2, whole2 := b.Begin(10)
+		if whole2 {
+			t.Error("a write beside another is whole")
+		}
+		if waited, _ := b.Wait(context.Background(), 50); waited != 264*time.Millisecond {
+			t.Errorf("the next 50 waited %s, want 264ms", waited)
+		}
+		end2()
+		end()
+		if _, whole := b.Begin(501); whole {
+			t.Error("a write of 501 at 500/s is whole")
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := New(DefaultRamp(), 4)
+		if _, whole := b.Begin(132); whole {
+			t.Error("132 writes with a share of 125/s is whole")
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := New(DefaultRamp(), 1)
+		b.PushedBack(time.Now())
+		if _, whole := b.Begin(132); whole {
+			t.Error("a write under push-back is whole")
 		}
 	})
 }

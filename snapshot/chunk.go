@@ -62,15 +62,16 @@ type districtOutcome struct {
 // Result.
 func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 	res, log := j.res, j.log
-	defer j.pace.begin()()
 	stale, err := j.findStale()
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
 	}
-	chunks, err := j.w.chunks(withDeletes(ops, stale))
+	ops = withDeletes(ops, stale)
+	chunks, err := j.w.chunks(ops)
 	if err != nil {
 		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
+	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {

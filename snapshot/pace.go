@@ -60,6 +60,7 @@ type pacer struct {
 	log *zap.Logger
 
 	waited    atomic.Int64 // ns
+	whole     atomic.Bool  // the write takes its writes without waiting (pacing.Budget.Begin)
 	exhausted atomic.Int32
 	aborted   atomic.Int32
 	cuts      atomic.Int32
@@ -73,14 +74,25 @@ func newPacer(b *pacing.Budget, tel *telemetry, log *zap.Logger) *pacer {
 	return &pacer{b: b, tel: tel, log: log, minLimit: b.Limit()}
 }
 
-// begin notes that the job's chunks start; the func returned, that they
-// are over (pacing.Budget.Begin).
-func (p *pacer) begin() (end func()) { return p.b.Begin() }
+// begin notes that the job's chunks of n writes in all start; the func
+// returned, that they are over (pacing.Budget.Begin). A write that fits
+// in one second of the budget, alone, takes its writes without waiting.
+func (p *pacer) begin(n int) (end func()) {
+	end, whole := p.b.Begin(n)
+	p.whole.Store(whole)
+	return end
+}
 
 // wait takes n writes from the budget before a chunk attempt, and
 // returns how long that took.
 func (p *pacer) wait(ctx context.Context, n int) (time.Duration, error) {
-	d, err := p.b.Wait(ctx, n)
+	var d time.Duration
+	var err error
+	if p.whole.Load() {
+		p.b.Take(n)
+	} else {
+		d, err = p.b.Wait(ctx, n)
+	}
 	p.waited.Add(int64(d))
 	p.tel.budgetWaited(ctx, d)
 	p.observe(ctx)
@@ -104,6 +116,7 @@ func (p *pacer) answered(ctx context.Context, err error, sent time.Time, n int) 
 		return
 	}
 	p.tel.pushedBack(ctx, code)
+	p.whole.Store(false) // from now on, paced
 	if !p.b.PushedBack(sent) {
 		return
 	}

@@ -65,7 +65,7 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}
-	defer j.pace.begin()()
+	defer j.pace.begin(len(names))()
 	type deleted struct {
 		retries int
 		err     error
