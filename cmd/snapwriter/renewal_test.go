@@ -97,8 +97,12 @@ func TestWriteLockHasItsOwnClient(t *testing.T) {
 			t.Errorf("client %d still works after the command ended (%v): not closed", i, err)
 		}
 	}
-	if lockClients != 1 || snapClients != 1 {
-		t.Errorf("%d clients carried the lock's commits and %d the snapshot's, of %d opened; want one each", lockClients, snapClients, len(clients))
+	// The snapshot's documents go through the API client (the root
+	// transaction, the chunks, the finish) and the writer's Firestore
+	// client (the progress records, when there is time for one): at most
+	// one of the Firestore clients.
+	if lockClients != 1 || snapClients > 1 {
+		t.Errorf("%d clients carried the lock's commits and %d the snapshot's, of %d opened; want 1 and at most 1", lockClients, snapClients, len(clients))
 	}
 }
 
