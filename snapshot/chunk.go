@@ -91,7 +91,7 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
 		}
 		if r.Success {
-			rec.add(r.DistrictIDs, r.committed)
+			rec.add(r.DistrictIDs, r.CommittedAt)
 			j.progress.add(len(r.DistrictIDs))
 		}
 		logBatch(log, r)
@@ -115,7 +115,7 @@ func outcomeOf(results []BatchResult) districtOutcome {
 		for _, d := range r.DistrictIDs {
 			out.status[d], out.msgs[d] = st, errText(r.Err)
 			if r.Success {
-				out.times[d] = isoMillis(r.committed)
+				out.times[d] = isoMillis(r.CommittedAt)
 			}
 		}
 	}
@@ -156,8 +156,7 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		r.unsure = c.unsure && !errors.Is(err, ErrFencedOut)
 		return r
 	}
-	r.Success, r.committed = true, time.Now()
-	r.CommittedAt = r.committed
+	r.Success, r.CommittedAt = true, time.Now()
 	return r
 }
 

@@ -35,7 +35,6 @@ type BatchResult struct {
 	// its lease lost first).
 	notAttempted bool
 	ops          []op
-	committed    time.Time     // when the chunk's commit succeeded
 	budgetWait   time.Duration // its attempts' waits for the write budget
 }
 
