@@ -12,7 +12,7 @@ import (
 )
 
 // appFixture builds a snapshot as the TypeScript application writes it
-// (DESIGN.md §3): the root {metadata, manifest, rankings} for every
+// (docs/layout.md): the root {metadata, manifest, rankings} for every
 // district of in, of which only written have a district document. It has
 // none of snapwriter's own fields (writerFence, writerLockBackend,
 // payloadMetadata, payloadHash, writeState, inputSnapshotId).
