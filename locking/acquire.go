@@ -76,6 +76,9 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 	}
 	keyHash := HashKey(nkey)
 	aborted := func() error { return &Error{Code: Aborted, Op: op, KeyHash: keyHash, Err: context.Cause(ctx)} }
+	if ctx.Err() != nil {
+		return nil, aborted()
+	}
 	var lease *Lease
 	start := time.Now()
 	attempts, err := policy.Retry(ctx, cfg.retry, func(ctx context.Context) error {

@@ -73,18 +73,6 @@ type transientError struct{ err error }
 func (t *transientError) Error() string { return t.err.Error() }
 func (t *transientError) Unwrap() error { return t.err }
 
-// unmark drops Permanent markers from the top of err, so callers get back
-// the error their op returned.
-func unmark(err error) error {
-	for {
-		p, ok := err.(*backoff.PermanentError)
-		if !ok {
-			return err
-		}
-		err = p.Err
-	}
-}
-
 // failure is how a failure with code counts against the policy's budget.
 func failure(code codes.Code) policy.Failure {
 	switch code {

@@ -99,6 +99,9 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 	if err := p.Validate(); err != nil {
 		return st, err
 	}
+	if ctx.Err() != nil {
+		return st, fmt.Errorf("not attempted: %w", context.Cause(ctx))
+	}
 	// Firestore's rules, after the caller's options so that they hold: a
 	// result nobody waits for past TotalTimeout, ABORTED after the
 	// transaction itself waited on the contended documents, and

@@ -127,9 +127,10 @@ func ContentionInAttempts() Option {
 // how), extended for Contended and PushBack failures as Failure says. Each
 // attempt gets a ctx bounded by p.AttemptTimeout (if not 0); between
 // attempts Retry waits p.DelayAfter(the failure, retry number, jitter)
-// and stops waiting as soon as ctx ends. op is not called once ctx has
-// ended, and a failure of an attempt during which ctx ended is not
-// retried. The waits and stop rules are a backoff.BackOff; the loop is
+// and stops waiting as soon as ctx ends. The first attempt is made at
+// once, as the caller decided (check ctx first not to make it on an ended
+// one); no retry is made once ctx has ended, and a failure of an attempt
+// during which ctx ended is not retried. The waits and stop rules are a backoff.BackOff; the loop is
 // backoff.RetryNotify.
 //
 // On failure the error is op's last, without a Permanent marker on top,
@@ -160,9 +161,9 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 	b := &budget{p: p, rand: cfg.rand, cancelAtTimeout: cfg.cancelAtTimeout, contentionAttempts: cfg.contentionAttempts}
 	var last, gateErr error
 	attempt := func() error {
-		if ctx.Err() != nil {
-			// The wait's timer and ctx can fire together; never start an
-			// attempt on a context that has already ended.
+		if attempts > 0 && ctx.Err() != nil {
+			// The wait's timer and ctx can fire together; never retry on
+			// a context that has already ended.
 			return backoff.Permanent(context.Cause(ctx))
 		}
 		if cfg.gate != nil {
