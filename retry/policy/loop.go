@@ -130,8 +130,8 @@ func ContentionInAttempts() Option {
 // and stops waiting as soon as ctx ends. The first attempt is made at
 // once, as the caller decided (check ctx first not to make it on an ended
 // one); no retry is made once ctx has ended, and a failure of an attempt
-// during which ctx ended is not retried. The waits and stop rules are a backoff.BackOff; the loop is
-// backoff.RetryNotify.
+// during which ctx ended is not retried. The waits and stop rules are a
+// backoff.BackOff; the loop is backoff.RetryNotify.
 //
 // On failure the error is op's last, without a Permanent marker on top,
 // or the gate's when it refused before any attempt. When the gate refused
@@ -182,20 +182,19 @@ func Retry(ctx context.Context, p Policy, op func(ctx context.Context) error, op
 		}
 		err := op(actx)
 		cancel()
+		if err == nil {
+			return nil
+		}
+		last = err
 		var perm *backoff.PermanentError
 		switch {
-		case err == nil:
-			return nil
 		case errors.As(err, &perm):
-			last = err
 			return err
 		case ctx.Err() != nil:
 			// A deadline the attempt shares with ctx is not the attempt's
 			// own timeout: the run is over.
-			last = err
 			return backoff.Permanent(err)
 		}
-		last = err
 		b.failed(cfg.classify(err))
 		return err
 	}
