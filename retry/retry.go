@@ -100,6 +100,7 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 		return st, err
 	}
 	if ctx.Err() != nil {
+		st.Elapsed = time.Since(start)
 		return st, fmt.Errorf("not attempted: %w", context.Cause(ctx))
 	}
 	// Firestore's rules, after the caller's options so that they hold: a
