@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
 // AcquireOption configures Acquire and Do.
@@ -75,45 +76,15 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 	}
 	keyHash := HashKey(nkey)
 	aborted := func() error { return &Error{Code: Aborted, Op: op, KeyHash: keyHash, Err: context.Cause(ctx)} }
-	var (
-		lease    *Lease
-		attempts int
-		start    = time.Now()
-		// contendedSince is when the first of the attempts that failed
-		// for contention in a row ended (zero: the last did not).
-		contendedSince time.Time
-	)
-	extra := func() time.Duration {
-		if contendedSince.IsZero() {
-			return 0
-		}
-		return cfg.retry.ContentionWait - time.Since(contendedSince)
+	if ctx.Err() != nil {
+		return nil, aborted()
 	}
-	attempt := func() error {
-		if ctx.Err() != nil {
-			return backoff.Permanent(aborted())
-		}
-		attempts++
+	var lease *Lease
+	start := time.Now()
+	attempts, err := policy.Retry(ctx, cfg.retry, func(ctx context.Context) error {
 		sent := time.Now()
-		actx, cancel := ctx, context.CancelFunc(func() {})
-		if cfg.retry.AttemptTimeout > 0 {
-			actx, cancel = context.WithTimeout(ctx, cfg.retry.AttemptTimeout)
-		}
-		r, err := b.Acquire(actx, nkey, cfg.ttl)
-		cancel()
+		r, err := b.Acquire(ctx, nkey, cfg.ttl)
 		switch {
-		case err != nil && errors.Is(err, ErrContended):
-			if contendedSince.IsZero() {
-				contendedSince = time.Now()
-			}
-		default:
-			contendedSince = time.Time{}
-		}
-		switch {
-		case err != nil && ctx.Err() != nil:
-			// However the backend saw the cancellation (a transport error,
-			// a timeout), it is the caller's doing.
-			return backoff.Permanent(aborted())
 		case err != nil && !retryable(err):
 			return backoff.Permanent(err)
 		case err != nil:
@@ -123,13 +94,19 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		}
 		lease = newLease(b, nkey, r, cfg.ttl, sent, cfg.onRenewal)
 		return nil
-	}
-	err = backoff.RetryNotify(attempt, backoff.WithContext(backOff(cfg.retry, extra), ctx), nil)
+	}, policy.WithClassify(func(err error) policy.Failure {
+		if errors.Is(err, ErrContended) {
+			return policy.Contended
+		}
+		return policy.Retryable
+	}))
 	switch {
 	case lease != nil:
 		return lease, nil
 	case ctx.Err() != nil:
-		// The wait was cut short, or the policy ended as ctx did.
+		// However the backend saw the cancellation (a transport error, a
+		// timeout), or however the wait was cut short, it is the
+		// caller's doing.
 		return nil, aborted()
 	case errors.Is(err, errHeld):
 		return nil, &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,

@@ -127,22 +127,28 @@ func TestDefaultRetryPolicy(t *testing.T) {
 	for i := range lo {
 		lo[i], hi[i] = 1, 0
 	}
-	for range 2000 {
-		b := backOff(p, nil)
-		b.Reset()
-		for n := 1; n <= 10; n++ {
-			base := 100 * time.Millisecond << (n - 1)
-			w := b.NextBackOff()
-			if w < base/2 || w > base {
-				t.Fatalf("wait before retry %d = %s; want within [%s, %s]", n, w, base/2, base)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		mustAcquire(t, f, "k", WithTTL(24*time.Hour))
+		for range 2000 {
+			at := attempts(f, nil)
+			if _, err := Acquire(context.Background(), f, "k", WithRetry(p)); !errors.Is(err, ErrAcquisitionTimeout) {
+				t.Fatal(err)
 			}
-			frac := float64(w) / float64(base)
-			lo[n-1], hi[n-1] = min(lo[n-1], frac), max(hi[n-1], frac)
+			for n := 1; n <= 10 && n < len(*at); n++ {
+				base := 100 * time.Millisecond << (n - 1)
+				w := (*at)[n] - (*at)[n-1]
+				if w < base/2 || w > base {
+					t.Fatalf("wait before retry %d = %s; want within [%s, %s]", n, w, base/2, base)
+				}
+				frac := float64(w) / float64(base)
+				lo[n-1], hi[n-1] = min(lo[n-1], frac), max(hi[n-1], frac)
+			}
+			if len(*at) != 11 {
+				t.Fatalf("attempts at %v; want 11: ten retries, and not an 11th", *at)
+			}
 		}
-		if w := b.NextBackOff(); w >= 0 {
-			t.Fatalf("an 11th retry after %s; want 10 at most", w)
-		}
-	}
+	})
 	// The jitter really spreads the waits over the whole interval.
 	for n := range lo {
 		if lo[n] > 0.52 || hi[n] < 0.98 {

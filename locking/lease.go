@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
@@ -333,17 +333,24 @@ func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult,
 	// deadline must not delay it.
 	expiry := time.NewTimer(time.Until(expiresAt))
 	defer expiry.Stop()
-	waits := renewalPolicy(l.ttl)
-	var lastErr error
-	for {
-		attempts++
+	// Neither an attempt nor a wait goes past the expiry.
+	rctx, cancel := context.WithDeadline(ctx, expiresAt)
+	defer cancel()
+	var (
+		sending int   // the attempt in flight, from 1
+		lastErr error // the last attempt's failure
+		lost    error // a loss an attempt found
+	)
+	attempts, err = policy.Retry(rctx, renewalPolicy(l.ttl), func(actx context.Context) error {
+		sending++
 		sent = time.Now()
 		type outcome struct {
 			r   ExtendResult
 			err error
 		}
 		done := make(chan outcome, 1)
-		actx, cancel := context.WithDeadline(ctx, expiresAt)
+		actx, cancel := context.WithCancel(actx)
+		defer cancel()
 		go func() {
 			r, err := l.extend(actx)
 			done <- outcome{r, err}
@@ -354,36 +361,34 @@ func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult,
 		case <-expiry.C:
 			// Lost now; then wait for the cancelled attempt, since Release
 			// waits for the heartbeat to have nothing in flight.
-			err := expiredErr(attempts, time.Since(start), true, lastErr)
-			l.lose(err)
+			lost = expiredErr(sending, time.Since(start), true, lastErr)
+			l.lose(lost)
 			cancel()
 			<-done
-			return r, sent, attempts, err
+			return backoff.Permanent(lost)
 		}
-		cancel()
 		switch {
-		case ctx.Err() != nil:
-			return r, sent, attempts, ctx.Err()
 		case o.err == nil && o.r.OK:
-			return o.r, sent, attempts, nil
+			r = o.r
+			return nil
 		case o.err == nil:
-			return r, sent, attempts, fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost)
-		case !time.Now().Before(expiresAt):
-			return r, sent, attempts, expiredErr(attempts, time.Since(start), false, o.err)
+			lost = fmt.Errorf("%w: the lock expired or passed to another holder", ErrLeaseLost)
+			return backoff.Permanent(lost)
 		}
 		// Before the expiry the lock is still ours: try again soon.
 		lastErr = o.err
-		pause := time.NewTimer(waits.Delay(attempts-1, rand.Float64()))
-		select {
-		case <-ctx.Done():
-			pause.Stop()
-			return r, sent, attempts, ctx.Err()
-		case <-expiry.C:
-			pause.Stop()
-			return r, sent, attempts, expiredErr(attempts, time.Since(start), false, lastErr)
-		case <-pause.C:
-		}
+		return o.err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return r, sent, attempts, ctx.Err()
+	case err == nil:
+		return r, sent, attempts, nil
+	case lost != nil:
+		return r, sent, attempts, lost
 	}
+	// The retries have no budget of their own: only the expiry ends them.
+	return r, sent, attempts, expiredErr(attempts, time.Since(start), false, lastErr)
 }
 
 // expiredErr is the loss of a lease whose renewal, of attempts

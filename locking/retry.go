@@ -2,11 +2,8 @@ package locking
 
 import (
 	"errors"
-	"math"
-	"math/rand/v2"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
@@ -51,50 +48,6 @@ func validateRetry(op string, p RetryPolicy) error {
 		return &Error{Code: InvalidArgument, Op: op, Err: err}
 	}
 	return nil
-}
-
-// backOff is p as a backoff.BackOff for Acquire's loop (see acquireBackOff);
-// extra, if set, is how much longer contention may extend the wait.
-func backOff(p RetryPolicy, extra func() time.Duration) backoff.BackOff {
-	b := &acquireBackOff{p: p, extra: extra}
-	b.Reset()
-	return b
-}
-
-// acquireBackOff ends the waits the lock contract's way. cenkalti's
-// ExponentialBackOff stops as soon as its next wait would pass
-// MaxElapsedTime, giving up as much as a whole wait early; the contract
-// instead waits out the time left and makes one last attempt at the
-// timeout. So no wait passes the time left, and only a timeout already
-// reached, or MaxRetries used up, stops. extra, if set, returns how much
-// longer than that the wait may go on (ContentionWait's time left, 0 or
-// less when the last attempt was not contended).
-type acquireBackOff struct {
-	p       RetryPolicy
-	extra   func() time.Duration
-	start   time.Time
-	retries int
-}
-
-func (b *acquireBackOff) Reset() { b.start, b.retries = time.Now(), 0 }
-
-func (b *acquireBackOff) NextBackOff() time.Duration {
-	left := time.Duration(math.MaxInt64) // TotalTimeout 0: no bound
-	if b.p.TotalTimeout > 0 {
-		left = b.p.TotalTimeout - time.Since(b.start)
-	}
-	if b.p.MaxRetries != policy.Unlimited && b.retries >= b.p.MaxRetries {
-		left = min(left, 0)
-	}
-	if b.extra != nil {
-		left = max(left, b.extra())
-	}
-	if left <= 0 {
-		return backoff.Stop
-	}
-	d := b.p.Delay(b.retries, rand.Float64())
-	b.retries++
-	return min(d, left)
 }
 
 // retryable reports whether an Acquire that failed with err may succeed if

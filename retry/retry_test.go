@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/snapwriter/snapwriter/retry/policy"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"pgregory.net/rapid"
@@ -19,7 +20,7 @@ import (
 
 // middle makes every jitter draw 0.5, which scales a wait by exactly 1:
 // with it, Do's waits are the policy's base delays to the nanosecond.
-var middle = withRand(func() float64 { return 0.5 })
+var middle = policy.WithRand(func() float64 { return 0.5 })
 
 // The Do tests run in a synctest bubble: the backoff's real timers run on
 // the bubble's fake clock, so every wait is exact and takes no real time.
@@ -532,7 +533,7 @@ func TestDoContentionWait(t *testing.T) {
 	aborted := status.Error(codes.Aborted, "Transaction lock timeout")
 	unavailable := status.Error(codes.Unavailable, "down")
 	// The highest jitter draw, so the waits are the longest the policy allows.
-	top := withRand(func() float64 { return 1 })
+	top := policy.WithRand(func() float64 { return 1 })
 	for _, c := range []struct {
 		name           string
 		err            error

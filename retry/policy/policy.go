@@ -1,9 +1,10 @@
 // Package policy holds Policy, snapwriter's one retry policy: how often,
-// and how patiently, to try an operation again. retry.Do runs Firestore
-// operations under it (as retry.Policy), locking.Acquire waits for a lock
-// under it (as locking.RetryPolicy), and a lock's lease spaces the
-// attempts of a renewal by it. It imports only the standard library, so
-// the lock library shares it without taking on gRPC.
+// and how patiently, to try an operation again; and Retry, the one loop
+// that tries again under it. retry.Do runs Firestore operations on it (as
+// retry.Policy), locking.Acquire waits for a lock on it (as
+// locking.RetryPolicy), and a lock's lease retries a renewal on it. It
+// builds on cenkalti/backoff and imports no gRPC, so the lock library
+// shares it without taking on gRPC.
 package policy
 
 import (
