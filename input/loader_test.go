@@ -25,8 +25,9 @@ func folder(t *testing.T, done bool) (string, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	staging := t.TempDir()
 	mark := func() {
-		if err := os.WriteFile(path, complete, 0o644); err != nil {
+		if err := writeAtomically(staging, path, complete); err != nil {
 			t.Error(err)
 		}
 	}
@@ -36,6 +37,27 @@ func folder(t *testing.T, done bool) (string, func()) {
 		}
 	}
 	return dir, mark
+}
+
+// writeAtomically writes b to path as an uploader does (gsutil, a
+// rename into place): a reader sees the old file or the whole new one,
+// never the empty file os.WriteFile truncates to before it writes. The
+// loader's poll runs at any moment, so a test that wrote in place would
+// sometimes hand it half a manifest. The temporary file is made in
+// staging, not beside path, where a folder's listing would see it.
+func writeAtomically(staging, path string, b []byte) error {
+	f, err := os.CreateTemp(staging, "upload-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // An input that is not ready is waited for until it is, and read then.
@@ -53,7 +75,12 @@ func TestLoaderWaits(t *testing.T) {
 	// A missing input too: it may be on its way.
 	missing := filepath.Join(t.TempDir(), "later.json")
 	b, _ := model.Generate("2026-11-21", 2, 1).MarshalJSON()
-	time.AfterFunc(100*time.Millisecond, func() { _ = os.WriteFile(missing, b, 0o644) })
+	staging := t.TempDir()
+	time.AfterFunc(100*time.Millisecond, func() {
+		if err := writeAtomically(staging, missing, b); err != nil {
+			t.Error(err)
+		}
+	})
 	l = &Loader{WaitUntil: time.Now().Add(time.Minute), FirstPoll: 10 * time.Millisecond}
 	if snap, err := l.Load(context.Background(), missing); err != nil {
 		t.Errorf("missing, then written: %v", err)
