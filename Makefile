@@ -29,6 +29,15 @@ build:
 test:
 	$(WITH_EMU) $(WITH_PG) $(GO) test -race -count=1 -timeout 20m ./...
 
+# The fast tier for the edit-test loop (docs/development.md, "The fast
+# tier"): the pure-logic tests and a few smoke tests (emulator.Smoke,
+# pgserver.Smoke) against one emulator and one PostgreSQL cluster, without
+# -race. In -short mode every other test that reaches the emulator,
+# PostgreSQL or the built binary is skipped, and so are a few slow ones;
+# `make test` runs them all.
+test-short:
+	$(WITH_EMU) $(WITH_PG) $(GO) test -short -count=1 -timeout 10m ./...
+
 # End to end on the local emulator: generate 132 districts, write, read back, compare.
 demo: build
 	$(WITH_EMU) bash scripts/demo.sh

@@ -14,6 +14,8 @@ import (
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"google.golang.org/grpc"
+
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 // Main runs a package's tests against one emulator: it reuses the one named
@@ -25,6 +27,10 @@ import (
 //
 // A package whose tests need the emulator fails, never skips, when none can
 // be started.
+//
+// In -short mode (make test-short) the tests that reach the emulator
+// through ProjectID, TestClient, TestClientFor or TestAPIClient are
+// skipped there, unless they are smoke tests (Smoke).
 func Main(m *testing.M, emu **Emulator) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	e, err := Start(ctx)
@@ -43,11 +49,31 @@ func Main(m *testing.M, emu **Emulator) int {
 	return m.Run()
 }
 
+// Smoke makes t, and its subtests, a smoke test: one of the few tests
+// that still reach the emulator (or PostgreSQL) in -short mode. Call it
+// first thing in the test:
+//
+//	func TestWriteAndGet(t *testing.T) {
+//		emulator.Smoke(t)
+//		…
+//
+// Without -short it does nothing; every test runs.
+func Smoke(t testing.TB) { harness.MarkSmoke(t) }
+
+// skipUnlessSmoke skips t, in -short mode only, unless it is a smoke test.
+func skipUnlessSmoke(t testing.TB) {
+	t.Helper()
+	harness.SkipUnlessSmoke(t, "the Firestore emulator")
+}
+
 var unsafeID = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // ProjectID returns a project id unique to this test run, so tests sharing
-// one emulator never see each other's documents.
+// one emulator never see each other's documents. In -short mode it skips t
+// unless t is a smoke test (Smoke).
 func ProjectID(t testing.TB) string {
+	t.Helper()
+	skipUnlessSmoke(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := strings.Trim(unsafeID.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
@@ -68,6 +94,7 @@ func (e *Emulator) TestClient(t testing.TB, interceptors ...grpc.UnaryClientInte
 // interceptors, closed when t ends. Its requests name their project.
 func (e *Emulator) TestAPIClient(t testing.TB, interceptors ...grpc.UnaryClientInterceptor) *vkit.Client {
 	t.Helper()
+	skipUnlessSmoke(t)
 	c, err := e.APIClient(context.Background(), interceptors...)
 	if err != nil {
 		t.Fatalf("emulator API client: %v", err)
@@ -80,6 +107,7 @@ func (e *Emulator) TestAPIClient(t testing.TB, interceptors ...grpc.UnaryClientI
 // instance one with injected faults and one without) can share data.
 func (e *Emulator) TestClientFor(t testing.TB, project string, interceptors ...grpc.UnaryClientInterceptor) *firestore.Client {
 	t.Helper()
+	skipUnlessSmoke(t)
 	c, err := e.Client(context.Background(), project, interceptors...)
 	if err != nil {
 		t.Fatalf("emulator client: %v", err)

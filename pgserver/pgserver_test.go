@@ -12,6 +12,9 @@ import (
 // A fresh cluster starts, answers as PostgreSQL 15 or newer on loopback, and
 // leaves nothing behind when stopped.
 func TestStartStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops clusters of its own: skipped in -short mode")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, WithoutReuse())
@@ -47,6 +50,9 @@ func TestStartStop(t *testing.T) {
 // without waiting for the WAL, so a crash may lose its last commits); a
 // reused cluster is never killed.
 func TestKillRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and stops clusters of its own: skipped in -short mode")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, WithoutReuse(), Durable())

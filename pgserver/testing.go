@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 // Main runs a package's tests against one cluster: it reuses the one DSNEnv
@@ -23,6 +25,10 @@ import (
 // A package whose tests need PostgreSQL fails, never skips, when no
 // cluster can be started. run, if given, runs the tests instead of m.Run
 // (to nest another harness's Main).
+//
+// In -short mode (make test-short) the tests that reach the cluster through
+// TestPool, Tables or TestDatabase are skipped there, unless they are smoke
+// tests (Smoke).
 func Main(m *testing.M, srv **Server, run ...func() int) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	s, err := Start(ctx)
@@ -39,10 +45,23 @@ func Main(m *testing.M, srv **Server, run ...func() int) int {
 	return m.Run()
 }
 
+// Smoke makes t, and its subtests, a smoke test: one of the few tests
+// that still reach PostgreSQL (or the Firestore emulator) in -short mode.
+// Call it first thing in the test. Without -short it does nothing; every
+// test runs.
+func Smoke(t testing.TB) { harness.MarkSmoke(t) }
+
+// skipUnlessSmoke skips t, in -short mode only, unless it is a smoke test.
+func skipUnlessSmoke(t testing.TB) {
+	t.Helper()
+	harness.SkipUnlessSmoke(t, "PostgreSQL")
+}
+
 // TestPool returns a connection pool to the cluster for t, closed when t
 // ends. configure, if not nil, adjusts the pool's configuration first.
 func (s *Server) TestPool(t testing.TB, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
+	skipUnlessSmoke(t)
 	cfg, err := pgxpool.ParseConfig(s.DSN)
 	if err != nil {
 		t.Fatalf("pgserver: %v", err)
@@ -61,6 +80,8 @@ func (s *Server) TestPool(t testing.TB, configure ...func(*pgxpool.Config)) *pgx
 // Tables returns a lock table and a fence table name unique to this run, so
 // tests sharing one cluster never see each other's rows.
 func Tables(t testing.TB) (locks, fences string) {
+	t.Helper()
+	skipUnlessSmoke(t)
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	p := "t" + hex.EncodeToString(b[:])
@@ -72,6 +93,7 @@ func Tables(t testing.TB) (locks, fences string) {
 // uses fixed table names (a CLI, say), so parallel tests stay apart.
 func (s *Server) TestDatabase(t testing.TB) string {
 	t.Helper()
+	skipUnlessSmoke(t)
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	name := "t" + hex.EncodeToString(b[:])

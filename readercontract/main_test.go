@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,12 @@ const procLimit = 150 * time.Second
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here runs the binary, and runBin and startBin skip
+		// them in -short mode (make test-short): nothing to build.
+		return emulator.Main(m, &emu)
+	}
 	dir, err := os.MkdirTemp("", "readercontract-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
@@ -85,6 +92,9 @@ type outcome struct {
 // procLimit) with JSON logs.
 func runBin(t *testing.T, host, project string, args ...string) outcome {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the built snapwriter binary: skipped in -short mode")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), procLimit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--log-format", "json")...)
@@ -196,6 +206,9 @@ func (l logLine) batchIndex() int {
 // the goroutine that reads stderr.
 func startBin(t *testing.T, host, project string, onLine func(p *proc, l logLine), args ...string) *proc {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the built snapwriter binary: skipped in -short mode")
+	}
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append(args, "--log-format", "json")...)
 	p.cmd.Env = childEnv(host, project)

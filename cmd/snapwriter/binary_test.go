@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/emulator"
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 // built is the snapwriter binary, built once per test run for the tests
@@ -29,6 +30,7 @@ var built struct {
 // binary returns the path of a freshly built snapwriter binary.
 func binary(t *testing.T) string {
 	t.Helper()
+	harness.SkipUnlessSmoke(t, "the built snapwriter binary")
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "snapwriter-bin-")
 		if built.err != nil {

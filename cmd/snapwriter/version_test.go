@@ -12,6 +12,9 @@ import (
 // builds it: no .git) reports the revision and version the linker set, as
 // the Makefile and the Dockerfile pass them.
 func TestVersionLinkedRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary with -ldflags: skipped in -short mode")
+	}
 	t.Parallel()
 	const pkg = "github.com/snapwriter/snapwriter/internal/buildinfo"
 	const rev = "0123456789abcdef0123456789abcdef01234567"
