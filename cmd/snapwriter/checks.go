@@ -30,19 +30,24 @@ func optionUsage(err error) error {
 	if s, ok := value.(string); ok && len(s) > 100 {
 		value = longString(len(s))
 	}
-	flag, ok := map[string]string{
-		"WithCollection": "--collection", "WithBatchSize": "--batch-size", "WithConcurrency": "--concurrency",
-		"WithLockTTL": "--lock-ttl", "WithLockWait": "--lock-wait", "WithGracePeriod": "--grace-period",
-		"WithContentionWait": "--contention-wait", "WithRecordInterval": "--record-interval",
-		"WithRequestTimeout": "--timeout",
-	}[oe.Option]
-	switch {
-	case oe.Option == "WithRetryPolicy":
+	if oe.Setting == snapshot.SettingRetryPolicy {
 		return usagef("--max-retries: %s", oe.Reason)
-	case ok:
+	}
+	if flag, ok := settingFlags[oe.Setting]; ok {
 		return valueUsage(flag, value, oe.Reason)
 	}
 	return usageError{err}
+}
+
+// settingFlags are the flags that set the writer's settings; the
+// environment's SNAPWRITER_<FLAG> follows from the flag (applyEnv). The
+// retry policy is --max-retries, refused in words of its own.
+var settingFlags = map[snapshot.Setting]string{
+	snapshot.SettingCollection: "--collection", snapshot.SettingBatchSize: "--batch-size",
+	snapshot.SettingConcurrency: "--concurrency", snapshot.SettingLockTTL: "--lock-ttl",
+	snapshot.SettingLockWait: "--lock-wait", snapshot.SettingGracePeriod: "--grace-period",
+	snapshot.SettingContentionWait: "--contention-wait", snapshot.SettingRecordInterval: "--record-interval",
+	snapshot.SettingRequestTimeout: "--timeout",
 }
 
 // longString stands in optionUsage's message for a string over 100 bytes
