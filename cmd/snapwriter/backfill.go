@@ -13,6 +13,7 @@ import (
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/internal/progress"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -241,17 +242,17 @@ func backfillUsage(err error) error {
 // date alone would have ended with.
 func dateExit(r backfill.DateResult) int {
 	switch r.Outcome {
-	case backfill.Complete, backfill.Skipped:
+	case outcome.Complete, outcome.Skipped:
 		return exitOK
-	case backfill.Partial:
+	case outcome.Partial:
 		return exitPartial
-	case backfill.LockHeld:
+	case outcome.LockHeld:
 		return exitLockHeld
-	case backfill.FencedOut:
+	case outcome.FencedOut:
 		return exitFenced
-	case backfill.NotStarted:
+	case outcome.NotStarted:
 		return exitError
-	case backfill.NotReady:
+	case outcome.NotReady:
 		return exitNotReady
 	}
 	// Failed: 1, or 2 for an input that became invalid after the check.

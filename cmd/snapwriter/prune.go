@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/retention"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -123,14 +124,14 @@ func (a *app) prune(ctx context.Context, f writeFlags, p pruneFlags) error {
 }
 
 // pruneExit is the exit code of a prune whose worst date ended in o: 1
-// over 5 over 4 over 0 (retention.Outcome.Severity).
-func pruneExit(o retention.Outcome) int {
+// over 5 over 4 over 0 (outcome.Outcome.Severity).
+func pruneExit(o outcome.Outcome) int {
 	switch o {
-	case retention.Failed, retention.NotStarted:
+	case outcome.Failed, outcome.NotStarted:
 		return exitError
-	case retention.FencedOut:
+	case outcome.FencedOut:
 		return exitFenced
-	case retention.LockHeld:
+	case outcome.LockHeld:
 		return exitLockHeld
 	}
 	return exitOK
@@ -142,7 +143,7 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	rep.ExitCode = pruneExit(rep.Worst())
 	n := rep.Count()
 	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.String("before", rep.Before), zap.Bool("dryRun", rep.DryRun),
-		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[retention.Pruned]+n[retention.Gone]), zap.Int("exitCode", rep.ExitCode))
+		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[outcome.Pruned]+n[outcome.Gone]), zap.Int("exitCode", rep.ExitCode))
 	if err := a.output(asJSON, rep, rep.WriteText); err != nil || rep.ExitCode == exitOK {
 		return err
 	}
@@ -155,5 +156,5 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	}
 	return codedError{code: rep.ExitCode, err: fmt.Errorf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
 		notDone, len(rep.Snapshots),
-		n[retention.LockHeld], n[retention.FencedOut], n[retention.Failed]+n[retention.NotStarted])}
+		n[outcome.LockHeld], n[outcome.FencedOut], n[outcome.Failed]+n[outcome.NotStarted])}
 }
