@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -174,8 +173,7 @@ func TestPruneFinishCountsDatesNotDone(t *testing.T) {
 	a := &app{stdout: io.Discard, log: zap.NewNop()}
 	err := a.pruneFinish(rep, true)
 	want := "prune: 4 of 7 snapshots not pruned (1 lock held, 1 fenced out, 2 failed); run `snapwriter prune` again to finish"
-	var ce codedError
-	if !errors.As(err, &ce) || ce.code != exitError || err.Error() != want {
-		t.Errorf("pruneFinish = %v (%#v), want exit %d and %s", err, ce, exitError, want)
+	if exitCode(err) != exitError || err.Error() != want {
+		t.Errorf("pruneFinish = %v (exit %d), want exit %d and %s", err, exitCode(err), exitError, want)
 	}
 }
