@@ -10,7 +10,6 @@ package backfill
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -18,61 +17,14 @@ import (
 
 	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// Outcome is how one date of a backfill ended.
-type Outcome string
-
-// The outcomes of a date, from best to worst (see Severity).
-const (
-	// Complete: the date was written, every district of it.
-	Complete Outcome = "complete"
-	// Skipped: the stored snapshot was already complete; nothing written.
-	Skipped Outcome = "skipped"
-	// Partial: written in part; the manifest records what failed, and a
-	// repair completes it.
-	Partial Outcome = "partial"
-	// LockHeld: another writer held the date's lock throughout the wait.
-	LockHeld Outcome = "lock-held"
-	// FencedOut: a newer writer took the date over; its data is intact.
-	FencedOut Outcome = "fenced-out"
-	// NotReady: the date's input is not ready (its upload has not
-	// finished, or it changed while it was read); nothing written.
-	NotReady Outcome = "not-ready"
-	// Failed: the date could not be written (input, Firestore, lock store).
-	Failed Outcome = "failed"
-	// NotStarted: the backfill stopped (cancelled, or a store did not
-	// answer) before it reached the date.
-	NotStarted Outcome = "not-started"
-)
-
-// Severity ranks an outcome by how much an operator must do about it: 0
-// for nothing (Complete, Skipped), then a repair (Partial), a rerun
-// (LockHeld), a look at who else writes (FencedOut), a rerun once the
-// upload has finished (NotReady), and 5 for everything (Failed,
-// NotStarted, and any unknown outcome).
-func (o Outcome) Severity() int {
-	switch o {
-	case Complete, Skipped:
-		return 0
-	case Partial:
-		return 1
-	case LockHeld:
-		return 2
-	case FencedOut:
-		return 3
-	case NotReady:
-		return 4
-	default:
-		return 5
-	}
-}
 
 // DateResult is how one date went.
 type DateResult struct {
 	Date             string
-	Outcome          Outcome
+	Outcome          outcome.Outcome
 	Fence            string // the writer fence, when the date was written or skipped
 	DistrictsWritten int
 	FailedDistricts  []string
@@ -96,15 +48,15 @@ type Summary struct {
 // Add counts r and appends it to the dates.
 func (s *Summary) Add(r DateResult) {
 	switch r.Outcome {
-	case Complete:
+	case outcome.Complete:
 		s.Complete++
-	case Skipped:
+	case outcome.Skipped:
 		s.Skipped++
-	case Partial:
+	case outcome.Partial:
 		s.Partial++
-	case NotStarted:
+	case outcome.NotStarted:
 		s.NotStarted++
-	case NotReady:
+	case outcome.NotReady:
 		s.NotReady++
 	default:
 		s.Failed++
@@ -207,11 +159,11 @@ func Run(ctx context.Context, inputs []Input, opts Options) *Summary {
 	for _, in := range inputs {
 		var r DateResult
 		if fence, done := opts.Complete[in.Date]; done {
-			r = DateResult{Date: in.Date, Outcome: Skipped, Fence: fence}
+			r = DateResult{Date: in.Date, Outcome: outcome.Skipped, Fence: fence}
 		} else if ctx.Err() != nil {
-			r = DateResult{Date: in.Date, Outcome: NotStarted, Err: fmt.Errorf("not started: %w", context.Cause(ctx))}
+			r = DateResult{Date: in.Date, Outcome: outcome.NotStarted, Err: fmt.Errorf("not started: %w", context.Cause(ctx))}
 		} else if sum.Stopped != nil {
-			r = DateResult{Date: in.Date, Outcome: NotStarted, Err: fmt.Errorf("not started: %w", sum.Stopped)}
+			r = DateResult{Date: in.Date, Outcome: outcome.NotStarted, Err: fmt.Errorf("not started: %w", sum.Stopped)}
 		} else {
 			if opts.Progress != nil {
 				opts.Progress.Describe(in.Date)
@@ -263,24 +215,22 @@ func (o *Options) date(ctx context.Context, in Input) (DateResult, string) {
 		s, err := o.Reader.Summary(rctx, in.Date)
 		cancel()
 		if err == nil && s.State == snapshot.StateComplete {
-			r.Outcome, r.Fence = Skipped, s.WriterFence
+			r.Outcome, r.Fence = outcome.Skipped, s.WriterFence
 			return done("")
 		}
 		// Any other failure of the read is left to the write, which reads
 		// again under the lock; only a store that did not answer stops.
 		if err != nil && ctx.Err() == nil {
 			if stop, report := o.unanswered(err); stop != "" {
-				r.Outcome, r.Err = Failed, report
+				r.Outcome, r.Err = outcome.Failed, report
 				return done(stop)
 			}
 		}
 	}
 	snap, err := loaderOf(o.Loader).LoadDated(ctx, in.Path, in.Date)
 	if err != nil {
-		r.Outcome, r.Err = Failed, err
-		if errors.Is(err, model.ErrNotReady) {
-			r.Outcome = NotReady
-		}
+		// Failed, or NotReady for an upload not finished.
+		r.Outcome, r.Err = outcome.Of(err), err
 		return done("")
 	}
 	defer snap.Close()
@@ -290,7 +240,7 @@ func (o *Options) date(ctx context.Context, in Input) (DateResult, string) {
 	}
 	r.Outcome, r.Err = classify(res, err)
 	var stop string
-	if r.Outcome == Failed {
+	if r.Outcome == outcome.Failed {
 		stop, r.Err = o.unanswered(r.Err)
 	}
 	return done(stop)
@@ -308,24 +258,16 @@ func (o *Options) unanswered(err error) (stop string, report error) {
 	return stop, report
 }
 
-// classify says how a write that returned res and err ended: the
-// snapshot package reports an incomplete write with ErrPartial, a newer
-// writer with ErrFencedOut, a held lock with ErrLockHeld.
-func classify(res *snapshot.Result, err error) (Outcome, error) {
+// classify says how a write that returned res and err ended: skipped or
+// complete, else as the error says (outcome.Of).
+func classify(res *snapshot.Result, err error) (outcome.Outcome, error) {
 	switch {
 	case res != nil && res.Outcome == snapshot.OutcomeSkipped:
-		return Skipped, err
+		return outcome.Skipped, err
 	case err == nil:
-		return Complete, nil
-	case errors.Is(err, snapshot.ErrPartial):
-		return Partial, err
-	case errors.Is(err, snapshot.ErrFencedOut):
-		return FencedOut, err
-	case errors.Is(err, snapshot.ErrLockHeld):
-		return LockHeld, err
-	default:
-		return Failed, err
+		return outcome.Complete, nil
 	}
+	return outcome.Of(err), err
 }
 
 // loaderOf is l, or a Loader of local inputs when l is nil.

@@ -14,6 +14,7 @@ import (
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -23,8 +24,8 @@ var emu *emulator.Emulator
 
 func TestMain(m *testing.M) { os.Exit(emulator.Main(m, &emu)) }
 
-// outcome is what the fake store does with one date.
-type outcome struct {
+// answer is what the fake store does with one date.
+type answer struct {
 	res     *snapshot.Result
 	err     error
 	summary *snapshot.Summary // SkipComplete's read
@@ -35,7 +36,7 @@ type outcome struct {
 // fake is a Writer and Reader whose answers the test sets per date.
 type fake struct {
 	mu      sync.Mutex
-	dates   map[string]outcome
+	dates   map[string]answer
 	written []string
 	read    []string
 }
@@ -99,24 +100,24 @@ func TestRunOutcomes(t *testing.T) {
 	manifestLost := fmt.Errorf("%w (%w)", snapshot.ErrManifestNotRecorded, snapshot.ErrLockLost)
 	cases := []struct {
 		name    string
-		o       outcome
-		want    Outcome
+		o       answer
+		want    outcome.Outcome
 		wantErr string // a substring; "" wants no error
 	}{
-		{"complete", outcome{res: written(3)}, Complete, ""},
-		{"skipped under the lock", outcome{res: &snapshot.Result{Outcome: snapshot.OutcomeSkipped}}, Skipped, ""},
-		{"chunks failed", outcome{res: partly(2, "3"), err: fmt.Errorf("%w: 1 of 2 chunks failed", snapshot.ErrPartial)}, Partial, "snapshot written partially: 1 of 2 chunks failed"},
-		{"stopped by a signal", outcome{res: partly(1, "2", "3"), err: fmt.Errorf("%w: stopped: %w", snapshot.ErrPartial, context.Canceled)}, Partial, "context canceled"},
-		{"lock lost", outcome{res: partly(1, "2", "3"), err: fmt.Errorf("%w: %w", snapshot.ErrPartial, snapshot.ErrLockLost)}, Partial, snapshot.ErrLockLost.Error()},
-		{"lock held", outcome{err: snapshot.ErrLockHeld}, LockHeld, snapshot.ErrLockHeld.Error()},
-		{"fenced out", outcome{res: partly(1), err: snapshot.ErrFencedOut}, FencedOut, snapshot.ErrFencedOut.Error()},
-		{"manifest not recorded", outcome{res: partly(1), err: manifestLost}, Failed, snapshot.ErrManifestNotRecorded.Error()},
-		{"root failed", outcome{res: partly(0), err: snapshot.ErrRootFailed}, Failed, snapshot.ErrRootFailed.Error()},
-		{"invalid", outcome{err: fmt.Errorf("%w: too big", model.ErrInvalid)}, Failed, "too big"},
-		{"timed out before the root", outcome{res: partly(0), err: context.DeadlineExceeded}, Failed, "deadline exceeded"},
-		{"other", outcome{err: errors.New("boom")}, Failed, "boom"},
+		{"complete", answer{res: written(3)}, outcome.Complete, ""},
+		{"skipped under the lock", answer{res: &snapshot.Result{Outcome: snapshot.OutcomeSkipped}}, outcome.Skipped, ""},
+		{"chunks failed", answer{res: partly(2, "3"), err: fmt.Errorf("%w: 1 of 2 chunks failed", snapshot.ErrPartial)}, outcome.Partial, "snapshot written partially: 1 of 2 chunks failed"},
+		{"stopped by a signal", answer{res: partly(1, "2", "3"), err: fmt.Errorf("%w: stopped: %w", snapshot.ErrPartial, context.Canceled)}, outcome.Partial, "context canceled"},
+		{"lock lost", answer{res: partly(1, "2", "3"), err: fmt.Errorf("%w: %w", snapshot.ErrPartial, snapshot.ErrLockLost)}, outcome.Partial, snapshot.ErrLockLost.Error()},
+		{"lock held", answer{err: snapshot.ErrLockHeld}, outcome.LockHeld, snapshot.ErrLockHeld.Error()},
+		{"fenced out", answer{res: partly(1), err: snapshot.ErrFencedOut}, outcome.FencedOut, snapshot.ErrFencedOut.Error()},
+		{"manifest not recorded", answer{res: partly(1), err: manifestLost}, outcome.Failed, snapshot.ErrManifestNotRecorded.Error()},
+		{"root failed", answer{res: partly(0), err: snapshot.ErrRootFailed}, outcome.Failed, snapshot.ErrRootFailed.Error()},
+		{"invalid", answer{err: fmt.Errorf("%w: too big", model.ErrInvalid)}, outcome.Failed, "too big"},
+		{"timed out before the root", answer{res: partly(0), err: context.DeadlineExceeded}, outcome.Failed, "deadline exceeded"},
+		{"other", answer{err: errors.New("boom")}, outcome.Failed, "boom"},
 	}
-	f := &fake{dates: map[string]outcome{}}
+	f := &fake{dates: map[string]answer{}}
 	ds := dates("2026-11-01", len(cases))
 	for i, c := range cases {
 		f.dates[ds[i]] = c.o
@@ -170,29 +171,21 @@ func TestRunOutcomes(t *testing.T) {
 	}
 }
 
-func TestSeverityAndWorst(t *testing.T) {
+// The worst date is the first of the highest Severity.
+func TestWorst(t *testing.T) {
 	t.Parallel()
-	order := []Outcome{Complete, Partial, LockHeld, FencedOut, NotReady, Failed}
-	for i := 1; i < len(order); i++ {
-		if order[i].Severity() <= order[i-1].Severity() {
-			t.Errorf("%s is not worse than %s", order[i], order[i-1])
-		}
-	}
-	if Skipped.Severity() != Complete.Severity() || NotStarted.Severity() != Failed.Severity() || Outcome("new").Severity() != Failed.Severity() {
-		t.Error("Skipped ranks as Complete, NotStarted and unknown outcomes as Failed")
-	}
 	var s Summary
 	if _, ok := s.Worst(); ok {
 		t.Error("an empty summary has a worst date")
 	}
-	for i, o := range []Outcome{Skipped, Partial, LockHeld, Partial, FencedOut, LockHeld} {
+	for i, o := range []outcome.Outcome{outcome.Skipped, outcome.Partial, outcome.LockHeld, outcome.Partial, outcome.FencedOut, outcome.LockHeld} {
 		s.Add(DateResult{Date: fmt.Sprint(i), Outcome: o})
 	}
 	if w, _ := s.Worst(); w.Date != "4" {
 		t.Errorf("worst: %+v", w)
 	}
-	s.Add(DateResult{Date: "6", Outcome: NotStarted})
-	s.Add(DateResult{Date: "7", Outcome: Failed})
+	s.Add(DateResult{Date: "6", Outcome: outcome.NotStarted})
+	s.Add(DateResult{Date: "7", Outcome: outcome.Failed})
 	if w, _ := s.Worst(); w.Date != "6" {
 		t.Errorf("worst: %+v, want the first of the worst", w)
 	}
@@ -203,7 +196,7 @@ func TestSeverityAndWorst(t *testing.T) {
 func TestRunSkipsComplete(t *testing.T) {
 	t.Parallel()
 	ds := dates("2026-11-01", 4)
-	f := &fake{dates: map[string]outcome{
+	f := &fake{dates: map[string]answer{
 		ds[1]: {summary: &snapshot.Summary{State: snapshot.StateComplete, WriterFence: "000000000000004"}},
 		ds[2]: {summary: &snapshot.Summary{State: snapshot.StatePartial}, res: written(3)},
 		ds[3]: {readErr: errors.New("permission denied"), res: written(3)},
@@ -256,12 +249,12 @@ func TestRunStopsWhenUnanswered(t *testing.T) {
 	ds := dates("2026-11-01", 5)
 	for _, c := range []struct {
 		name string
-		o    outcome
+		o    answer
 	}{
-		{"write", outcome{summary: &snapshot.Summary{State: snapshot.StatePartial}, err: errors.New("no answer")}},
-		{"read", outcome{readErr: errors.New("no answer")}},
+		{"write", answer{summary: &snapshot.Summary{State: snapshot.StatePartial}, err: errors.New("no answer")}},
+		{"read", answer{readErr: errors.New("no answer")}},
 	} {
-		f := &fake{dates: map[string]outcome{ds[0]: {res: written(3)}, ds[1]: {err: errors.New("refused")}, ds[2]: c.o, ds[3]: {res: written(3)}}}
+		f := &fake{dates: map[string]answer{ds[0]: {res: written(3)}, ds[1]: {err: errors.New("refused")}, ds[2]: c.o, ds[3]: {res: written(3)}}}
 		sum := Run(context.Background(), inputsOf(t, ds...), Options{
 			Writer: f, Reader: f, SkipComplete: true, ReadTimeout: time.Minute,
 			Complete: map[string]string{ds[4]: "000000000000001"}, Unanswered: unanswered,
@@ -294,7 +287,7 @@ func TestRunCancelled(t *testing.T) {
 	ds := dates("2026-11-01", 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := &fake{dates: map[string]outcome{ds[0]: {res: written(3), hook: cancel}}}
+	f := &fake{dates: map[string]answer{ds[0]: {res: written(3), hook: cancel}}}
 	sum := Run(ctx, inputsOf(t, ds...), Options{Writer: f, Complete: map[string]string{ds[3]: "000000000000001"}})
 	var got []string
 	for _, r := range sum.Dates {
@@ -316,12 +309,12 @@ func TestRunInputChanged(t *testing.T) {
 	if err := os.WriteFile(in[0].Path, []byte("{"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := &fake{dates: map[string]outcome{in[1].Date: {res: written(3)}}}
+	f := &fake{dates: map[string]answer{in[1].Date: {res: written(3)}}}
 	sum := Run(context.Background(), in, Options{Writer: f, Unanswered: unanswered})
-	if r := sum.Dates[0]; r.Outcome != Failed || !errors.Is(r.Err, model.ErrInvalid) || !strings.Contains(r.Err.Error(), in[0].Path) {
+	if r := sum.Dates[0]; r.Outcome != outcome.Failed || !errors.Is(r.Err, model.ErrInvalid) || !strings.Contains(r.Err.Error(), in[0].Path) {
 		t.Errorf("changed input: %+v", r)
 	}
-	if sum.Dates[1].Outcome != Complete || fmt.Sprint(f.written) != fmt.Sprint([]string{in[1].Date}) {
+	if sum.Dates[1].Outcome != outcome.Complete || fmt.Sprint(f.written) != fmt.Sprint([]string{in[1].Date}) {
 		t.Errorf("the next date: %+v, wrote %v", sum.Dates[1], f.written)
 	}
 }
@@ -352,7 +345,7 @@ func TestRunEmulator(t *testing.T) {
 		t.Fatalf("first run: %+v", sum)
 	}
 	for _, d := range sum.Dates {
-		if d.Outcome != Complete || d.Fence != "000000000000001" || d.DistrictsWritten != 3 || d.Duration <= 0 {
+		if d.Outcome != outcome.Complete || d.Fence != "000000000000001" || d.DistrictsWritten != 3 || d.Duration <= 0 {
 			t.Errorf("%+v", d)
 		}
 	}
@@ -366,7 +359,7 @@ func TestRunEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum = Run(ctx, in, Options{Writer: w, Reader: r, SkipComplete: true, ReadTimeout: time.Minute, Complete: complete})
-	if sum.Skipped != 3 || sum.Complete != 1 || sum.Dates[3].Date != "2026-11-02" || sum.Dates[3].Outcome != Complete {
+	if sum.Skipped != 3 || sum.Complete != 1 || sum.Dates[3].Date != "2026-11-02" || sum.Dates[3].Outcome != outcome.Complete {
 		t.Errorf("rerun: %+v", sum)
 	}
 	// Written again without the listing, every date is read and skipped.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/snapwriter/snapwriter/outcome"
 )
 
 // Report is what a backfill task reports when it is done: its shard, the
@@ -25,14 +27,14 @@ type Report struct {
 
 // DateReport is one date's line of a Report.
 type DateReport struct {
-	Date             string   `json:"date"`
-	Outcome          Outcome  `json:"outcome"`
-	ExitCode         int      `json:"exitCode"`
-	Fence            string   `json:"fence,omitempty"`
-	DistrictsWritten int      `json:"districtsWritten"`
-	FailedDistricts  []string `json:"failedDistricts,omitempty"`
-	DurationMs       int64    `json:"durationMs"`
-	Error            string   `json:"error,omitempty"`
+	Date             string          `json:"date"`
+	Outcome          outcome.Outcome `json:"outcome"`
+	ExitCode         int             `json:"exitCode"`
+	Fence            string          `json:"fence,omitempty"`
+	DistrictsWritten int             `json:"districtsWritten"`
+	FailedDistricts  []string        `json:"failedDistricts,omitempty"`
+	DurationMs       int64           `json:"durationMs"`
+	Error            string          `json:"error,omitempty"`
 }
 
 // NewReport is the Report of s for the task shard; exit gives a date's

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/snapwriter/snapwriter/outcome"
 )
 
 func TestTaskShard(t *testing.T) {
@@ -51,11 +53,11 @@ func TestTaskShard(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	var s Summary
-	s.Add(DateResult{Date: "2026-01-01", Outcome: Complete, Fence: "7", DistrictsWritten: 3, Duration: 1500 * time.Millisecond})
-	s.Add(DateResult{Date: "2026-01-02", Outcome: Partial, Fence: "8", DistrictsWritten: 2, FailedDistricts: []string{"9"}, Err: errors.New("1 failed")})
-	s.Add(DateResult{Date: "2026-01-03", Outcome: Skipped, Fence: "5"})
+	s.Add(DateResult{Date: "2026-01-01", Outcome: outcome.Complete, Fence: "7", DistrictsWritten: 3, Duration: 1500 * time.Millisecond})
+	s.Add(DateResult{Date: "2026-01-02", Outcome: outcome.Partial, Fence: "8", DistrictsWritten: 2, FailedDistricts: []string{"9"}, Err: errors.New("1 failed")})
+	s.Add(DateResult{Date: "2026-01-03", Outcome: outcome.Skipped, Fence: "5"})
 	exit := func(r DateResult) int {
-		if r.Outcome == Partial {
+		if r.Outcome == outcome.Partial {
 			return 3
 		}
 		return 0

@@ -1,7 +1,9 @@
 // Package retention deletes old snapshots: given the dates a cutoff
 // selects (snapshot.SelectPrune, which never selects the newest complete
 // snapshot), it prunes them one at a time with a snapshot.Writer, oldest
-// first, and reports how each went. The CLI's `prune` prints the Report.
+// first, and reports how each went, in package outcome's words (backfill
+// reports its dates in the same ones). The CLI's `prune` prints the
+// Report.
 package retention
 
 import (
@@ -11,48 +13,16 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// Outcome is how one selected date went.
-type Outcome string
-
-// Outcomes of a date, as the report says them.
-const (
-	WouldPrune Outcome = "would prune" // a dry run: nothing was done
-	Pruned     Outcome = "pruned"
-	Gone       Outcome = "already gone" // nothing was stored when its turn came
-	LockHeld   Outcome = "lock held"    // a writer holds it: skipped
-	FencedOut  Outcome = "fenced out"   // a writer took it over: left to it
-	Kept       Outcome = "kept"         // it became the newest complete snapshot
-	Failed     Outcome = "failed"
-	NotStarted Outcome = "not started" // the run was stopped before its turn
-)
-
-// Severity orders outcomes for a run's overall one: 0 for those that need
-// nothing more, then LockHeld, FencedOut, and Failed or NotStarted.
-func (o Outcome) Severity() int {
-	switch o {
-	case LockHeld:
-		return 1
-	case FencedOut:
-		return 2
-	case Failed, NotStarted:
-		return 3
-	}
-	return 0
-}
-
-// Done reports whether the date needs nothing more: pruned, gone, or
-// kept as the newest complete snapshot.
-func (o Outcome) Done() bool { return o == Pruned || o == Gone || o == Kept }
 
 // Date is one selected date of a Report.
 type Date struct {
 	SnapshotID string                `json:"snapshotId"`
 	State      snapshot.State        `json:"state"`
 	Districts  int                   `json:"districts"`
-	Outcome    Outcome               `json:"outcome"`
+	Outcome    outcome.Outcome       `json:"outcome"`
 	Error      string                `json:"error,omitempty"`
 	Result     *snapshot.PruneResult `json:"result,omitempty"`
 }
@@ -69,11 +39,11 @@ type Report struct {
 }
 
 // NewReport is the report of plan before anything is pruned: every date
-// WouldPrune.
+// outcome.WouldPrune.
 func NewReport(plan snapshot.PrunePlan, dryRun bool) *Report {
 	r := &Report{Before: plan.Before, DryRun: dryRun, NewestComplete: plan.NewestComplete, Snapshots: []Date{}}
 	for _, s := range plan.Delete {
-		r.Snapshots = append(r.Snapshots, Date{SnapshotID: s.SnapshotID, State: s.State, Districts: s.Districts, Outcome: WouldPrune})
+		r.Snapshots = append(r.Snapshots, Date{SnapshotID: s.SnapshotID, State: s.State, Districts: s.Districts, Outcome: outcome.WouldPrune})
 	}
 	return r
 }
@@ -93,38 +63,35 @@ func (r *Report) Run(ctx context.Context, p Pruner, describe func(error) string)
 	for i := range r.Snapshots {
 		d := &r.Snapshots[i]
 		if ctx.Err() != nil {
-			d.Outcome, d.Error = NotStarted, context.Cause(ctx).Error()
+			d.Outcome, d.Error = outcome.NotStarted, context.Cause(ctx).Error()
 			continue
 		}
 		res, err := p.Prune(ctx, d.SnapshotID)
-		d.Result, d.Outcome = res, outcome(res, err)
+		d.Result, d.Outcome = res, outcomeOf(res, err)
 		if err != nil {
 			d.Error = describe(err)
 		}
 	}
 }
 
-// outcome is the Outcome of a Prune that returned res and err.
-func outcome(res *snapshot.PruneResult, err error) Outcome {
+// outcomeOf is the outcome of a Prune that returned res and err: pruned,
+// gone or kept, else as the error says (outcome.Of).
+func outcomeOf(res *snapshot.PruneResult, err error) outcome.Outcome {
 	switch {
 	case err == nil && res != nil && !res.Found:
-		return Gone
+		return outcome.Gone
 	case err == nil:
-		return Pruned
+		return outcome.Pruned
 	case errors.Is(err, snapshot.ErrNewestComplete):
-		return Kept
-	case errors.Is(err, snapshot.ErrLockHeld):
-		return LockHeld
-	case errors.Is(err, snapshot.ErrFencedOut):
-		return FencedOut
+		return outcome.Kept
 	}
-	return Failed
+	return outcome.Of(err)
 }
 
-// Worst is the outcome of the highest Severity, Pruned when there are no
-// dates or none is worse.
-func (r *Report) Worst() Outcome {
-	worst := Pruned
+// Worst is the outcome of the highest Severity, outcome.Pruned when there
+// are no dates or none is worse.
+func (r *Report) Worst() outcome.Outcome {
+	worst := outcome.Pruned
 	for _, d := range r.Snapshots {
 		if d.Outcome.Severity() > worst.Severity() {
 			worst = d.Outcome
@@ -134,8 +101,8 @@ func (r *Report) Worst() Outcome {
 }
 
 // Count is how many dates ended in each outcome.
-func (r *Report) Count() map[Outcome]int {
-	n := map[Outcome]int{}
+func (r *Report) Count() map[outcome.Outcome]int {
+	n := map[outcome.Outcome]int{}
 	for _, d := range r.Snapshots {
 		n[d.Outcome]++
 	}

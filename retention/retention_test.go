@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -45,7 +46,7 @@ func TestRun(t *testing.T) {
 		}}
 	rep := NewReport(plan, false)
 	rep.Run(ctx, p, func(err error) string { return "said: " + err.Error() })
-	want := []Outcome{Pruned, Gone, LockHeld, FencedOut, Kept, Failed, Failed, NotStarted}
+	want := []outcome.Outcome{outcome.Pruned, outcome.Gone, outcome.LockHeld, outcome.FencedOut, outcome.Kept, outcome.Failed, outcome.Failed, outcome.NotStarted}
 	for i, d := range rep.Snapshots {
 		if d.Outcome != want[i] {
 			t.Errorf("%s: %q, want %q", d.SnapshotID, d.Outcome, want[i])
@@ -54,10 +55,10 @@ func TestRun(t *testing.T) {
 	if rep.Snapshots[5].Error != "said: boom" || rep.Snapshots[7].Error == "" {
 		t.Errorf("errors: %+v", rep.Snapshots)
 	}
-	if rep.Worst() != Failed {
+	if rep.Worst() != outcome.Failed {
 		t.Errorf("Worst = %q, want failed", rep.Worst())
 	}
-	if n := rep.Count(); n[Pruned] != 1 || n[Failed] != 2 || n[NotStarted] != 1 {
+	if n := rep.Count(); n[outcome.Pruned] != 1 || n[outcome.Failed] != 2 || n[outcome.NotStarted] != 1 {
 		t.Errorf("Count = %v", n)
 	}
 	var out bytes.Buffer
@@ -67,7 +68,7 @@ func TestRun(t *testing.T) {
 	for _, line := range []string{
 		"prune: 8 snapshot(s) dated before 2026-02-01 selected; keeping 2026-03-01, the newest complete snapshot\n",
 		"2026-01-01  complete  3          pruned        5\n", // 3 districts, the fence document and the root
-		"2026-01-02  complete  3          already gone  -\n",
+		"2026-01-02  complete  3          already-gone  -\n",
 		"  2026-01-06 failed: said: boom\n",
 	} {
 		if !strings.Contains(out.String(), line) {
@@ -78,7 +79,7 @@ func TestRun(t *testing.T) {
 
 func TestDryRunAndEmpty(t *testing.T) {
 	rep := NewReport(snapshot.PrunePlan{Before: "2026-02-01", Delete: []snapshot.Summary{{SnapshotID: "2026-01-01", State: snapshot.StatePartial}}}, true)
-	if rep.Worst() != Pruned || rep.Snapshots[0].Outcome != WouldPrune {
+	if rep.Worst() != outcome.Pruned || rep.Snapshots[0].Outcome != outcome.WouldPrune {
 		t.Errorf("dry run: %+v", rep)
 	}
 	var out bytes.Buffer

@@ -27,17 +27,49 @@ const (
 	maxCollectionIDBytes = 1500
 )
 
-// An OptionError is a Writer option NewWriter (or CheckOptions) refuses.
-// Option names it ("WithLockTTL"); callers that take the value from a
-// flag or a file map Option to their own name for it.
-type OptionError struct {
-	Option string // the Option's function name, "WithLockTTL"
-	Value  any    // the value refused
-	Reason string // what is wrong, or what is wanted: "want at least 1s"
+// A Setting names what a Writer option sets, as this package documents it:
+// SettingLockTTL is the lock's time to live, which WithLockTTL sets. An
+// *OptionError carries one, so that a caller whose values come from flags
+// or a file maps the settings to its own names in a table the compiler
+// checks, not by matching strings.
+type Setting string
+
+// The settings NewWriter holds to bounds (see the options that set them).
+const (
+	SettingCollection     Setting = "collection"     // WithCollection
+	SettingBatchSize      Setting = "batchSize"      // WithBatchSize
+	SettingConcurrency    Setting = "concurrency"    // WithConcurrency
+	SettingRetryPolicy    Setting = "retryPolicy"    // WithRetryPolicy
+	SettingLockTTL        Setting = "lockTTL"        // WithLockTTL
+	SettingLockWait       Setting = "lockWait"       // WithLockWait
+	SettingRequestTimeout Setting = "requestTimeout" // WithRequestTimeout
+	SettingGracePeriod    Setting = "gracePeriod"    // WithGracePeriod
+	SettingContentionWait Setting = "contentionWait" // WithContentionWait
+	SettingRecordInterval Setting = "recordInterval" // WithRecordInterval
+)
+
+// Option is the name of the option that sets s, "WithLockTTL": what a Go
+// caller of this package wrote.
+func (s Setting) Option() string {
+	if s == "" {
+		return ""
+	}
+	return "With" + strings.ToUpper(string(s[:1])) + string(s[1:])
 }
 
+// An OptionError is a Writer option NewWriter (or CheckOptions) refuses.
+// Setting says which; callers that take the value from a flag or a file
+// map it to their own name for it.
+type OptionError struct {
+	Setting Setting // what the option sets, SettingLockTTL
+	Value   any     // the value refused
+	Reason  string  // what is wrong, or what is wanted: "want at least 1s"
+}
+
+// Error names the option as a Go caller wrote it:
+// "snapshot: WithLockTTL(500ms): want at least 1s".
 func (e *OptionError) Error() string {
-	return fmt.Sprintf("snapshot: %s(%v): %s", e.Option, e.Value, e.Reason)
+	return fmt.Sprintf("snapshot: %s(%v): %s", e.Setting.Option(), e.Value, e.Reason)
 }
 
 // CheckOptions reports, without any I/O, whether NewWriter would accept
@@ -57,7 +89,7 @@ func CheckOptions(opts ...Option) error {
 // documents of its own (https://firebase.google.com/docs/firestore/quotas#collections_documents_and_fields).
 func CheckCollection(name string) error {
 	bad := func(format string, args ...any) error {
-		return &OptionError{Option: "WithCollection", Value: name, Reason: fmt.Sprintf(format, args...)}
+		return &OptionError{Setting: SettingCollection, Value: name, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case name == "":
@@ -78,34 +110,34 @@ func CheckCollection(name string) error {
 
 // check is NewWriter's check of its options: each within its bounds.
 func (c config) check() error {
-	bad := func(option string, value any, format string, args ...any) error {
-		return &OptionError{Option: option, Value: value, Reason: fmt.Sprintf(format, args...)}
+	bad := func(setting Setting, value any, format string, args ...any) error {
+		return &OptionError{Setting: setting, Value: value, Reason: fmt.Sprintf(format, args...)}
 	}
 	if err := CheckCollection(c.collection); err != nil {
 		return err
 	}
 	switch {
 	case c.batchSize < 1 || c.batchSize > MaxBatchSize:
-		return bad("WithBatchSize", c.batchSize, "want 1..%d", MaxBatchSize)
+		return bad(SettingBatchSize, c.batchSize, "want 1..%d", MaxBatchSize)
 	case c.concurrency < 1 || c.concurrency > MaxConcurrency:
-		return bad("WithConcurrency", c.concurrency, "want 1..%d", MaxConcurrency)
+		return bad(SettingConcurrency, c.concurrency, "want 1..%d", MaxConcurrency)
 	case c.lockTTL < MinLockTTL:
-		return bad("WithLockTTL", c.lockTTL, "want at least %s", MinLockTTL)
+		return bad(SettingLockTTL, c.lockTTL, "want at least %s", MinLockTTL)
 	case c.lockWait < 0:
-		return bad("WithLockWait", c.lockWait, "must not be negative")
+		return bad(SettingLockWait, c.lockWait, "must not be negative")
 	case c.reqTimeout <= 0:
-		return bad("WithRequestTimeout", c.reqTimeout, "want a positive duration")
+		return bad(SettingRequestTimeout, c.reqTimeout, "want a positive duration")
 	case c.grace < 0:
-		return bad("WithGracePeriod", c.grace, "must not be negative")
+		return bad(SettingGracePeriod, c.grace, "must not be negative")
 	case c.contention < 0:
-		return bad("WithContentionWait", c.contention, "must not be negative")
+		return bad(SettingContentionWait, c.contention, "must not be negative")
 	case c.recordEvery < MinRecordInterval || c.recordEvery > MaxRecordInterval:
-		return bad("WithRecordInterval", c.recordEvery, "want %s..%s", MinRecordInterval, MaxRecordInterval)
+		return bad(SettingRecordInterval, c.recordEvery, "want %s..%s", MinRecordInterval, MaxRecordInterval)
 	}
 	p := c.retry
 	p.ContentionWait = c.contention
 	if err := p.Validate(); err != nil {
-		return &OptionError{Option: "WithRetryPolicy", Value: c.retry, Reason: err.Error()}
+		return &OptionError{Setting: SettingRetryPolicy, Value: c.retry, Reason: err.Error()}
 	}
 	return nil
 }

@@ -28,38 +28,42 @@ func TestCheckOptionsRefusesEachBound(t *testing.T) {
 	negative := retry.DefaultPolicy()
 	negative.Initial = -time.Second
 	cases := []struct {
-		opt    Option
-		option string
-		reason string
+		opt     Option
+		setting Setting
+		reason  string
 	}{
-		{WithBatchSize(0), "WithBatchSize", "want 1..500"},
-		{WithBatchSize(MaxBatchSize + 1), "WithBatchSize", "want 1..500"},
-		{WithConcurrency(0), "WithConcurrency", "want 1..256"},
-		{WithConcurrency(MaxConcurrency + 1), "WithConcurrency", "want 1..256"},
-		{WithLockTTL(MinLockTTL - time.Millisecond), "WithLockTTL", "want at least 1s"},
-		{WithLockWait(-time.Nanosecond), "WithLockWait", "must not be negative"},
-		{WithRequestTimeout(0), "WithRequestTimeout", "want a positive duration"},
-		{WithGracePeriod(-time.Second), "WithGracePeriod", "must not be negative"},
-		{WithContentionWait(-time.Second), "WithContentionWait", "must not be negative"},
-		{WithRecordInterval(MinRecordInterval - time.Millisecond), "WithRecordInterval", "want 10ms..1m0s"},
-		{WithRecordInterval(MaxRecordInterval + time.Millisecond), "WithRecordInterval", "want 10ms..1m0s"},
-		{WithRetryPolicy(negative), "WithRetryPolicy", "must not be negative"},
-		{WithCollection(""), "WithCollection", "it is empty"},
-		{WithCollection("a/b"), "WithCollection", `contains "/"`},
-		{WithCollection(".."), "WithCollection", "not collection ids"},
-		{WithCollection("__x__"), "WithCollection", "reserved"},
-		{WithCollection(strings.Repeat("c", maxCollectionIDBytes+1)), "WithCollection", "1501 bytes"},
-		{WithCollection("\xff"), "WithCollection", "UTF-8"},
+		{WithBatchSize(0), SettingBatchSize, "want 1..500"},
+		{WithBatchSize(MaxBatchSize + 1), SettingBatchSize, "want 1..500"},
+		{WithConcurrency(0), SettingConcurrency, "want 1..256"},
+		{WithConcurrency(MaxConcurrency + 1), SettingConcurrency, "want 1..256"},
+		{WithLockTTL(MinLockTTL - time.Millisecond), SettingLockTTL, "want at least 1s"},
+		{WithLockWait(-time.Nanosecond), SettingLockWait, "must not be negative"},
+		{WithRequestTimeout(0), SettingRequestTimeout, "want a positive duration"},
+		{WithGracePeriod(-time.Second), SettingGracePeriod, "must not be negative"},
+		{WithContentionWait(-time.Second), SettingContentionWait, "must not be negative"},
+		{WithRecordInterval(MinRecordInterval - time.Millisecond), SettingRecordInterval, "want 10ms..1m0s"},
+		{WithRecordInterval(MaxRecordInterval + time.Millisecond), SettingRecordInterval, "want 10ms..1m0s"},
+		{WithRetryPolicy(negative), SettingRetryPolicy, "must not be negative"},
+		{WithCollection(""), SettingCollection, "it is empty"},
+		{WithCollection("a/b"), SettingCollection, `contains "/"`},
+		{WithCollection(".."), SettingCollection, "not collection ids"},
+		{WithCollection("__x__"), SettingCollection, "reserved"},
+		{WithCollection(strings.Repeat("c", maxCollectionIDBytes+1)), SettingCollection, "1501 bytes"},
+		{WithCollection("\xff"), SettingCollection, "UTF-8"},
 	}
 	for _, tc := range cases {
 		err := CheckOptions(tc.opt)
 		var oe *OptionError
 		if !errors.As(err, &oe) {
-			t.Errorf("%s: %v, want an *OptionError", tc.option, err)
+			t.Errorf("%s: %v, want an *OptionError", tc.setting, err)
 			continue
 		}
-		if oe.Option != tc.option || !strings.Contains(oe.Reason, tc.reason) {
-			t.Errorf("got %s %q, want %s %q", oe.Option, oe.Reason, tc.option, tc.reason)
+		if oe.Setting != tc.setting || !strings.Contains(oe.Reason, tc.reason) {
+			t.Errorf("got %s %q, want %s %q", oe.Setting, oe.Reason, tc.setting, tc.reason)
+		}
+		// The message names the option as a Go caller wrote it.
+		if want := "snapshot: " + tc.setting.Option() + "("; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: want it to start %q", err, want)
 		}
 	}
 }
@@ -70,10 +74,24 @@ func TestNewWriterRefusesWhatCheckOptionsRefuses(t *testing.T) {
 	e := newEnv(t)
 	_, err := NewWriter(e.client, e.locker(), WithAPIClient(e.api), WithLockTTL(500*time.Millisecond))
 	var oe *OptionError
-	if !errors.As(err, &oe) || oe.Option != "WithLockTTL" {
+	if !errors.As(err, &oe) || oe.Setting != SettingLockTTL {
 		t.Fatalf("NewWriter: %v, want an *OptionError for WithLockTTL", err)
 	}
 	if err.Error() != CheckOptions(WithLockTTL(500*time.Millisecond)).Error() {
 		t.Errorf("NewWriter says %q, CheckOptions %q", err, CheckOptions(WithLockTTL(500*time.Millisecond)))
+	}
+}
+
+// Each setting names the option that sets it, as the package exports it.
+func TestSettingOption(t *testing.T) {
+	for s, want := range map[Setting]string{
+		SettingCollection: "WithCollection", SettingBatchSize: "WithBatchSize", SettingConcurrency: "WithConcurrency",
+		SettingRetryPolicy: "WithRetryPolicy", SettingLockTTL: "WithLockTTL", SettingLockWait: "WithLockWait",
+		SettingRequestTimeout: "WithRequestTimeout", SettingGracePeriod: "WithGracePeriod",
+		SettingContentionWait: "WithContentionWait", SettingRecordInterval: "WithRecordInterval",
+	} {
+		if got := s.Option(); got != want {
+			t.Errorf("%s: %s, want %s", s, got, want)
+		}
 	}
 }

@@ -95,7 +95,7 @@ func defaultConfig() config {
 }
 
 // Option configures a Writer; NewWriter refuses one out of its bounds
-// (CheckOptions) with an *OptionError.
+// (CheckOptions) with an *OptionError naming the Setting it sets.
 type Option func(*config)
 
 // WithCollection sets the root collection (default "snapshots").

@@ -23,43 +23,8 @@ import (
 	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
-	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// Exit codes: part of the CLI contract (DESIGN.md §5).
-const (
-	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 2
-	exitPartial  = 3
-	exitLockHeld = 4
-	exitFenced   = 5
-	// exitNotIntact: verify found the stored snapshot contradicting its
-	// manifest, its content hashes or the input.
-	exitNotIntact = 6
-	// exitNotReady: the input is not ready — an upload still in progress
-	// (a gs:// folder whose manifest.json does not say writeComplete:
-	// true), an object replaced while it was read, or an input
-	// --wait-for-input waited for in vain. Nothing was written; the
-	// input is not wrong, so a later run may succeed.
-	exitNotReady = 7
-)
-
-// usageError marks a bad command line: exit 2, nothing written.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
-
-// errIncomplete is returned by get and verify for a snapshot whose write is
-// not complete: what was printed holds only the districts written.
-var errIncomplete = errors.New("snapshot incomplete")
-
-// errNotIntact is returned by verify when it found problems (exit 6).
-var errNotIntact = errors.New("snapshot not intact")
 
 // app is the CLI with its surroundings injected, so tests run it in process
 // (with a Firestore client that injects faults) as well as a binary.
@@ -120,7 +85,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 		_ = a.gcsClient.Close()
 	}
 	if err != nil && !a.ran && !errors.As(err, new(usageError)) {
-		err = flagError{usageError{err}}
+		err = usageError{err: err, help: true}
 	}
 	defer func() { _ = a.log.Sync() }()
 	if err == nil {
@@ -128,7 +93,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	code := exitCode(err)
 	fmt.Fprintf(a.stderr, "snapwriter: %v\n", err)
-	if code == exitUsage && isFlagError(err) {
+	if code == exitUsage && needsHelp(err) {
 		fmt.Fprintln(a.stderr, "Run 'snapwriter --help' for usage.")
 	}
 	return code
@@ -149,37 +114,6 @@ func (a *app) markRuns(c *cobra.Command) {
 	}
 }
 
-func exitCode(err error) int {
-	var u usageError
-	var bf errBackfill
-	var ce codedError
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, &bf):
-		return bf.code
-	case errors.As(err, &ce):
-		return ce.code
-	case errors.Is(err, model.ErrNotReady):
-		// Before ErrInvalid: an input waited for in vain matches both.
-		return exitNotReady
-	case errors.As(err, &u), errors.Is(err, model.ErrInvalid), errors.Is(err, snapshot.ErrMismatch):
-		return exitUsage
-	case errors.Is(err, snapshot.ErrFencedOut):
-		return exitFenced
-	case errors.Is(err, snapshot.ErrLockHeld):
-		return exitLockHeld
-	case errors.Is(err, snapshot.ErrManifestNotRecorded), errors.Is(err, snapshot.ErrRootFailed):
-		return exitError
-	case errors.Is(err, errNotIntact):
-		return exitNotIntact
-	case errors.Is(err, snapshot.ErrPartial), errors.Is(err, errIncomplete):
-		return exitPartial
-	default:
-		return exitError
-	}
-}
-
 // levelFor is the level of a command's closing log line: Warn unless it
 // ends with exit 0.
 func levelFor(code int) zapcore.Level {
@@ -187,18 +121,6 @@ func levelFor(code int) zapcore.Level {
 		return zapcore.InfoLevel
 	}
 	return zapcore.WarnLevel
-}
-
-// flagError is a usage error in the command line itself; it earns a hint
-// to read --help.
-type flagError struct{ usageError }
-
-// Unwrap makes errors.As find the usageError.
-func (f flagError) Unwrap() error { return f.usageError }
-
-func isFlagError(err error) bool {
-	var f flagError
-	return errors.As(err, &f)
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -240,7 +162,7 @@ ready (an upload still in progress; nothing written).`,
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return flagError{usageError{err}}
+		return usageError{err: err, help: true}
 	})
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.global.project, "project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")

@@ -16,14 +16,6 @@ import (
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// errBackfill carries a backfill's worst exit code once its summary is out.
-type errBackfill struct {
-	code int
-	msg  string
-}
-
-func (e errBackfill) Error() string { return e.msg }
-
 type backfillFlags struct {
 	dir          string
 	from, to     string
@@ -119,14 +111,14 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	now := time.Now().In(loc)
 	b.from, b.to = backfill.ResolveDate(b.from, now), backfill.ResolveDate(b.to, now)
 	if err := backfill.CheckRange(b.from, b.to); err != nil {
-		return backfillUsage(err)
+		return usage(err)
 	}
 	if err := checkProgress(b.progress); err != nil {
 		return err
 	}
 	shard, err := backfill.TaskShard(b.taskIndex, b.taskCount, a.lookupEnv)
 	if err != nil {
-		return backfillUsage(err)
+		return usage(err)
 	}
 	ctx := cmd.Context()
 	loader := a.loader(b.wait)
@@ -159,8 +151,8 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := backfill.Check(ctx, loader, mine, complete); err != nil {
 		var ue *backfill.UnusableError
 		if errors.As(err, &ue) {
-			return errBackfill{code: exitUsage, msg: fmt.Sprintf("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
-				len(ue.Problems), ue.Checked, strings.Join(ue.Problems, "\n  "))}
+			return usagef("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
+				len(ue.Problems), ue.Checked, strings.Join(ue.Problems, "\n  "))
 		}
 		return err
 	}
@@ -203,9 +195,9 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 }
 
 // backfillReport logs and prints how the dates of res went, and returns
-// the worst date's exit code as an errBackfill (nil when all are 0).
+// the worst date's ending as a datesError (nil when its exit code is 0).
 func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
-	sum := backfill.NewReport(res, shard, dateExit)
+	sum := backfill.NewReport(res, shard, func(r backfill.DateResult) int { return dateExit(r.Outcome, r.Err) })
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))
@@ -217,45 +209,8 @@ func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *z
 		// Say which store did not answer, not just the count.
 		msg += "; " + res.Stopped.Error()
 	}
-	return errBackfill{code: sum.ExitCode, msg: msg}
-}
-
-// backfillUsage is the usage error for what the backfill library refuses
-// of backfill's flags or of Cloud Run's task variables, named by the flag.
-func backfillUsage(err error) error {
-	var re *backfill.RangeError
-	var ee *backfill.EnvError
-	switch {
-	case errors.As(err, &re) && re.End != "":
-		return usagef("--%s %q: want a real YYYY-MM-DD date", re.End, re.Date)
-	case errors.As(err, &re):
-		return usagef("--from %s is after --to %s", re.From, re.To)
-	case errors.As(err, &ee):
-		flag := map[string]string{backfill.TaskIndexEnv: "task-index", backfill.TaskCountEnv: "task-count"}[ee.Name]
-		return usagef("%v (or set --%s)", err, flag)
-	}
-	return usageError{err}
-}
-
-// dateExit is the exit code of a date's outcome: the code a write of that
-// date alone would have ended with.
-func dateExit(r backfill.DateResult) int {
-	switch r.Outcome {
-	case backfill.Complete, backfill.Skipped:
-		return exitOK
-	case backfill.Partial:
-		return exitPartial
-	case backfill.LockHeld:
-		return exitLockHeld
-	case backfill.FencedOut:
-		return exitFenced
-	case backfill.NotStarted:
-		return exitError
-	case backfill.NotReady:
-		return exitNotReady
-	}
-	// Failed: 1, or 2 for an input that became invalid after the check.
-	return max(exitCode(r.Err), exitError)
+	worst, _ := res.Worst()
+	return datesError{worst: worst.Outcome, err: worst.Err, msg: msg}
 }
 
 // listDated lists the dated inputs of --input-dir, waiting (as l does for
@@ -293,17 +248,18 @@ func (a *app) noInput(b backfillFlags, all []backfill.Input) error {
 	case b.to != "":
 		window = b.to + " or earlier"
 	}
-	msg := fmt.Sprintf("no dated input in %s for %s: looked for YYYY-MM-DD.json files and YYYY-MM-DD/ folders", b.dir, window)
+	// where follows errNoInput's words in both messages.
+	where := fmt.Sprintf(" in %s for %s: looked for YYYY-MM-DD.json files and YYYY-MM-DD/ folders", b.dir, window)
 	if len(all) > 0 {
-		msg += fmt.Sprintf(" (%d lie outside it, %s to %s)", len(all), all[0].Date, all[len(all)-1].Date)
+		where += fmt.Sprintf(" (%d lie outside it, %s to %s)", len(all), all[0].Date, all[len(all)-1].Date)
 	}
 	if b.wait > 0 {
-		msg += fmt.Sprintf("; waited %s (--wait-for-input)", b.wait)
+		where += fmt.Sprintf("; waited %s (--wait-for-input)", b.wait)
 	}
 	if b.allowEmpty {
-		a.log.Warn("backfill: nothing to write (--allow-empty)", zap.String("reason", msg))
-		_, err := fmt.Fprintf(a.stdout, "backfill: nothing to write: %s\n", msg)
+		a.log.Warn("backfill: nothing to write (--allow-empty)", zap.String("reason", errNoInput.Error()+where))
+		_, err := fmt.Fprintf(a.stdout, "backfill: nothing to write: %s%s\n", errNoInput, where)
 		return err
 	}
-	return codedError{code: exitNotReady, err: fmt.Errorf("backfill: %s; nothing was written (--allow-empty makes this exit 0)", msg)}
+	return fmt.Errorf("backfill: %w%s; nothing was written (--allow-empty makes this exit 0)", errNoInput, where)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -134,7 +135,7 @@ func TestBackfillAcrossTasks(t *testing.T) {
 		}
 		for _, d := range s.Dates {
 			seen[d.Date]++
-			if d.Outcome != backfill.Complete || d.Fence != "000000000000001" {
+			if d.Outcome != outcome.Complete || d.Fence != "000000000000001" {
 				t.Errorf("task %d, %s: %+v", i, d.Date, d)
 			}
 		}
@@ -226,7 +227,7 @@ func TestTwoBackfillsAtOnce(t *testing.T) {
 			t.Fatalf("backfill %d: exit %d\n%s\n%s", i, p.code, p.stdout, p.stderr)
 		}
 		for _, d := range summaryOf(t, p).Dates {
-			if d.Outcome != backfill.Complete {
+			if d.Outcome != outcome.Complete {
 				t.Errorf("backfill %d, %s: %+v", i, d.Date, d)
 			}
 			fences[d.Date] = append(fences[d.Date], d.Fence)
@@ -357,7 +358,7 @@ func TestBackfillStopsOnSignal(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Complete != 1 || s.NotStarted != 3 || s.Dates[0].Outcome != backfill.Complete || s.Dates[3].Outcome != backfill.NotStarted {
+	if s.Complete != 1 || s.NotStarted != 3 || s.Dates[0].Outcome != outcome.Complete || s.Dates[3].Outcome != outcome.NotStarted {
 		t.Errorf("summary after the stop: %+v", s)
 	}
 	if state := stateOf(t, c.project); len(state) != 1 || state["2026-04-01"].State != "complete" {

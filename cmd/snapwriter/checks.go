@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -13,57 +12,9 @@ import (
 // command touches Firestore.
 func checkCollection(name string) error {
 	if err := snapshot.CheckCollection(name); err != nil {
-		return optionUsage(err)
+		return usage(err)
 	}
 	return nil
-}
-
-// optionUsage is a usage error (exit 2) for an option the snapshot
-// library refuses (*snapshot.OptionError), named by the flag that set it:
-// the library holds the bounds, the CLI names its flags.
-func optionUsage(err error) error {
-	var oe *snapshot.OptionError
-	if !errors.As(err, &oe) {
-		return usageError{err}
-	}
-	value := oe.Value
-	if s, ok := value.(string); ok && len(s) > 100 {
-		value = longString(len(s))
-	}
-	flag, ok := map[string]string{
-		"WithCollection": "--collection", "WithBatchSize": "--batch-size", "WithConcurrency": "--concurrency",
-		"WithLockTTL": "--lock-ttl", "WithLockWait": "--lock-wait", "WithGracePeriod": "--grace-period",
-		"WithContentionWait": "--contention-wait", "WithRecordInterval": "--record-interval",
-		"WithRequestTimeout": "--timeout",
-	}[oe.Option]
-	switch {
-	case oe.Option == "WithRetryPolicy":
-		return usagef("--max-retries: %s", oe.Reason)
-	case ok:
-		return valueUsage(flag, value, oe.Reason)
-	}
-	return usageError{err}
-}
-
-// longString stands in optionUsage's message for a string over 100 bytes
-// (a collection name refused for its length, say), which would drown the
-// reason: it shows only the length.
-type longString int
-
-func (n longString) String() string { return fmt.Sprintf("(%d bytes)", int(n)) }
-
-// valueUsage is the usage error for v, the value of flag, that a library
-// refused for reason: a string is quoted, a nil value (none given) left
-// out, any other shown as %v. optionUsage, loadtest's and schedule's
-// refusals all read alike through it.
-func valueUsage(flag string, v any, reason string) error {
-	switch v := v.(type) {
-	case nil:
-		return usagef("%s: %s", flag, reason)
-	case string:
-		return usagef("%s %q: %s", flag, v, reason)
-	}
-	return usagef("%s %v: %s", flag, v, reason)
 }
 
 // checkDate refuses a --date that disagrees with the input's own

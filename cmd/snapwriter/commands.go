@@ -129,7 +129,7 @@ func (f writeFlags) validate() error {
 		return usagef("--initial-write-rate %g, --max-write-rate %g: want 0 < initial ≤ max, in document writes a second", f.initialRate, f.maxRate)
 	}
 	if err := snapshot.CheckOptions(f.options()...); err != nil {
-		return optionUsage(err)
+		return usage(err)
 	}
 	return f.lock.validate()
 }
@@ -215,7 +215,7 @@ func (a *app) newWriter(ctx context.Context, client *firestore.Client, f writeFl
 	w, err := snapshot.NewWriter(client, locker, opts...)
 	if err != nil {
 		closeAll()
-		return nil, nil, optionUsage(err)
+		return nil, nil, usage(err)
 	}
 	return w, closeAll, nil
 }

@@ -20,7 +20,7 @@ const dryRunUsage = "validate the input and print what the command would do (dis
 func (a *app) planner(client *firestore.Client, f writeFlags, extra ...snapshot.Option) (*snapshot.Planner, error) {
 	p, err := snapshot.NewPlanner(client, f.lock.backend, a.writeOptions(f, extra...)...)
 	if err != nil {
-		return nil, optionUsage(err)
+		return nil, usage(err)
 	}
 	return p, nil
 }

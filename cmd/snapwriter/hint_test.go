@@ -10,22 +10,28 @@ import (
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// The CLI adds what to run or pass to the library's messages by kind, once,
+// The CLI adds what to run or pass to the library's messages by the
+// sentinel they match, once,
 // and what the error matches stays as it was.
 func TestHint(t *testing.T) {
 	t.Parallel()
-	lost := &snapshot.Error{Kind: snapshot.LockLost, Err: locking.ErrLeaseLost}
+	lost := fmt.Errorf("%w: %w", snapshot.ErrLockLost, locking.ErrLeaseLost)
+	changed := &snapshot.ChangedError{Changed: []string{"7"}}
 	cases := []struct {
 		err  error
 		want string // in the message after withHint; "" for no hint
 	}{
-		{&snapshot.Error{Kind: snapshot.Partial, ID: "d", Err: errors.New("2 of 3 chunks failed")}, "— `snapwriter repair` completes it"},
-		{&snapshot.Error{Kind: snapshot.Partial, ID: "d", Err: lost}, "— `snapwriter repair` completes it"},
-		{&snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: fmt.Errorf("x (and %w)", lost)}, "— `snapwriter repair` (or writing it again) completes it"},
-		{&waitError{Endpoint: "s", Err: &snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: errors.New("x")}}, "`snapwriter repair` (or writing it again)"},
-		{&snapshot.Error{Kind: snapshot.LockBackendSwitch, ID: "d", Err: errors.New("x")}, "then rerun once with --allow-lock-backend-switch"},
-		{&snapshot.Error{Kind: snapshot.LockKeySwitch, ID: "d", Err: errors.New("x")}, "then rerun once with --allow-lock-backend-switch"},
-		{&snapshot.Error{Kind: snapshot.FencedOut, ID: "d"}, ""},
+		{fmt.Errorf("snapshot d: %w: 2 of 3 chunks failed", snapshot.ErrPartial), "— `snapwriter repair` completes it"},
+		{fmt.Errorf("snapshot d: %w: %w", snapshot.ErrPartial, lost), "— `snapwriter repair` completes it"},
+		{fmt.Errorf("snapshot d: %w: x (and %w)", snapshot.ErrManifestNotRecorded, lost), "— `snapwriter repair` (or writing it again) completes it"},
+		{&waitError{Endpoint: "s", Err: fmt.Errorf("snapshot d: %w: x", snapshot.ErrManifestNotRecorded)}, "`snapwriter repair` (or writing it again)"},
+		{fmt.Errorf("snapshot d: %w: x", snapshot.ErrLockBackendSwitch), "then rerun once with --allow-lock-backend-switch"},
+		{fmt.Errorf("snapshot d: %w: x", snapshot.ErrLockKeySwitch), "then rerun once with --allow-lock-backend-switch"},
+		{fmt.Errorf("snapshot d: %w: %w", snapshot.ErrMismatch, changed), "or `snapwriter repair --rewrite-changed` re-writes what differs"},
+		{fmt.Errorf("snapshot d: %w: other districts", snapshot.ErrMismatch), ""},
+		{fmt.Errorf("snapshot d: %w", snapshot.ErrFencedOut), ""},
+		{fmt.Errorf("snapshot d: %w (%w)", snapshot.ErrFencedOut, lost), ""},
+		{fmt.Errorf("snapshot d: %w: %w", snapshot.ErrLockLost, snapshot.ErrNothingWritten), ""},
 		{errors.New("other"), ""},
 	}
 	for _, tc := range cases {

@@ -71,6 +71,14 @@ func (a *app) storage(ctx context.Context) (*gcs.Store, error) {
 // or a gs:// object or folder) through l, stored under date or, when date
 // is "", under the input's own dataAsOfDate; it returns the snapshot and
 // that id.
+//
+// The validation is model's, here before any I/O: the writer and the
+// planner check the input before the lock too, but only once the command
+// has connected to Firestore and opened its lock backend (which creates
+// PostgreSQL's tables), where an unreachable store would hide a bad input
+// behind exit 1; verify's Reader does not check it at all. --date against
+// the input's own date is the CLI's check: the library takes the id it is
+// given.
 func (a *app) load(ctx context.Context, l *input.Loader, path, date string) (*model.Snapshot, string, error) {
 	snap, err := l.Load(ctx, path)
 	if err != nil {

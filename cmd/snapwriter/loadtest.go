@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -13,16 +12,6 @@ import (
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
-
-// codedError ends a command with a given exit code; errors.Is and
-// errors.As see the error it wraps.
-type codedError struct {
-	code int
-	err  error
-}
-
-func (e codedError) Error() string { return e.err.Error() }
-func (e codedError) Unwrap() error { return e.err }
 
 // loadtestFlags are loadtest's own flags; the write tuning flags are in
 // writeFlags.
@@ -112,19 +101,9 @@ func checkLoadtest(run loadtest.Config, f writeFlags) error {
 		}
 	}
 	if ce != nil {
-		return loadtestUsage(ce)
+		return usage(ce)
 	}
 	return nil
-}
-
-// loadtestUsage is the usage error for what loadtest.Check refused, named
-// by its flag: loadtest's flags are named after the Config fields.
-func loadtestUsage(ce *loadtest.ConfigError) error {
-	flag := "--" + strings.ToLower(ce.Field)
-	if ce.Field == "Collection" && ce.Value == nil {
-		return usagef("%s is required: name a scratch collection (loadtest writes and deletes snapshots there)", flag)
-	}
-	return valueUsage(flag, ce.Value, ce.Reason)
 }
 
 func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error {
@@ -173,26 +152,20 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 	default:
 		err = cmp.Or(err, rep.WriteText(a.stdout, f.batchSize, f.lock.backend))
 	}
-	return a.loadtestExit(err, sig.Signal(), f)
+	return a.loadtestEnd(err, sig.Signal(), f)
 }
 
-// loadtestExit gives a loadtest error its exit code (see the command's
-// help); sig is the signal that interrupted the run, 0 if none.
-func (a *app) loadtestExit(err error, sig int, f writeFlags) error {
+// loadtestEnd is a loadtest's error as the command ends with it (exitCode
+// reads loadtest's sentinels); sig is the signal that interrupted the run,
+// 0 if none.
+func (a *app) loadtestEnd(err error, sig int, f writeFlags) error {
 	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, loadtest.ErrRefused):
-		return usageError{err}
-	case errors.Is(err, loadtest.ErrBusy):
-		return codedError{exitLockHeld, err}
+	case err == nil, errors.Is(err, loadtest.ErrRefused), errors.Is(err, loadtest.ErrBusy), errors.Is(err, loadtest.ErrPartialRounds):
+		return err
 	case errors.Is(err, loadtest.ErrCleanup):
 		return a.firestoreWait(err)
 	case errors.Is(err, loadtest.ErrInterrupted) && sig > 0:
-		// The shell's convention for a process a signal ended: 128 + n.
-		return codedError{128 + sig, err}
-	case errors.Is(err, loadtest.ErrPartialRounds):
-		return codedError{exitPartial, err}
+		return signalError{signal: sig, err: err}
 	}
 	return a.writeWait(err, f)
 }

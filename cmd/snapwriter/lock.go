@@ -129,15 +129,6 @@ the whole command); 2 for a malformed lockId (nothing read or changed).`,
 	return cmd
 }
 
-// lockUsage turns the lock library's InvalidArgument (bad key, lockId) into
-// a usage error: exit 2.
-func lockUsage(err error) error {
-	if errors.Is(err, locking.ErrInvalidArgument) {
-		return usageError{err}
-	}
-	return err
-}
-
 // snapshotLockKey returns the key a write of the snapshot of date holds on
 // the lock backend named backend, computed as the writer computes it: for
 // the project and database client addresses (--project, or the project
@@ -150,7 +141,7 @@ func (a *app) snapshotLockKey(client *firestore.Client, backend, date string) (s
 			return key, nil
 		}
 	}
-	return "", usageError{fmt.Errorf("the lock key of snapshot %s: %w", date, err)}
+	return "", usageError{err: fmt.Errorf("the lock key of snapshot %s: %w", date, err)}
 }
 
 // lockStatusFlags are the flags of lock status.
@@ -167,7 +158,7 @@ func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
 	if date == "" {
 		var err error
 		if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
-			return lockUsage(err)
+			return usage(err)
 		}
 	} else if !model.ValidDate(date) {
 		return usagef("--date %q: want a real YYYY-MM-DD date", date)
@@ -195,7 +186,7 @@ func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
 			return err
 		}
 		if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
-			return lockUsage(err)
+			return usage(err)
 		}
 	}
 	b, closeLocker, err := a.openLocker(ctx, client, lf)
@@ -208,8 +199,11 @@ func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
 		get = locking.GetStatusRaw
 	}
 	st, err := get(ctx, b, key)
+	if errors.Is(err, locking.ErrInvalidArgument) {
+		return usage(err)
+	}
 	if err != nil {
-		return a.lockWait(lockUsage(err), lf)
+		return a.lockWait(err, lf)
 	}
 	a.log.Debug("lock status", zap.String("keyHash", st.KeyHash), zap.Bool("locked", st.Locked))
 	if date != "" && !(raw && st.Locked) {
@@ -263,8 +257,11 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 	}
 	defer closeLocker()
 	r, err := locking.ForceRelease(ctx, b, lockID)
+	if errors.Is(err, locking.ErrInvalidArgument) {
+		return usage(err)
+	}
 	if err != nil && !errors.Is(err, locking.ErrNotReleased) {
-		return a.lockWait(lockUsage(err), lf)
+		return a.lockWait(err, lf)
 	}
 	fields := []zap.Field{zap.String("lockIdHash", r.LockIDHash)}
 	if r.KeyHash != "" {

@@ -52,9 +52,9 @@ func (f lockFlags) validate() error {
 // writeLocker opens the lock backend of a writer, and of lock release.
 // On Firestore it gets a client of its own, and so a gRPC
 // connection of its own: the lease's renewals then never wait behind the
-// writer's own requests on a shared connection (issue 25: a writer's load
-// starved the one request that keeps its lock). The PostgreSQL backend has
-// its pool anyway. The func returned closes the backend and that client.
+// writer's own requests on a shared connection, where a writer's load
+// would starve the one request that keeps its lock. The PostgreSQL
+// backend has its pool anyway. The func returned closes the backend and that client.
 func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, func(), error) {
 	var client *firestore.Client
 	if f.backend == backendFirestore {

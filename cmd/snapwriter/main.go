@@ -3,9 +3,8 @@
 // chunked, retried, fence-checked transactions, then a manifest that records
 // any partial failure.
 //
-// Exit codes: 0 complete, 1 runtime failure, 2 usage or invalid input
-// (nothing written), 3 partial (the manifest records the failures), 4 lock
-// held by another writer, 5 fenced out (lost the lock mid-write).
+// Its exit codes are listed in README.md and docs/cli.md, and decided in
+// one place, exit.go.
 package main
 
 import (

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/retention"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -122,27 +123,15 @@ func (a *app) prune(ctx context.Context, f writeFlags, p pruneFlags) error {
 	return a.pruneFinish(rep, p.asJSON)
 }
 
-// pruneExit is the exit code of a prune whose worst date ended in o: 1
-// over 5 over 4 over 0 (retention.Outcome.Severity).
-func pruneExit(o retention.Outcome) int {
-	switch o {
-	case retention.Failed, retention.NotStarted:
-		return exitError
-	case retention.FencedOut:
-		return exitFenced
-	case retention.LockHeld:
-		return exitLockHeld
-	}
-	return exitOK
-}
-
-// pruneFinish logs and prints the report and returns its exit code as a
-// codedError (nil when it is 0).
+// pruneFinish logs and prints the report and returns its worst date's
+// ending as a datesError (nil when its exit code is 0).
 func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
-	rep.ExitCode = pruneExit(rep.Worst())
+	// The report keeps a date's error as text: a failed date is exit 1.
+	worst := rep.Worst()
+	rep.ExitCode = dateExit(worst, nil)
 	n := rep.Count()
 	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.String("before", rep.Before), zap.Bool("dryRun", rep.DryRun),
-		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[retention.Pruned]+n[retention.Gone]), zap.Int("exitCode", rep.ExitCode))
+		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[outcome.Pruned]+n[outcome.Gone]), zap.Int("exitCode", rep.ExitCode))
 	if err := a.output(asJSON, rep, rep.WriteText); err != nil || rep.ExitCode == exitOK {
 		return err
 	}
@@ -153,7 +142,7 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 			notDone++
 		}
 	}
-	return codedError{code: rep.ExitCode, err: fmt.Errorf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
+	return datesError{worst: worst, msg: fmt.Sprintf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
 		notDone, len(rep.Snapshots),
-		n[retention.LockHeld], n[retention.FencedOut], n[retention.Failed]+n[retention.NotStarted])}
+		n[outcome.LockHeld], n[outcome.FencedOut], n[outcome.Failed]+n[outcome.NotStarted])}
 }

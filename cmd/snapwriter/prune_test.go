@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/retention"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -39,8 +39,8 @@ func pruneJSON(t *testing.T, c *cli, wantCode int, args ...string) retention.Rep
 	return rep
 }
 
-func outcomes(rep retention.Report) map[string]retention.Outcome {
-	m := map[string]retention.Outcome{}
+func outcomes(rep retention.Report) map[string]outcome.Outcome {
+	m := map[string]outcome.Outcome{}
 	for _, d := range rep.Snapshots {
 		m[d.SnapshotID] = d.Outcome
 	}
@@ -82,7 +82,7 @@ func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
 
 	code, out, errs := c.run("", "prune", "--before", "2026-01-03", "--dry-run")
 	if code != exitOK || !strings.Contains(out, "dry run: would delete 2 snapshot(s) dated before 2026-01-03") ||
-		!strings.Contains(out, "nothing was deleted (--dry-run)") || !strings.Contains(out, "would prune") {
+		!strings.Contains(out, "nothing was deleted (--dry-run)") || !strings.Contains(out, "would-prune") {
 		t.Errorf("dry run: exit %d\n%s\n%s", code, out, errs)
 	}
 	if n := c.docCount(); n != before {
@@ -90,7 +90,7 @@ func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
 	}
 
 	rep := pruneJSON(t, c, exitOK, "--before", "2026-01-03")
-	if got := outcomes(rep); len(got) != 2 || got["2026-01-01"] != retention.Pruned || got["2026-01-02"] != retention.Pruned {
+	if got := outcomes(rep); len(got) != 2 || got["2026-01-01"] != outcome.Pruned || got["2026-01-02"] != outcome.Pruned {
 		t.Errorf("--before outcomes %v", got)
 	}
 	states := listStates(t, c)
@@ -100,7 +100,7 @@ func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
 
 	// --keep-days 3: 2026-01-03 goes, the recent date stays.
 	rep = pruneJSON(t, c, exitOK, "--keep-days", "3")
-	if got := outcomes(rep); len(got) != 1 || got["2026-01-03"] != retention.Pruned {
+	if got := outcomes(rep); len(got) != 1 || got["2026-01-03"] != outcome.Pruned {
 		t.Errorf("--keep-days outcomes %v", got)
 	}
 	// Everything older than tomorrow: the recent date is the newest
@@ -133,7 +133,7 @@ func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
 		t.Fatal(held, err)
 	}
 	rep := pruneJSON(t, c, exitLockHeld, "--before", "2026-01-03")
-	if got := outcomes(rep); got["2026-01-01"] != retention.LockHeld || got["2026-01-02"] != retention.Pruned {
+	if got := outcomes(rep); got["2026-01-01"] != outcome.LockHeld || got["2026-01-02"] != outcome.Pruned {
 		t.Errorf("outcomes %v", got)
 	}
 	if _, err := locker.Release(context.Background(), held.LockID); err != nil {
@@ -153,7 +153,7 @@ func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
 	}
 	// Any cutoff finishes it.
 	rep = pruneJSON(t, c, exitOK, "--before", "2000-01-01")
-	if got := outcomes(rep); len(got) != 1 || got["2026-01-01"] != retention.Pruned {
+	if got := outcomes(rep); len(got) != 1 || got["2026-01-01"] != outcome.Pruned {
 		t.Errorf("rerun outcomes %v", got)
 	}
 	if states := listStates(t, c); len(states) != 1 || states["2026-01-03"] != string(snapshot.StateComplete) {
@@ -166,15 +166,14 @@ func TestPruneLockHeldExit4AndDeletingInList(t *testing.T) {
 func TestPruneFinishCountsDatesNotDone(t *testing.T) {
 	t.Parallel()
 	rep := &retention.Report{Before: "2026-01-09"}
-	for i, o := range []retention.Outcome{retention.Pruned, retention.Gone, retention.Kept,
-		retention.LockHeld, retention.FencedOut, retention.Failed, retention.NotStarted} {
+	for i, o := range []outcome.Outcome{outcome.Pruned, outcome.Gone, outcome.Kept,
+		outcome.LockHeld, outcome.FencedOut, outcome.Failed, outcome.NotStarted} {
 		rep.Snapshots = append(rep.Snapshots, retention.Date{SnapshotID: fmt.Sprintf("2026-01-0%d", i+1), Outcome: o})
 	}
 	a := &app{stdout: io.Discard, log: zap.NewNop()}
 	err := a.pruneFinish(rep, true)
 	want := "prune: 4 of 7 snapshots not pruned (1 lock held, 1 fenced out, 2 failed); run `snapwriter prune` again to finish"
-	var ce codedError
-	if !errors.As(err, &ce) || ce.code != exitError || err.Error() != want {
-		t.Errorf("pruneFinish = %v (%#v), want exit %d and %s", err, ce, exitError, want)
+	if exitCode(err) != exitError || err.Error() != want {
+		t.Errorf("pruneFinish = %v (exit %d), want exit %d and %s", err, exitCode(err), exitError, want)
 	}
 }

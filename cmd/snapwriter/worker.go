@@ -78,7 +78,7 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s schedule.Config) erro
 	}
 	worker, err := s.Worker()
 	if err != nil {
-		return scheduleUsage(err)
+		return usage(err)
 	}
 	ctx := cmd.Context()
 	if gcs.IsURL(s.InputDir) {
@@ -106,19 +106,4 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s schedule.Config) erro
 	}
 	worker.Log, worker.ExitCode = a.log, exitCode
 	return worker.Run(ctx)
-}
-
-// scheduleUsage is the usage error for a schedule.Config the library
-// refuses, named by the flag that set the field.
-func scheduleUsage(err error) error {
-	var ce *schedule.ConfigError
-	if !errors.As(err, &ce) {
-		return err
-	}
-	flag := map[string]string{"Cron": "--cron", "Timezone": "--timezone", "InputDir": "--input-dir", "InputURL": "--input-url",
-		"DateOffset": "--date-offset", "HTTPTimeout": "--http-timeout"}[ce.Field]
-	if ce.Value == nil { // Field "Input"
-		return usagef("give exactly one of --input-dir and --input-url")
-	}
-	return valueUsage(flag, ce.Value, ce.Reason)
 }

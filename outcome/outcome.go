@@ -1,0 +1,105 @@
+// Package outcome names how one date of a run over many snapshots ended —
+// a backfill's writes, a prune's deletions — in one vocabulary, ranked by
+// what an operator must do about it. Package backfill and package
+// retention report their dates with it.
+//
+// It is not snapshot.Outcome: that says what one write left stored
+// (complete, partial, not recorded, not written, …), whatever the caller
+// makes of it. A date's Outcome says what to do next, and has endings no
+// write has: an input not ready, a date the run never reached, a snapshot
+// kept or already gone.
+package outcome
+
+import (
+	"errors"
+
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot"
+)
+
+// Outcome is how one date ended. Its string is its spelling in reports,
+// JSON and text alike.
+type Outcome string
+
+// The outcomes. The first ones need nothing more (Severity 0); the rest
+// are ranked by Severity.
+const (
+	// Complete: the date was written, every district of it.
+	Complete Outcome = "complete"
+	// Skipped: the stored snapshot was already complete; nothing written.
+	Skipped Outcome = "skipped"
+	// WouldPrune: a dry run selected the date; nothing was done.
+	WouldPrune Outcome = "would-prune"
+	// Pruned: the snapshot was deleted.
+	Pruned Outcome = "pruned"
+	// Gone: nothing was stored when the date's turn came.
+	Gone Outcome = "already-gone"
+	// Kept: the snapshot became the newest complete one, which is never
+	// deleted.
+	Kept Outcome = "kept"
+
+	// Partial: written in part; the manifest records what failed, and a
+	// repair completes it (snapshot.ErrPartial).
+	Partial Outcome = "partial"
+	// LockHeld: another writer held the date's lock throughout the wait;
+	// the date was left alone (snapshot.ErrLockHeld).
+	LockHeld Outcome = "lock-held"
+	// FencedOut: a newer writer took the date over; its data is intact
+	// (snapshot.ErrFencedOut).
+	FencedOut Outcome = "fenced-out"
+	// NotReady: the date's input is not ready — its upload has not
+	// finished, or it changed while it was read; nothing written
+	// (model.ErrNotReady).
+	NotReady Outcome = "not-ready"
+	// Failed: the date could not be done (input, Firestore, lock store).
+	Failed Outcome = "failed"
+	// NotStarted: the run stopped (cancelled, or a store did not answer)
+	// before it reached the date.
+	NotStarted Outcome = "not-started"
+)
+
+// Severity ranks an outcome by how much an operator must do about it, so
+// that a run reports its worst date: 0 for nothing (Complete, Skipped,
+// WouldPrune, Pruned, Gone, Kept), then a repair (Partial), a rerun
+// (LockHeld), a look at who else writes (FencedOut), a rerun once the
+// upload has finished (NotReady), and 5 for everything (Failed,
+// NotStarted, and any unknown outcome).
+func (o Outcome) Severity() int {
+	switch o {
+	case Complete, Skipped, WouldPrune, Pruned, Gone, Kept:
+		return 0
+	case Partial:
+		return 1
+	case LockHeld:
+		return 2
+	case FencedOut:
+		return 3
+	case NotReady:
+		return 4
+	}
+	return 5
+}
+
+// Done reports whether the date needs nothing more: it is stored whole, or
+// pruned as asked (a dry run's WouldPrune is not done).
+func (o Outcome) Done() bool { return o.Severity() == 0 && o != WouldPrune }
+
+// Of is the outcome of a date whose write, prune or input read ended
+// with err, for the endings the error says (nil: "" — the caller knows
+// what success was). The sentinels are checked most telling first: a
+// partial write whose lease was lost is Partial.
+func Of(err error) Outcome {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, snapshot.ErrPartial):
+		return Partial
+	case errors.Is(err, snapshot.ErrFencedOut):
+		return FencedOut
+	case errors.Is(err, snapshot.ErrLockHeld):
+		return LockHeld
+	case errors.Is(err, model.ErrNotReady):
+		return NotReady
+	}
+	return Failed
+}
