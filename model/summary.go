@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/snapwriter/snapwriter/internal/walkcount"
 )
 
 // A district's data is checked, sized twice (as Firestore stores it, and
@@ -210,6 +212,7 @@ var scratchPool = sync.Pool{New: func() any { return new(summaryScratch) }}
 // which Validate holds against the document limit). An error means that
 // o has no canonical JSON (NaN, infinity), or a type Marshal cannot write.
 func summarizeData(o Object, root string, add func(path, format string, args ...any), sc *summaryScratch) (sum DataSummary, checked int, err error) {
+	walkcount.Add(walkcount.Walk)
 	if sc.h == nil {
 		sc.h = sha256.New()
 	}

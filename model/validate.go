@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/snapwriter/snapwriter/internal/walkcount"
 )
 
 // Statuses the application gives a scrape.
@@ -250,6 +252,7 @@ func manifestEntriesSize(s *Snapshot) int {
 // pages' pointer; rankings the input's rankings verbatim; inputExtra the
 // input's unknown top-level and payload fields.
 func rootDocParts(s *Snapshot, paged bool) ([]rootPart, int) {
+	walkcount.Add(walkcount.RootEstimate)
 	md := s.Payload.Metadata
 	meta := 6 << 10 // fixed fields, names, overhead
 	meta += 2*FirestoreSize(md.tree()) - FirestoreSize(md.Extra)
