@@ -206,6 +206,23 @@ type summaryScratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return new(summaryScratch) }}
 
+// A Summarizer gives values' DataSummary, each from one walk (valueWalk)
+// that hashes its canonical JSON and sizes it both ways, reusing its space
+// from one value to the next: for a caller that summarizes many small
+// values, such as a writer the envelopes of its district documents. Its
+// zero value is ready to use; it is not safe for concurrent use.
+type Summarizer struct {
+	sc summaryScratch
+}
+
+// Summarize returns o's DataSummary, as DistrictStatistics.Summary gives
+// it of a district's data o. An error means that o has no canonical JSON
+// (NaN, infinity), or holds a type Marshal cannot write.
+func (z *Summarizer) Summarize(o Object) (DataSummary, error) {
+	sum, _, err := summarizeData(o, "", nil, &z.sc)
+	return sum, err
+}
+
 // summarizeData walks district data o once (valueWalk): its problems go
 // to add (nil: not reported), with paths below root; its summary is
 // returned, and checked is the size the checks found (FirestoreSize,

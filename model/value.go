@@ -265,6 +265,19 @@ func countTree(kind walkcount.Kind, v any) {
 	}
 }
 
+// checkFirestoreSize checks v as checkValue does and returns its
+// FirestoreSize from the same walk: exactly, also for a value of a type
+// that is not canonical, which the walk counts as 8 bytes.
+func checkFirestoreSize(v any, path string, depth int, add func(path, format string, args ...any)) int {
+	walkcount.Add(walkcount.Walk)
+	w := valueWalk{root: path, add: add}
+	size, _ := w.walk(v, depth, false, false)
+	if w.foreign {
+		return FirestoreSize(v)
+	}
+	return size
+}
+
 // pathElem is one step of a JSON path: a key or an array index.
 type pathElem struct {
 	key   string
