@@ -4,7 +4,9 @@ package snapshot
 // document from. The stored layouts themselves are in layout.go.
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -40,6 +42,52 @@ type rootInput struct {
 	// for the inline form (see paginate); pageOf: district id → its page.
 	pageSize int
 	pageOf   map[string]int
+}
+
+// districtSummary is what a write needs of a district document before
+// it is built (its data is read when its chunk is): its hash, the hash of
+// its data, its size in the manifest and its size in a commit request.
+type districtSummary struct {
+	hash, dataHash string
+	size, bytes    int
+}
+
+// summarizeDistricts is every district's districtSummary
+// (summarizeDistrict), in input order, from data, its data's summaries
+// (model.Prepare): the data was checked, sized and hashed in one walk,
+// when the input was read or validated, and is not encoded again here;
+// only each district's small envelope is.
+func summarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]districtSummary, error) {
+	ds := s.Payload.Districts
+	if len(data) != len(ds) {
+		return nil, fmt.Errorf("%d data summaries for %d districts", len(data), len(ds))
+	}
+	sums := make([]districtSummary, len(ds))
+	var h docHasher
+	for i, d := range ds {
+		var err error
+		if sums[i], err = h.summarizeDistrict(s, d, data[i], fence); err != nil {
+			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
+		}
+	}
+	return sums, nil
+}
+
+// summarizeDistrict is d's districtSummary, from its data's summary sum
+// (model.Prepare): the document's hash, size and commit size are those of
+// its envelope and its data's, exactly as they would be of the whole
+// document built (districtHashes, FirestoreSize, EncodedSize).
+func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
+	var err error
+	env := envelope(s, d, fence)
+	const dataKey = len(fieldData)
+	ds := districtSummary{
+		dataHash: digestHash(sum.Digest),
+		size:     model.FirestoreSize(env) + dataKey + 1 + sum.FirestoreSize,
+		bytes:    model.EncodedSize(env) + dataKey + 12 + sum.EncodedSize,
+	}
+	ds.hash, err = h.envelopeHash(env, ds.dataHash)
+	return ds, err
 }
 
 // keptDistrict is the manifest's record of a stored district document
@@ -303,6 +351,10 @@ func unmarshalCanonical(b []byte, o *model.Object) error {
 	*o = obj
 	return nil
 }
+
+// bytesReader reads b: stored values' canonical JSON, decoded back here and
+// in rootread.go.
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // hashUnder is the hash district id's document has when written from this
 // input under fence: the hash in.hashes holds for this writer's fence, and
