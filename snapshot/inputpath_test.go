@@ -9,14 +9,14 @@ import (
 
 // inputPath is what a write does with its input before it takes the
 // lock and builds its documents: validate it and summarize its districts
-// (model.Prepare), build the root's input from the summaries (buildInput)
-// and choose the manifest's form (paginate).
+// (model.PrepareWrite), build the root's input from the summaries
+// (buildInput) and choose the manifest's form (paginate).
 func inputPath(w *Writer, s *model.Snapshot) (rootInput, error) {
-	data, err := model.Prepare(s, day)
+	prep, err := model.PrepareWrite(s, day)
 	if err != nil {
 		return rootInput{}, err
 	}
-	in, err := w.buildInput(day, s, data, writerStamp{WriterFence: "000000000000001", WriterLockKeyHash: "0123456789abcdef01234567"}, time.Unix(0, 0))
+	in, err := w.buildInput(day, s, prep, writerStamp{WriterFence: "000000000000001", WriterLockKeyHash: "0123456789abcdef01234567"}, time.Unix(0, 0))
 	if err != nil {
 		return rootInput{}, err
 	}

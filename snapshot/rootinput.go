@@ -24,7 +24,8 @@ type rootInput struct {
 	keyHash   string // the lock key's hash, which fences are comparable under
 	startedAt time.Time
 	// The district documents are built when their chunk is written; only
-	// their sizes and hashes are held, for the root's manifest.
+	// their sizes and hashes are held (summarizeDistricts), for the root's
+	// manifest.
 	docSizes map[string]int    // district id → document size, for the manifest
 	hashes   map[string]string // district id → the hash of its document
 	// dataHashes: district id → the hash of its data alone.
@@ -32,6 +33,11 @@ type rootInput struct {
 	opBytes    map[string]int // district id → its document's size in a commit request
 	// payloadHash is the hash of the snapshot's own payload (payloadHash).
 	payloadHash string
+	// rootEstimate is the root's estimated size with its manifest inline,
+	// which paginate decides the manifest's form by, and rankingsSize the
+	// rankings' size, for the manifest: both from validation
+	// (model.PrepareWrite), which sized the root and the rankings once.
+	rootEstimate, rankingsSize int
 	// repairing: the write is a repair (the root says when it started and
 	// when it was recorded).
 	repairing bool
@@ -268,7 +274,7 @@ func (in rootInput) manifest(st rootState) manifest {
 	total := int64(len(s.Payload.Districts))
 	m.TotalDistricts, m.SuccessfulDistricts, m.FailedDistricts = &total, &successful, &failed
 	if s.Rankings != nil {
-		m.AllDistrictsRankings.Size = int64(model.FirestoreSize(s.Rankings))
+		m.AllDistrictsRankings.Size = int64(in.rankingsSize)
 		m.AllDistrictsRankings.Status = rankingsPresent
 	}
 	return m
