@@ -60,9 +60,9 @@ type districtSummary struct {
 
 // summarizeDistricts is every district's districtSummary
 // (summarizeDistrict), in input order, from data, its data's summaries
-// (model.Prepare): the data was checked, sized and hashed in one walk,
-// when the input was read or validated, and is not encoded again here;
-// only each district's small envelope is.
+// (model.PrepareWrite): the data was checked, sized and hashed in one
+// walk, when the input was read or validated, and is not walked again
+// here; only each district's small envelope is, once.
 func summarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]districtSummary, error) {
 	ds := s.Payload.Districts
 	if len(data) != len(ds) {
@@ -80,20 +80,27 @@ func summarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence strin
 }
 
 // summarizeDistrict is d's districtSummary, from its data's summary sum
-// (model.Prepare): the document's hash, size and commit size are those of
-// its envelope and its data's, exactly as they would be of the whole
-// document built (districtHashes, FirestoreSize, EncodedSize).
+// and one walk of its envelope, the walk that hashes it (envelopeHash)
+// and sizes it. The document's hash, size and commit size are exactly
+// those of the whole document built (districtHashes, FirestoreSize,
+// EncodedSize): both sizes of a map are sums over its members, so the
+// document's are those of the envelope as hashed, with the data's hash
+// replaced by the data and writerFence, which the hash leaves out, added.
 func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
-	var err error
+	dataHash := digestHash(sum.Digest)
 	env := envelope(s, d, fence)
-	const dataKey = len(fieldData)
-	ds := districtSummary{
-		dataHash: digestHash(sum.Digest),
-		size:     model.FirestoreSize(env) + dataKey + 1 + sum.FirestoreSize,
-		bytes:    model.EncodedSize(env) + dataKey + 12 + sum.EncodedSize,
+	hashed, err := h.summarize(env, dataHash)
+	if err != nil {
+		return districtSummary{}, err
 	}
-	ds.hash, err = h.envelopeHash(env, ds.dataHash)
-	return ds, err
+	const fenceKey = len(fieldWriterFence)
+	fv := env[fieldWriterFence]
+	return districtSummary{
+		hash:     digestHash(hashed.Digest),
+		dataHash: dataHash,
+		size:     hashed.FirestoreSize - model.FirestoreSize(dataHash) + sum.FirestoreSize + fenceKey + 1 + model.FirestoreSize(fv),
+		bytes:    hashed.EncodedSize - model.EncodedSize(dataHash) + sum.EncodedSize + fenceKey + 12 + model.EncodedSize(fv),
+	}, nil
 }
 
 // keptDistrict is the manifest's record of a stored district document
