@@ -202,6 +202,9 @@ type summaryScratch struct {
 	enc   canonicalEncoder
 	h     hash.Hash
 	steps []pathElem
+	// digest receives h's sum: summed into a result of its own, which
+	// h.Sum cannot see through, it would be allocated at every call.
+	digest [sha256.Size]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(summaryScratch) }}
@@ -251,7 +254,7 @@ func summarizeData(o Object, root string, add func(path, format string, args ...
 		return DataSummary{}, checked, w.err
 	}
 	sum = DataSummary{FirestoreSize: checked, EncodedSize: encoded, NoWholeDoubles: !w.wholeDouble}
-	sc.h.Sum(sum.Digest[:0])
+	copy(sum.Digest[:], sc.h.Sum(sc.digest[:0]))
 	return sum, checked, nil
 }
 
