@@ -98,23 +98,28 @@ func walkDistricts(s *Snapshot, hash bool) []districtWalk {
 		}
 		g.Go(func() error {
 			dw := &walks[i]
-			path := fmt.Sprintf("$.payload.districts[%d]", i)
+			// Paths are walked below "" and the district's path put
+			// before them only for a problem, so that the districts
+			// without any format none.
 			add := func(path, format string, args ...any) {
-				dw.problems = append(dw.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+				dw.problems = append(dw.problems, Problem{Path: districtAt(i) + path, Message: fmt.Sprintf(format, args...)})
 			}
 			if !hash {
-				dw.size = checkValue(ds[i].data, path, 1, false, add)
+				dw.size = checkValue(ds[i].data, "", 1, false, add)
 				return nil
 			}
 			sc := scratchPool.Get().(*summaryScratch)
 			defer scratchPool.Put(sc)
-			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, path, add, sc)
+			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, "", add, sc)
 			return nil
 		})
 	}
 	_ = g.Wait() // the districts report through walks
 	return walks
 }
+
+// districtAt is the path of the district at index i.
+func districtAt(i int) string { return fmt.Sprintf("$.payload.districts[%d]", i) }
 
 func validate(s *Snapshot, id string, hash bool) (Prepared, error) {
 	var p problems
@@ -156,35 +161,35 @@ func validate(s *Snapshot, id string, hash bool) (Prepared, error) {
 	seen := make(map[string]int, len(s.Payload.Districts))
 	walks := walkDistricts(s, hash)
 	for i, d := range s.Payload.Districts {
-		path := fmt.Sprintf("$.payload.districts[%d]", i)
+		at := func(below string) string { return districtAt(i) + below } // formatted for a problem only
 		switch {
 		case d.DistrictID == "":
-			p.add(path+".districtId", "missing")
+			p.add(at(".districtId"), "missing")
 		case !ValidDistrictID(d.DistrictID):
-			p.add(path+".districtId", "%q is not a district id: want 1–%d letters or digits", d.DistrictID, maxDistrictIDLen)
+			p.add(at(".districtId"), "%q is not a district id: want 1–%d letters or digits", d.DistrictID, maxDistrictIDLen)
 		default:
 			if j, dup := seen[d.DistrictID]; dup {
-				p.add(path+".districtId", "duplicate district id %q (also at districts[%d])", d.DistrictID, j)
+				p.add(at(".districtId"), "duplicate district id %q (also at districts[%d])", d.DistrictID, j)
 			} else {
 				seen[d.DistrictID] = i
 			}
 		}
 		if head := d.head(); head != nil {
 			if v, _ := head["districtId"].(string); v != d.DistrictID {
-				p.add(path+".districtId", "DistrictID %q disagrees with the data's districtId %q", d.DistrictID, v)
+				p.add(at(".districtId"), "DistrictID %q disagrees with the data's districtId %q", d.DistrictID, v)
 			}
 			if v, _ := head["asOfDate"].(string); v != d.AsOfDate {
-				p.add(path+".asOfDate", "AsOfDate %q disagrees with the data's asOfDate %q", d.AsOfDate, v)
+				p.add(at(".asOfDate"), "AsOfDate %q disagrees with the data's asOfDate %q", d.AsOfDate, v)
 			}
 		}
 		if d.AsOfDate != "" && !ValidDate(d.AsOfDate) {
-			p.add(path+".asOfDate", "%q is not a real YYYY-MM-DD date", d.AsOfDate)
+			p.add(at(".asOfDate"), "%q is not a real YYYY-MM-DD date", d.AsOfDate)
 		}
 		var size int
 		if d.Lazy() {
 			// Checked as it was read, the data left in the file.
 			for _, lp := range d.lazy.problems {
-				p.add(path+lp.Path, "%s", lp.Message)
+				p.add(at(lp.Path), "%s", lp.Message)
 			}
 			size = d.lazy.summary.FirestoreSize
 		} else {
@@ -192,7 +197,7 @@ func validate(s *Snapshot, id string, hash bool) (Prepared, error) {
 			size = walks[i].size
 		}
 		if n := size + len("data") + 1 + DistrictEnvelopeBudget; n > MaxDocumentBytes {
-			p.add(path, "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
+			p.add(at(""), "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
 		}
 	}
 	checkValue(s.Extra, "$", 1, false, p.add)
