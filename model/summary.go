@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/snapwriter/snapwriter/internal/walkcount"
 )
 
 // A district's data is checked, sized twice (as Firestore stores it, and
@@ -200,9 +202,29 @@ type summaryScratch struct {
 	enc   canonicalEncoder
 	h     hash.Hash
 	steps []pathElem
+	// digest receives h's sum: summed into a result of its own, which
+	// h.Sum cannot see through, it would be allocated at every call.
+	digest [sha256.Size]byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(summaryScratch) }}
+
+// A Summarizer gives values' DataSummary, each from one walk (valueWalk)
+// that hashes its canonical JSON and sizes it both ways, reusing its space
+// from one value to the next: for a caller that summarizes many small
+// values, such as a writer the envelopes of its district documents. Its
+// zero value is ready to use; it is not safe for concurrent use.
+type Summarizer struct {
+	sc summaryScratch
+}
+
+// Summarize returns o's DataSummary, as DistrictStatistics.Summary gives
+// it of a district's data o. An error means that o has no canonical JSON
+// (NaN, infinity), or holds a type Marshal cannot write.
+func (z *Summarizer) Summarize(o Object) (DataSummary, error) {
+	sum, _, err := summarizeData(o, "", nil, &z.sc)
+	return sum, err
+}
 
 // summarizeData walks district data o once (valueWalk): its problems go
 // to add (nil: not reported), with paths below root; its summary is
@@ -210,6 +232,7 @@ var scratchPool = sync.Pool{New: func() any { return new(summaryScratch) }}
 // which Validate holds against the document limit). An error means that
 // o has no canonical JSON (NaN, infinity), or a type Marshal cannot write.
 func summarizeData(o Object, root string, add func(path, format string, args ...any), sc *summaryScratch) (sum DataSummary, checked int, err error) {
+	walkcount.Add(walkcount.Walk)
 	if sc.h == nil {
 		sc.h = sha256.New()
 	}
@@ -231,7 +254,7 @@ func summarizeData(o Object, root string, add func(path, format string, args ...
 		return DataSummary{}, checked, w.err
 	}
 	sum = DataSummary{FirestoreSize: checked, EncodedSize: encoded, NoWholeDoubles: !w.wholeDouble}
-	sc.h.Sum(sum.Digest[:0])
+	copy(sum.Digest[:], sc.h.Sum(sc.digest[:0]))
 	return sum, checked, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/snapwriter/snapwriter/internal/walkcount"
 )
 
 // Statuses the application gives a scrape.
@@ -43,7 +45,33 @@ func Validate(s *Snapshot, id string) error {
 // the data — made when the input was read, for a district read lazily —
 // so that a district's data is walked once, not again to hash and size it.
 func Prepare(s *Snapshot, id string) ([]DataSummary, error) {
+	p, err := validate(s, id, true)
+	return p.Districts, err
+}
+
+// PrepareWrite is Prepare with the rest of what validating s found that a
+// writer needs: the estimate of its root document that validation held to
+// Firestore's limits, and its rankings' size. A writer takes them from
+// here so that it estimates the root, and sizes the rankings, only once.
+func PrepareWrite(s *Snapshot, id string) (Prepared, error) {
 	return validate(s, id, true)
+}
+
+// Prepared is what PrepareWrite found of a valid snapshot.
+type Prepared struct {
+	// Districts holds every district's DataSummary, in input order.
+	Districts []DataSummary
+	// Root is the estimate of the root document, as RootEstimate gives it.
+	Root RootSize
+	// RankingsSize is the rankings' FirestoreSize, 0 when there are none.
+	RankingsSize int
+}
+
+// RootSize is an estimate from above of a snapshot's root document as it
+// is first written (RootEstimate): Inline with its manifest entries, Paged
+// with them in manifest pages, Entries what the entries alone take.
+type RootSize struct {
+	Inline, Paged, Entries int
 }
 
 // districtWalk is what walking a district's data in memory found: its
@@ -70,17 +98,19 @@ func walkDistricts(s *Snapshot, hash bool) []districtWalk {
 		}
 		g.Go(func() error {
 			dw := &walks[i]
-			path := fmt.Sprintf("$.payload.districts[%d]", i)
+			// Paths are walked below "" and the district's path put
+			// before them only for a problem, so that the districts
+			// without any format none.
 			add := func(path, format string, args ...any) {
-				dw.problems = append(dw.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+				dw.problems = append(dw.problems, Problem{Path: districtAt(i) + path, Message: fmt.Sprintf(format, args...)})
 			}
 			if !hash {
-				dw.size = checkValue(ds[i].data, path, 1, false, add)
+				dw.size = checkValue(ds[i].data, "", 1, false, add)
 				return nil
 			}
 			sc := scratchPool.Get().(*summaryScratch)
 			defer scratchPool.Put(sc)
-			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, path, add, sc)
+			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, "", add, sc)
 			return nil
 		})
 	}
@@ -88,11 +118,14 @@ func walkDistricts(s *Snapshot, hash bool) []districtWalk {
 	return walks
 }
 
-func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
+// districtAt is the path of the district at index i.
+func districtAt(i int) string { return fmt.Sprintf("$.payload.districts[%d]", i) }
+
+func validate(s *Snapshot, id string, hash bool) (Prepared, error) {
 	var p problems
 	if s == nil {
 		p.add("$", "no snapshot")
-		return nil, p.err()
+		return Prepared{}, p.err()
 	}
 	switch {
 	case id == "":
@@ -128,35 +161,35 @@ func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
 	seen := make(map[string]int, len(s.Payload.Districts))
 	walks := walkDistricts(s, hash)
 	for i, d := range s.Payload.Districts {
-		path := fmt.Sprintf("$.payload.districts[%d]", i)
+		at := func(below string) string { return districtAt(i) + below } // formatted for a problem only
 		switch {
 		case d.DistrictID == "":
-			p.add(path+".districtId", "missing")
+			p.add(at(".districtId"), "missing")
 		case !ValidDistrictID(d.DistrictID):
-			p.add(path+".districtId", "%q is not a district id: want 1–%d letters or digits", d.DistrictID, maxDistrictIDLen)
+			p.add(at(".districtId"), "%q is not a district id: want 1–%d letters or digits", d.DistrictID, maxDistrictIDLen)
 		default:
 			if j, dup := seen[d.DistrictID]; dup {
-				p.add(path+".districtId", "duplicate district id %q (also at districts[%d])", d.DistrictID, j)
+				p.add(at(".districtId"), "duplicate district id %q (also at districts[%d])", d.DistrictID, j)
 			} else {
 				seen[d.DistrictID] = i
 			}
 		}
 		if head := d.head(); head != nil {
 			if v, _ := head["districtId"].(string); v != d.DistrictID {
-				p.add(path+".districtId", "DistrictID %q disagrees with the data's districtId %q", d.DistrictID, v)
+				p.add(at(".districtId"), "DistrictID %q disagrees with the data's districtId %q", d.DistrictID, v)
 			}
 			if v, _ := head["asOfDate"].(string); v != d.AsOfDate {
-				p.add(path+".asOfDate", "AsOfDate %q disagrees with the data's asOfDate %q", d.AsOfDate, v)
+				p.add(at(".asOfDate"), "AsOfDate %q disagrees with the data's asOfDate %q", d.AsOfDate, v)
 			}
 		}
 		if d.AsOfDate != "" && !ValidDate(d.AsOfDate) {
-			p.add(path+".asOfDate", "%q is not a real YYYY-MM-DD date", d.AsOfDate)
+			p.add(at(".asOfDate"), "%q is not a real YYYY-MM-DD date", d.AsOfDate)
 		}
 		var size int
 		if d.Lazy() {
 			// Checked as it was read, the data left in the file.
 			for _, lp := range d.lazy.problems {
-				p.add(path+lp.Path, "%s", lp.Message)
+				p.add(at(lp.Path), "%s", lp.Message)
 			}
 			size = d.lazy.summary.FirestoreSize
 		} else {
@@ -164,19 +197,23 @@ func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
 			size = walks[i].size
 		}
 		if n := size + len("data") + 1 + DistrictEnvelopeBudget; n > MaxDocumentBytes {
-			p.add(path, "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
+			p.add(at(""), "the district document would be %d bytes, over Firestore's %d-byte (1 MiB) limit", n, MaxDocumentBytes)
 		}
 	}
 	checkValue(s.Extra, "$", 1, false, p.add)
 	checkValue(s.Payload.Extra, "$.payload", 2, false, p.add)
 	checkValue(md.Extra, "$.payload.metadata", 3, false, p.add)
 	checkValue(md.DistrictErrors, "$.payload.metadata.districtErrors", 3, false, p.add)
+	rankings := 0
 	if s.Rankings != nil {
-		checkValue(s.Rankings, "$.rankings", 1, false, p.add)
+		// Sized by the walk that checks them, for the estimate below and
+		// the manifest's rankings entry.
+		rankings = checkFirestoreSize(s.Rankings, "$.rankings", 1, p.add)
 	}
 	// A manifest too large for the root moves to manifest pages (see
 	// RootEstimate): only a root too large without its entries is refused.
-	if parts, n := rootDocParts(s, true); n > MaxDocumentBytes {
+	parts, root := rootDocParts(s, rankings)
+	if n := root.Paged; n > MaxDocumentBytes {
 		// Name the culprits: a 200 MB unknown field, not "the rankings".
 		var largest []string
 		for _, part := range parts[:min(3, len(parts))] {
@@ -185,12 +222,12 @@ func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
 		p.add("$", "the snapshot's root document would be about %d bytes even with its manifest entries in manifest pages, over Firestore's %d-byte (1 MiB) limit; its largest fields: %s",
 			n, MaxDocumentBytes, strings.Join(largest, ", "))
 	}
-	if _, _, entries := RootEstimate(s); entries > MaxManifestEntriesBytes {
+	if entries := root.Entries; entries > MaxManifestEntriesBytes {
 		p.add("$.payload.districts", "%d districts need about %d bytes of manifest entries, over the %d bytes written with the root in one transaction (Firestore's 10 MiB commit limit)",
 			len(s.Payload.Districts), entries, MaxManifestEntriesBytes)
 	}
 	if err := p.err(); err != nil || !hash {
-		return nil, err
+		return Prepared{}, err
 	}
 	sums := make([]DataSummary, len(s.Payload.Districts))
 	for i, d := range s.Payload.Districts {
@@ -199,11 +236,11 @@ func validate(s *Snapshot, id string, hash bool) ([]DataSummary, error) {
 			continue
 		}
 		if err := walks[i].err; err != nil {
-			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
+			return Prepared{}, fmt.Errorf("district %s: %w", d.DistrictID, err)
 		}
 		sums[i] = walks[i].sum
 	}
-	return sums, nil
+	return Prepared{Districts: sums, Root: root, RankingsSize: rankings}, nil
 }
 
 // rootPart is one top-level field of the root document as it would be
@@ -218,10 +255,14 @@ type rootPart struct {
 // first written (every entry "not written yet"): inline with its manifest
 // entries, and paged, with the entries in manifest pages; entries is what
 // the entries alone take. A writer keeps them inline while that fits.
+// PrepareWrite gives the same figures from its validation of s.
 func RootEstimate(s *Snapshot) (inline, paged, entries int) {
-	_, inline = rootDocParts(s, false)
-	_, paged = rootDocParts(s, true)
-	return inline, paged, manifestEntriesSize(s)
+	rankings := 0
+	if s.Rankings != nil {
+		rankings = FirestoreSize(s.Rankings)
+	}
+	_, r := rootDocParts(s, rankings)
+	return r.Inline, r.Paged, r.Entries
 }
 
 // MaxEntryMessageBytes bounds a manifest entry's errorMessage, so that
@@ -243,13 +284,16 @@ func manifestEntriesSize(s *Snapshot) int {
 }
 
 // rootDocParts estimates the root document from above, field by field,
-// largest first, and returns the total. metadata holds the application's
-// fields (the payload metadata's known fields a second time), the id lists,
-// the errors and payloadMetadata, the input's payload.metadata verbatim;
-// manifest an entry per district, or with paged only its counts and the
-// pages' pointer; rankings the input's rankings verbatim; inputExtra the
-// input's unknown top-level and payload fields.
-func rootDocParts(s *Snapshot, paged bool) ([]rootPart, int) {
+// in its paged form, largest first, and returns its RootSize: the inline
+// form differs only by the manifest's entries. metadata holds the
+// application's fields (the payload metadata's known fields a second time),
+// the id lists, the errors and payloadMetadata, the input's
+// payload.metadata verbatim; manifest (paged) only its counts and the
+// pages' pointer; rankings the input's rankings verbatim, whose
+// FirestoreSize is rankings; inputExtra the input's unknown top-level and
+// payload fields.
+func rootDocParts(s *Snapshot, rankings int) ([]rootPart, RootSize) {
+	walkcount.Add(walkcount.RootEstimate)
 	md := s.Payload.Metadata
 	meta := 6 << 10 // fixed fields, names, overhead
 	meta += 2*FirestoreSize(md.tree()) - FirestoreSize(md.Extra)
@@ -261,17 +305,12 @@ func rootDocParts(s *Snapshot, paged bool) ([]rootPart, int) {
 		// writeFailed (a district is successful or not).
 		meta += 3 * (len(d.DistrictID) + 1)
 	}
-	manifest, from := 1<<10, "$.payload.districts, in manifest pages"
-	if !paged {
-		manifest += manifestEntriesSize(s)
-		from = fmt.Sprintf("$.payload.districts, %d entries", len(s.Payload.Districts))
-	}
 	parts := []rootPart{
 		{"metadata", "$.payload.metadata and $.errors", meta},
-		{"manifest", from, manifest},
+		{"manifest", "$.payload.districts, in manifest pages", 1 << 10},
 	}
 	if s.Rankings != nil {
-		parts = append(parts, rootPart{"rankings", "$.rankings", len("rankings") + 1 + FirestoreSize(s.Rankings)})
+		parts = append(parts, rootPart{"rankings", "$.rankings", len("rankings") + 1 + rankings})
 	}
 	for _, x := range []struct {
 		field, from string
@@ -281,9 +320,9 @@ func rootDocParts(s *Snapshot, paged bool) ([]rootPart, int) {
 			parts = append(parts, rootPart{childPath(x.field, k), childPath(x.from, k), len(k) + 1 + FirestoreSize(v)})
 		}
 	}
-	total := 1 << 10 // the document's name, inputExtra's own keys
+	paged := 1 << 10 // the document's name, inputExtra's own keys
 	for _, part := range parts {
-		total += part.size
+		paged += part.size
 	}
 	sort.Slice(parts, func(i, j int) bool {
 		if parts[i].size != parts[j].size {
@@ -291,5 +330,6 @@ func rootDocParts(s *Snapshot, paged bool) ([]rootPart, int) {
 		}
 		return parts[i].field < parts[j].field
 	})
-	return parts, total
+	entries := manifestEntriesSize(s)
+	return parts, RootSize{Inline: paged + entries, Paged: paged, Entries: entries}
 }

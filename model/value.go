@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/snapwriter/snapwriter/internal/walkcount"
 )
 
 // Object is a JSON object in canonical form: its values are nil, bool,
@@ -45,6 +47,7 @@ func (e *Encoder) Marshal(v any) ([]byte, error) {
 // appendMarshal appends Marshal(v) to dst, writing with e: a caller that
 // marshals many values reuses dst's space and e's.
 func appendMarshal(dst []byte, e *canonicalEncoder, v any) ([]byte, error) {
+	walkcount.Add(walkcount.Marshal)
 	t := v
 	switch x := v.(type) {
 	case *Snapshot:
@@ -154,19 +157,24 @@ func snapshotTree(s Snapshot) (any, error) {
 // protobuf framing of small fields (tags, lengths, map entries), so each
 // element is charged a generous fixed overhead.
 func EncodedSize(v any) int {
+	countTree(walkcount.EncodedSize, v)
+	return encodedSize(v)
+}
+
+func encodedSize(v any) int {
 	switch x := v.(type) {
 	case string:
 		return len(x) + 8
 	case []any:
 		n := 8
 		for _, e := range x {
-			n += EncodedSize(e) + 4
+			n += encodedSize(e) + 4
 		}
 		return n
 	case map[string]any:
 		n := 8
 		for k, e := range x {
-			n += len(k) + EncodedSize(e) + 12
+			n += len(k) + encodedSize(e) + 12
 		}
 		return n
 	default: // numbers, bools, null
@@ -199,6 +207,11 @@ func errNonFinite(f float64) error { return fmt.Errorf("model: %v cannot be enco
 // UTF-8 length + 1, numbers 8, booleans and null 1, a map the sum of its keys
 // (length + 1) and values, an array the sum of its elements.
 func FirestoreSize(v any) int {
+	countTree(walkcount.FirestoreSize, v)
+	return firestoreSize(v)
+}
+
+func firestoreSize(v any) int {
 	switch x := v.(type) {
 	case nil, bool:
 		return 1
@@ -209,7 +222,7 @@ func FirestoreSize(v any) int {
 	case []any:
 		n := 0
 		for _, e := range x {
-			n += FirestoreSize(e)
+			n += firestoreSize(e)
 		}
 		return n
 	case []string:
@@ -221,7 +234,7 @@ func FirestoreSize(v any) int {
 	case map[string]any:
 		n := 0
 		for k, e := range x {
-			n += len(k) + 1 + FirestoreSize(e)
+			n += len(k) + 1 + firestoreSize(e)
 		}
 		return n
 	default:
@@ -234,8 +247,34 @@ func FirestoreSize(v any) int {
 // reserved or oversize field names, and nesting deeper than Firestore allows.
 // It returns v's FirestoreSize, so one walk serves both checks (valueWalk).
 func checkValue(v any, path string, depth int, inArray bool, add func(path, format string, args ...any)) int {
+	walkcount.Add(walkcount.Walk)
 	w := valueWalk{root: path, add: add}
 	size, _ := w.walk(v, depth, inArray, false)
+	return size
+}
+
+// countTree counts a call of kind on v (walkcount) when v is a tree to
+// walk, a map or a list; never outside the walkcount build.
+func countTree(kind walkcount.Kind, v any) {
+	if !walkcount.Enabled {
+		return
+	}
+	switch v.(type) {
+	case map[string]any, []any, []string:
+		walkcount.Add(kind)
+	}
+}
+
+// checkFirestoreSize checks v as checkValue does and returns its
+// FirestoreSize from the same walk: exactly, also for a value of a type
+// that is not canonical, which the walk counts as 8 bytes.
+func checkFirestoreSize(v any, path string, depth int, add func(path, format string, args ...any)) int {
+	walkcount.Add(walkcount.Walk)
+	w := valueWalk{root: path, add: add}
+	size, _ := w.walk(v, depth, false, false)
+	if w.foreign {
+		return FirestoreSize(v)
+	}
 	return size
 }
 

@@ -43,18 +43,28 @@ func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
 }
 
 // docHasher hashes district documents' envelopes (envelopeHash), reusing
-// the map it hashes and the encoder's space: a write hashes every
+// the map it hashes and the summarizer's space: a write hashes every
 // district's before its first commit (summarizeDistricts). Its zero value
 // is ready; one docHasher is not for concurrent use.
 type docHasher struct {
 	fields map[string]any
-	enc    model.Encoder
+	sum    model.Summarizer
 }
 
 // envelopeHash is the hash of a district document, given its fields
 // (whatever its data field holds) and the hash of its data: contentHash of
 // the fields without writerFence, data standing for the data's hash.
 func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, error) {
+	sum, err := h.summarize(doc, dataHash)
+	if err != nil {
+		return "", err
+	}
+	return digestHash(sum.Digest), nil
+}
+
+// summarize is the summary of what envelopeHash hashes, from one walk: its
+// digest, and its sizes, which summarizeDistrict makes the document's.
+func (h *docHasher) summarize(doc map[string]any, dataHash string) (model.DataSummary, error) {
 	if h.fields == nil {
 		h.fields = make(map[string]any, len(doc))
 	}
@@ -65,11 +75,11 @@ func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, e
 		}
 	}
 	h.fields[fieldData] = dataHash
-	b, err := h.enc.Marshal(h.fields)
+	sum, err := h.sum.Summarize(h.fields)
 	if err != nil {
-		return "", fmt.Errorf("hashing: %w", err)
+		return model.DataSummary{}, fmt.Errorf("hashing: %w", err)
 	}
-	return digestHash(sha256.Sum256(b)), nil
+	return sum, nil
 }
 
 // dataHash is the hash of district d's data, as districtHashes gives it of

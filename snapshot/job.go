@@ -108,7 +108,7 @@ func (j *job) lock(id string, start time.Time) (unlock func(), err error) {
 func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (res *Result, err error) {
 	ctx, traced := w.tel.startRun(ctx, op, id)
 	defer func() { traced(res, err) }()
-	data, err := model.Prepare(snap, id)
+	prep, err := model.PrepareWrite(snap, id)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 		return nil, err
 	}
 	defer unlock()
-	if j.in, err = j.newInput(id, snap, data, start); err != nil {
+	if j.in, err = j.newInput(id, snap, prep, start); err != nil {
 		return nil, err
 	}
 	j.in.repairing = op == opRepair
@@ -190,19 +190,22 @@ func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) f
 
 // newInput is what a write or repair by the job's lease builds its
 // documents from: every district's document size and hash, from its
-// data's (data, model.Prepare), and the payload's hash. The documents themselves are built chunk by chunk
-// (document), so that a write never holds more than its chunks in flight.
-func (j *job) newInput(id string, snap *model.Snapshot, data []model.DataSummary, start time.Time) (rootInput, error) {
-	return j.w.buildInput(id, snap, data, writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}, start)
+// data's, the root's estimate and the rankings' size, all as validation
+// found them (prep, model.PrepareWrite), and the payload's hash. The
+// documents themselves are built chunk by chunk (document), so that a
+// write never holds more than its chunks in flight.
+func (j *job) newInput(id string, snap *model.Snapshot, prep model.Prepared, start time.Time) (rootInput, error) {
+	return j.w.buildInput(id, snap, prep, writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}, start)
 }
 
 // buildInput is newInput for the writer whose fence and lock key hash
 // stamp gives (its backend is w's): a write's, or a plan's (Plan).
-func (w *Writer) buildInput(id string, snap *model.Snapshot, data []model.DataSummary, stamp writerStamp, start time.Time) (rootInput, error) {
+func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared, stamp writerStamp, start time.Time) (rootInput, error) {
 	n := len(snap.Payload.Districts)
 	in := rootInput{id: id, snap: snap, fence: stamp.WriterFence, backend: w.lockName, keyHash: stamp.WriterLockKeyHash, startedAt: start,
-		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n)}
-	sums, err := summarizeDistricts(snap, data, in.fence)
+		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
+		rootEstimate: prep.Root.Inline, rankingsSize: prep.RankingsSize}
+	sums, err := summarizeDistricts(snap, prep.Districts, in.fence)
 	if err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)
 	}

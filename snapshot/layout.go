@@ -111,31 +111,6 @@ func envelope(s *model.Snapshot, d model.DistrictStatistics, fence string) map[s
 	})
 }
 
-// districtSummary is what a write needs of a district document before
-// it is built (its data is read when its chunk is): its hash, the hash of
-// its data, its size in the manifest and its size in a commit request.
-type districtSummary struct {
-	hash, dataHash string
-	size, bytes    int
-}
-
-// summarizeDistrict is d's districtSummary, from its data's summary sum
-// (model.Prepare): the document's hash, size and commit size are those of
-// its envelope and its data's, exactly as they would be of the whole
-// document built (districtHashes, FirestoreSize, encodedSize).
-func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
-	var err error
-	env := envelope(s, d, fence)
-	const dataKey = len(fieldData)
-	ds := districtSummary{
-		dataHash: digestHash(sum.Digest),
-		size:     model.FirestoreSize(env) + dataKey + 1 + sum.FirestoreSize,
-		bytes:    encodedSize(env) + dataKey + 12 + sum.EncodedSize,
-	}
-	ds.hash, err = h.envelopeHash(env, ds.dataHash)
-	return ds, err
-}
-
 // rootDocument is the snapshot's root document: the application's
 // PerDistrictSnapshot (metadata, manifest, rankings) plus what the input
 // had that the layout has no place for. It is written as it is, and a

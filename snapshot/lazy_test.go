@@ -61,7 +61,7 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: encodedSize(doc)}
+		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: model.EncodedSize(doc)}
 		for _, s := range []*model.Snapshot{mem, lazy} {
 			if memData(d) == nil && s == lazy {
 				continue // read from the file, it has the minimal data

@@ -69,11 +69,11 @@ func (p pageEntry) entry() manifestEntry {
 // pageID is page n's document id: zero-padded, so ids sort as pages do.
 func pageID(n int) string { return fmt.Sprintf("%05d", n) }
 
-// paginate decides the form of in's manifest from the estimated root: inline
-// while it fits under the writer's threshold, else pages.
+// paginate decides the form of in's manifest from the estimated root
+// (in.rootEstimate, validation's): inline while it fits under the writer's
+// threshold, else pages.
 func (w *Writer) paginate(in *rootInput) {
-	inline, _, _ := model.RootEstimate(in.snap)
-	if inline <= w.cfg.pageThreshold {
+	if in.rootEstimate <= w.cfg.pageThreshold {
 		return
 	}
 	in.pageSize = w.cfg.pageSize

@@ -166,7 +166,7 @@ func (p *Planner) PlanRepair(ctx context.Context, id string, snap *model.Snapsho
 
 func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model.Snapshot) (*Plan, error) {
 	w := p.w
-	data, err := model.Prepare(snap, id)
+	prep, err := model.PrepareWrite(snap, id)
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	if err != nil {
 		return nil, err
 	}
-	in, err := w.buildInput(id, snap, data, writerStamp{WriterFence: planFence, WriterLockKeyHash: pl.Lock.KeyHash}, w.cfg.now())
+	in, err := w.buildInput(id, snap, prep, writerStamp{WriterFence: planFence, WriterLockKeyHash: pl.Lock.KeyHash}, w.cfg.now())
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ package snapshot
 // document from. The stored layouts themselves are in layout.go.
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -22,7 +24,8 @@ type rootInput struct {
 	keyHash   string // the lock key's hash, which fences are comparable under
 	startedAt time.Time
 	// The district documents are built when their chunk is written; only
-	// their sizes and hashes are held, for the root's manifest.
+	// their sizes and hashes are held (summarizeDistricts), for the root's
+	// manifest.
 	docSizes map[string]int    // district id → document size, for the manifest
 	hashes   map[string]string // district id → the hash of its document
 	// dataHashes: district id → the hash of its data alone.
@@ -30,6 +33,11 @@ type rootInput struct {
 	opBytes    map[string]int // district id → its document's size in a commit request
 	// payloadHash is the hash of the snapshot's own payload (payloadHash).
 	payloadHash string
+	// rootEstimate is the root's estimated size with its manifest inline,
+	// which paginate decides the manifest's form by, and rankingsSize the
+	// rankings' size, for the manifest: both from validation
+	// (model.PrepareWrite), which sized the root and the rankings once.
+	rootEstimate, rankingsSize int
 	// repairing: the write is a repair (the root says when it started and
 	// when it was recorded).
 	repairing bool
@@ -40,6 +48,59 @@ type rootInput struct {
 	// for the inline form (see paginate); pageOf: district id → its page.
 	pageSize int
 	pageOf   map[string]int
+}
+
+// districtSummary is what a write needs of a district document before
+// it is built (its data is read when its chunk is): its hash, the hash of
+// its data, its size in the manifest and its size in a commit request.
+type districtSummary struct {
+	hash, dataHash string
+	size, bytes    int
+}
+
+// summarizeDistricts is every district's districtSummary
+// (summarizeDistrict), in input order, from data, its data's summaries
+// (model.PrepareWrite): the data was checked, sized and hashed in one
+// walk, when the input was read or validated, and is not walked again
+// here; only each district's small envelope is, once.
+func summarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]districtSummary, error) {
+	ds := s.Payload.Districts
+	if len(data) != len(ds) {
+		return nil, fmt.Errorf("%d data summaries for %d districts", len(data), len(ds))
+	}
+	sums := make([]districtSummary, len(ds))
+	var h docHasher
+	for i, d := range ds {
+		var err error
+		if sums[i], err = h.summarizeDistrict(s, d, data[i], fence); err != nil {
+			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
+		}
+	}
+	return sums, nil
+}
+
+// summarizeDistrict is d's districtSummary, from its data's summary sum
+// and one walk of its envelope, the walk that hashes it (envelopeHash)
+// and sizes it. The document's hash, size and commit size are exactly
+// those of the whole document built (districtHashes, FirestoreSize,
+// EncodedSize): both sizes of a map are sums over its members, so the
+// document's are those of the envelope as hashed, with the data's hash
+// replaced by the data and writerFence, which the hash leaves out, added.
+func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
+	dataHash := digestHash(sum.Digest)
+	env := envelope(s, d, fence)
+	hashed, err := h.summarize(env, dataHash)
+	if err != nil {
+		return districtSummary{}, err
+	}
+	const fenceKey = len(fieldWriterFence)
+	fv := env[fieldWriterFence]
+	return districtSummary{
+		hash:     digestHash(hashed.Digest),
+		dataHash: dataHash,
+		size:     hashed.FirestoreSize - model.FirestoreSize(dataHash) + sum.FirestoreSize + fenceKey + 1 + model.FirestoreSize(fv),
+		bytes:    hashed.EncodedSize - model.EncodedSize(dataHash) + sum.EncodedSize + fenceKey + 12 + model.EncodedSize(fv),
+	}, nil
 }
 
 // keptDistrict is the manifest's record of a stored district document
@@ -220,7 +281,7 @@ func (in rootInput) manifest(st rootState) manifest {
 	total := int64(len(s.Payload.Districts))
 	m.TotalDistricts, m.SuccessfulDistricts, m.FailedDistricts = &total, &successful, &failed
 	if s.Rankings != nil {
-		m.AllDistrictsRankings.Size = int64(model.FirestoreSize(s.Rankings))
+		m.AllDistrictsRankings.Size = int64(in.rankingsSize)
 		m.AllDistrictsRankings.Status = rankingsPresent
 	}
 	return m
@@ -303,6 +364,10 @@ func unmarshalCanonical(b []byte, o *model.Object) error {
 	*o = obj
 	return nil
 }
+
+// bytesReader reads b: stored values' canonical JSON, decoded back here and
+// in rootread.go.
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // hashUnder is the hash district id's document has when written from this
 // input under fence: the hash in.hashes holds for this writer's fence, and

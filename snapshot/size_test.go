@@ -111,6 +111,10 @@ func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
 	if in.payloadHash, err = payloadHash(s); err != nil {
 		t.Fatal(err)
 	}
+	in.rootEstimate, _, _ = model.RootEstimate(s)
+	if s.Rankings != nil {
+		in.rankingsSize = model.FirestoreSize(s.Rankings)
+	}
 	w.paginate(&in)
 	f := rootForms{in: in}
 	if f.start, f.startPages, err = in.rootDoc(); err != nil {

@@ -57,6 +57,13 @@ func wireSetWrite(name string, doc map[string]any) (*pb.Write, error) {
 	return &pb.Write{Operation: &pb.Write_Update{Update: d}}, nil
 }
 
+// deleteWrite deletes document name (nothing happens when it is missing).
+// Only a district document's set is sent in the wire form above; every
+// other document goes through the Firestore client.
+func deleteWrite(name string) *pb.Write {
+	return &pb.Write{Operation: &pb.Write_Delete{Delete: name}}
+}
+
 // appendWireFields appends m's entries as the map field num of a message.
 func appendWireFields(dst []byte, num protowire.Number, m map[string]any) ([]byte, error) {
 	for k, v := range m {
