@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +16,26 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
+
+// A district chunk is one read-write transaction on the Firestore API
+// itself rather than on the client's RunTransaction, so that its
+// documents are encoded once and its retries are the retry layer's alone.
+// By default its fence read begins the transaction (BatchGetDocuments with
+// new_transaction), so a chunk is two round trips: the read and the
+// commit. WithInlineBegin(false) makes the client's three (a
+// BeginTransaction first). The guarantees are the same either way: the
+// read and the writes are one transaction, so a newer writer's fence
+// write either comes before the read, and is seen, or conflicts with it.
+// What differs is a read whose answer is lost (a connection reset): begun
+// inline, its transaction's id is lost with it, so nothing can roll it
+// back, and its read of the fence document holds until the server expires
+// it (60 s). (A read the attempt's timeout abandons is not lost: it is
+// left to finish and roll back, fstx.) That is safe because nothing in a write needs the fence
+// document exclusively: chunks and progress records only read it, and the
+// finish writes it only to settle a chunk commit of unknown outcome (and
+// then outlasts such a read within the contention wait). A newer writer
+// taking the snapshot over writes it, and waits as it waits for a writer
+// killed mid-chunk.
 
 // op is one write of a chunk: a district set or a stale district delete.
 // A set's document is built when its chunk is written, and not kept.
@@ -285,23 +304,59 @@ func (w *Writer) chunks(ops []op) ([][]op, error) {
 // budget stay within it second by second (pacing.Budget.MaxCommit).
 func (w *Writer) chunkOps() int { return min(w.cfg.batchSize, w.cfg.budget.MaxCommit()) }
 
-// staleDistricts lists, sorted, the ids of the district documents stored
-// under snapshot id that snap does not have: those a write of snap deletes.
-func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
-	keep := make(map[string]bool, len(snap.Payload.Districts))
-	for _, d := range snap.Payload.Districts {
-		keep[districtDocID(d.DistrictID)] = true
+// chunkTx is one chunk's transaction, as every attempt of it runs: the
+// name of the fence document it reads; prepare, run while that read is on
+// its way (so that encoding the chunk's documents costs no round trip);
+// and decide, handed the fence document (nil when it is missing), which
+// returns the writes to commit.
+type chunkTx struct {
+	fence   string
+	prepare func() error
+	decide  func(fence *pb.Document) ([]*pb.Write, error)
+}
+
+// chunkTxn runs one attempt of chunk transaction c: it reads the fence
+// document in a new transaction (retrying prev, the attempt before, when
+// that one was aborted: the server then gives this one priority), runs
+// c.prepare while the read is on its way, hands the fence document to
+// c.decide, and commits the writes it returns. It returns the
+// transaction's id, for the next attempt's prev.
+//
+// A commit error whose outcome is unknown comes back as an *unknownOutcome
+// marked retry.Transient, as txn's do.
+func (w *Writer) chunkTxn(ctx context.Context, c chunkTx, prev []byte) (tid []byte, err error) {
+	tid, _, err = w.apiTxn(ctx, apiTx{docs: []string{c.fence}, prepare: c.prepare,
+		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
+			return c.decide(found[c.fence])
+		}}, prev)
+	return tid, err
+}
+
+// tracedChunk is writeChunk in a span of its own, under which the
+// chunk's RPCs run; it counts the districts the chunk wrote and records
+// its duration.
+func (j *job) tracedChunk(index int, chunk []op) BatchResult {
+	t := j.w.tel
+	ctx, span := t.start(j.wctx, SpanChunk, attrChunkIndex.Int(index), attrChunkOps.Int(len(chunk)))
+	r := j.writeChunk(ctx, index, chunk)
+	outcome, attempts := chunkCommitted, r.RetryAttempts+1
+	switch {
+	case r.Success:
+	case r.notAttempted:
+		outcome, attempts = chunkNotAttempted, 0
+	case errors.Is(r.Err, ErrFencedOut):
+		outcome = chunkFencedOut
+	default:
+		outcome = chunkFailed
 	}
-	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
-	if err != nil {
-		return nil, err
+	span.SetAttributes(attrChunkOutcome.String(outcome), attrAttempts.Int(attempts), attrDistricts.Int(len(r.DistrictIDs)))
+	ctx = context.WithoutCancel(ctx)
+	if attempts > 0 {
+		t.chunkDuration.Record(ctx, float64(r.DurationMs)/1000, metric.WithAttributes(attrChunkOutcome.String(outcome)))
 	}
-	var stale []string
-	for _, d := range refs {
-		if !keep[d.Ref.ID] {
-			stale = append(stale, strings.TrimPrefix(d.Ref.ID, "district_"))
-		}
+	if r.Success {
+		t.districts.Add(ctx, int64(len(r.DistrictIDs)))
 	}
-	sort.Strings(stale)
-	return stale, nil
+	endSpan(span, r.Err)
+	return r
 }

@@ -3,7 +3,9 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -190,4 +192,86 @@ func anyUnsure(res *Result) bool {
 		}
 	}
 	return false
+}
+
+// unsureDocs are the names of the district documents of the job's chunks
+// whose commit outcome is unknown, in chunk order: what resolve decides
+// them from.
+func (j *job) unsureDocs() []string {
+	var names []string
+	districts := j.w.root(j.in.id).Collection(districtsCollection)
+	for _, b := range j.res.BatchResults {
+		if b.unsure {
+			for _, o := range b.ops {
+				names = append(names, districts.Doc(districtDocID(o.districtID)).Path)
+			}
+		}
+	}
+	return names
+}
+
+// resolve decides the chunks of the job's Result whose commit outcome is
+// unknown from their documents as the finish's transaction read them
+// (found, by name; unsureDocs): a district is written when its document
+// carries this writer's fence, a stale district deleted when its document
+// is gone. It returns the job's Result and out with those chunks decided,
+// leaving the originals alone (the transaction may run again). Read in the
+// transaction that records the manifest, the documents make the record
+// exact: a late commit of such a chunk either comes before it, and is
+// seen, or conflicts with it, and one of the two is aborted.
+func (j *job) resolve(found map[string]*pb.Document, out districtOutcome) (Result, districtOutcome) {
+	in, res := &j.in, j.res
+	r := *res
+	r.BatchResults = slices.Clone(res.BatchResults)
+	if !anyUnsure(res) {
+		return r, out
+	}
+	districts := j.w.root(in.id).Collection(districtsCollection)
+	decided := districtOutcome{status: clone(out.status), msgs: clone(out.msgs), fenced: out.fenced}
+	for i := range r.BatchResults {
+		b := &r.BatchResults[i]
+		if !b.unsure {
+			continue
+		}
+		ok := true
+		for _, o := range b.ops {
+			d := found[districts.Doc(districtDocID(o.districtID)).Path]
+			if o.district == nil {
+				ok = ok && d == nil
+				continue
+			}
+			mine := d != nil && fenceOf(fieldsOf(d)) == in.fence
+			ok = ok && mine
+			if mine {
+				decided.status[o.districtID], decided.msgs[o.districtID] = entrySuccess, ""
+			} else {
+				decided.status[o.districtID] = entryFailed
+				decided.msgs[o.districtID] = "not written (" + errText(b.Err) + ")"
+			}
+		}
+		b.unsure = false
+		if ok {
+			b.Success, b.Err = true, nil
+		} else {
+			b.Err = fmt.Errorf("not written (%w)", b.Err)
+		}
+	}
+	j.w.tally(&r)
+	return r, decided
+}
+
+// fenceOf is the fence a district document, given its fields, was
+// written under.
+func fenceOf(doc map[string]any) string {
+	var env districtEnvelope
+	decodeFields(doc, &env)
+	return env.WriterFence
+}
+
+func clone(m map[string]string) map[string]string {
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
 }

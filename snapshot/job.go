@@ -83,25 +83,6 @@ func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
 	return j
 }
 
-// lock takes snapshot id's lock (begin), starts the shedder, makes the
-// job subject to the writer's maintenance notices (WithMaintenance) and
-// notes the lock wait since start; the func returned ends the notices'
-// hold on the job, stops the shedder, then releases the lock.
-func (j *job) lock(id string, start time.Time) (unlock func(), err error) {
-	end, err := j.begin(id)
-	if err != nil {
-		return nil, err
-	}
-	j.shed.start(time.Now())
-	leave := j.w.cfg.maintenance.join(id, j)
-	j.lockWait = j.w.cfg.now().Sub(start)
-	return func() {
-		leave()
-		j.shed.stop()
-		end()
-	}, nil
-}
-
 // run is the common part of Write and Repair: validate snap before any
 // I/O, take the snapshot's lock, build the documents, do op under the
 // lock (see begin for the job's ctx and wctx) and release the lock after.

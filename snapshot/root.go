@@ -284,3 +284,24 @@ func staleOf(docIDs []string, snap *model.Snapshot) []string {
 
 // errSkip ends a write that WithSkipComplete found nothing to do for.
 var errSkip = errors.New("stored snapshot is complete")
+
+// staleDistricts lists, sorted, the ids of the district documents stored
+// under snapshot id that snap does not have: those a write of snap deletes.
+func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
+	keep := make(map[string]bool, len(snap.Payload.Districts))
+	for _, d := range snap.Payload.Districts {
+		keep[districtDocID(d.DistrictID)] = true
+	}
+	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, d := range refs {
+		if !keep[d.Ref.ID] {
+			stale = append(stale, strings.TrimPrefix(d.Ref.ID, "district_"))
+		}
+	}
+	sort.Strings(stale)
+	return stale, nil
+}

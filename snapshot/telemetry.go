@@ -340,32 +340,3 @@ func (t *telemetry) acquired(ctx context.Context, span trace.Span, wait time.Dur
 func lockAttrs(backend, key string) []attribute.KeyValue {
 	return []attribute.KeyValue{attrLockBackend.String(backend), attrLockKeyHash.String(locking.HashKey(key))}
 }
-
-// tracedChunk is writeChunk in a span of its own, under which the
-// chunk's RPCs run; it counts the districts the chunk wrote and records
-// its duration.
-func (j *job) tracedChunk(index int, chunk []op) BatchResult {
-	t := j.w.tel
-	ctx, span := t.start(j.wctx, SpanChunk, attrChunkIndex.Int(index), attrChunkOps.Int(len(chunk)))
-	r := j.writeChunk(ctx, index, chunk)
-	outcome, attempts := chunkCommitted, r.RetryAttempts+1
-	switch {
-	case r.Success:
-	case r.notAttempted:
-		outcome, attempts = chunkNotAttempted, 0
-	case errors.Is(r.Err, ErrFencedOut):
-		outcome = chunkFencedOut
-	default:
-		outcome = chunkFailed
-	}
-	span.SetAttributes(attrChunkOutcome.String(outcome), attrAttempts.Int(attempts), attrDistricts.Int(len(r.DistrictIDs)))
-	ctx = context.WithoutCancel(ctx)
-	if attempts > 0 {
-		t.chunkDuration.Record(ctx, float64(r.DurationMs)/1000, metric.WithAttributes(attrChunkOutcome.String(outcome)))
-	}
-	if r.Success {
-		t.districts.Add(ctx, int64(len(r.DistrictIDs)))
-	}
-	endSpan(span, r.Err)
-	return r
-}
