@@ -25,7 +25,7 @@ import (
 // transaction needs at once, so a transaction that reads and writes is
 // two round trips: the read and the commit. The guarantees are those of
 // any Firestore transaction: what it read holds until it commits, or it
-// fails. See chunktx.go for what a read whose answer is lost leaves
+// fails. See chunk.go for what a read whose answer is lost leaves
 // behind.
 
 // apiTx is one read-write transaction on the Firestore API, as every

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,14 +86,15 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
 	}
 	ops = withDeletes(ops, stale)
-	chunks, err := j.w.chunks(ops)
+	planned, err := j.w.chunks(ops)
 	if err != nil {
 		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
 	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
+	districts := j.w.root(j.in.id).Collection(districtsCollection)
 	rec := j.startRecorder()
-	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
 		// Fewer at once while the store answers slowly (shedder).
 		var epoch int
 		admitted := false
@@ -103,7 +104,7 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 			}
 		}
 		t0 := time.Now()
-		r := j.tracedChunk(first+i, chunk)
+		r := j.writeChunk(chunk{index: first + i, ops: ops, districts: districts, in: &j.in})
 		if admitted && r.Success {
 			// The store's latency: a wait for the write budget is
 			// the writer's own, not queueing at the store.
@@ -141,18 +142,54 @@ func outcomeOf(results []BatchResult) districtOutcome {
 	return out
 }
 
-// writeChunk commits one chunk as a transaction that first verifies the
+// chunk is one chunk of a write as its transaction commits it: its batch
+// index, its operations, and what its writes are built from. It holds
+// nothing of the job: the transaction is handed the chunk's writes.
+type chunk struct {
+	index     int
+	ops       []op
+	districts *firestore.CollectionRef // the snapshot's district documents
+	in        *rootInput               // what the district documents are built from
+}
+
+// writes encodes the chunk's sets and deletes. Each district's document
+// is built (its data read back from a lazily read input) and encoded in
+// turn, so that only its encoding outlives this call.
+func (c chunk) writes() ([]*pb.Write, error) {
+	writes := make([]*pb.Write, 0, len(c.ops))
+	for _, o := range c.ops {
+		name := c.districts.Doc(districtDocID(o.districtID)).Path
+		if o.district == nil {
+			writes = append(writes, deleteWrite(name))
+			continue
+		}
+		doc, err := c.in.document(o)
+		if err != nil {
+			return nil, err
+		}
+		set, err := wireSetWrite(name, doc)
+		if err != nil {
+			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
+		}
+		writes = append(writes, set)
+	}
+	return writes, nil
+}
+
+// writeChunk commits chunk c as a transaction that first verifies the
 // fence, and writes the chunk's district documents and nothing else: no
 // two chunks in flight write the same document, and none writes the root
 // (the recorder does). The chunk starts only while the job's ctx is live;
 // once started it runs under its wctx, which outlives ctx by the grace
-// period. Its documents are encoded once, and every attempt commits the
-// same messages: every write is a set or a delete, so an attempt that
-// repeats one applied before (its outcome lost) changes nothing. ctx is
-// wctx in the chunk's span (tracedChunk), which its RPCs run under.
-func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult {
-	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
-	for _, o := range chunk {
+// period, in a span of its own. Its documents are encoded once, and every
+// attempt commits the same messages: every write is a set or a delete, so
+// an attempt that repeats one applied before (its outcome lost) changes
+// nothing.
+func (j *job) writeChunk(c chunk) (r BatchResult) {
+	ctx, span := j.w.tel.start(j.wctx, SpanChunk, attrChunkIndex.Int(c.index), attrChunkOps.Int(len(c.ops)))
+	defer func() { j.w.tel.chunkDone(ctx, span, r) }()
+	r = BatchResult{BatchIndex: c.index, OperationCount: len(c.ops), DistrictIDs: []string{}, ops: c.ops}
+	for _, o := range c.ops {
 		if o.district != nil {
 			r.DistrictIDs = append(r.DistrictIDs, o.districtID)
 		} else {
@@ -164,15 +201,15 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		r.Err, r.notAttempted = err, true
 		return r
 	}
-	c, err := j.commitFenced(ctx, len(chunk), func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
-	r.RetryAttempts, r.AbortedRetries, r.DurationMs = c.Retries, c.aborted, time.Since(t0).Milliseconds()
-	r.budgetWait = c.waited
+	fc, err := j.commitFenced(ctx, len(c.ops), c.writes)
+	r.RetryAttempts, r.AbortedRetries, r.DurationMs = fc.Retries, fc.aborted, time.Since(t0).Milliseconds()
+	r.budgetWait = fc.waited
 	if err != nil {
 		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
 		r.Err = err
-		r.unsure = c.unsure && !errors.Is(err, ErrFencedOut)
+		r.unsure = fc.unsure && !errors.Is(err, ErrFencedOut)
 		return r
 	}
 	r.Success, r.CommittedAt = true, time.Now()
@@ -202,34 +239,35 @@ type fencedCommit struct {
 }
 
 // commitFenced commits a chunk of n writes, under ctx, as one transaction
-// that first checks the snapshot's fence document still carries this
-// job's fence (chunkTxn), retried by the write's policy; an attempt after
-// an aborted one retries that transaction, which the server then gives
-// priority. Every attempt first takes its n writes from the writer's
-// budget, outside the attempt's timeout, and the store's answer goes back
-// to the budget (pacer). encode makes the chunk's writes, once, while the
-// first attempt's fence read is on its way: every attempt commits the
-// same messages. A write's chunks and a prune's delete chunks both commit
-// through it.
+// on the Firestore API (apiTxn) that first reads the snapshot's fence
+// document and requires it to carry this job's fence, retried by the
+// write's policy; an attempt after an aborted one retries that
+// transaction, which the server then gives priority. Every attempt first
+// takes its n writes from the writer's budget, outside the attempt's
+// timeout, and the store's answer goes back to the budget (pacer).
+// encode makes the chunk's writes, once, while the first attempt's fence
+// read is on its way: every attempt commits the same messages. A write's
+// chunks and a prune's delete chunks both commit through it.
 func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
+	fence := j.w.fenceRef(j.in.id).Path
 	var writes []*pb.Write
-	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
-	tx.prepare = func() error {
-		if writes != nil {
+	tx := apiTx{docs: []string{fence},
+		prepare: func() error {
+			if writes != nil {
+				return nil
+			}
+			var err error
+			if writes, err = encode(); err != nil {
+				return retry.Permanent(err)
+			}
 			return nil
-		}
-		var err error
-		if writes, err = encode(); err != nil {
-			return retry.Permanent(err)
-		}
-		return nil
-	}
-	tx.decide = func(fence *pb.Document) ([]*pb.Write, error) {
-		if err := j.in.fenceProblem(fence); err != nil {
-			return nil, retry.Permanent(err)
-		}
-		return writes, nil
-	}
+		},
+		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
+			if err := j.in.fenceProblem(found[fence]); err != nil {
+				return nil, retry.Permanent(err)
+			}
+			return writes, nil
+		}}
 	var c fencedCommit
 	var prev []byte // the last attempt's transaction, when it was aborted
 	var err error
@@ -238,7 +276,7 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 			c.aborted++ // this attempt retries an aborted one
 		}
 		sent := time.Now()
-		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		tid, _, err := j.w.apiTxn(ctx, tx, prev)
 		j.pace.answered(ctx, err, sent, n)
 		prev = nil
 		if status.Code(err) == codes.Aborted {
@@ -251,31 +289,6 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 		return err
 	}))
 	return c, err
-}
-
-// chunkWrites encodes a chunk's sets and deletes. Each district's
-// document is built (its data read back from a lazily read input) and
-// encoded in turn, so that only its encoding outlives this call.
-func (j *job) chunkWrites(chunk []op) ([]*pb.Write, error) {
-	districts := j.w.root(j.in.id).Collection("districts")
-	writes := make([]*pb.Write, 0, len(chunk))
-	for _, o := range chunk {
-		name := districts.Doc(districtDocID(o.districtID)).Path
-		if o.district == nil {
-			writes = append(writes, deleteWrite(name))
-			continue
-		}
-		doc, err := j.in.document(o)
-		if err != nil {
-			return nil, err
-		}
-		set, err := wireSetWrite(name, doc)
-		if err != nil {
-			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
-		}
-		writes = append(writes, set)
-	}
-	return writes, nil
 }
 
 // deleteBytes is what a delete counts against a commit's bytes
@@ -291,8 +304,8 @@ func withDeletes(ops []op, stale []string) []op {
 	return ops
 }
 
-// chunks divides ops into the chunks a write commits: at most chunkOps
-// operations each, and at most maxCommitBytes of them.
+// chunks divides ops into the chunks a write commits (and a plan shows):
+// at most chunkOps operations each, and at most maxCommitBytes of them.
 func (w *Writer) chunks(ops []op) ([][]op, error) {
 	return batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
 		batching.Limits{MaxOps: w.chunkOps(), MaxBytes: maxCommitBytes})
@@ -303,60 +316,3 @@ func (w *Writer) chunks(ops []op) ([][]op, error) {
 // tasks sharing 500/s commit 12 at a time), so that writers sharing the
 // budget stay within it second by second (pacing.Budget.MaxCommit).
 func (w *Writer) chunkOps() int { return min(w.cfg.batchSize, w.cfg.budget.MaxCommit()) }
-
-// chunkTx is one chunk's transaction, as every attempt of it runs: the
-// name of the fence document it reads; prepare, run while that read is on
-// its way (so that encoding the chunk's documents costs no round trip);
-// and decide, handed the fence document (nil when it is missing), which
-// returns the writes to commit.
-type chunkTx struct {
-	fence   string
-	prepare func() error
-	decide  func(fence *pb.Document) ([]*pb.Write, error)
-}
-
-// chunkTxn runs one attempt of chunk transaction c: it reads the fence
-// document in a new transaction (retrying prev, the attempt before, when
-// that one was aborted: the server then gives this one priority), runs
-// c.prepare while the read is on its way, hands the fence document to
-// c.decide, and commits the writes it returns. It returns the
-// transaction's id, for the next attempt's prev.
-//
-// A commit error whose outcome is unknown comes back as an *unknownOutcome
-// marked retry.Transient, as txn's do.
-func (w *Writer) chunkTxn(ctx context.Context, c chunkTx, prev []byte) (tid []byte, err error) {
-	tid, _, err = w.apiTxn(ctx, apiTx{docs: []string{c.fence}, prepare: c.prepare,
-		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
-			return c.decide(found[c.fence])
-		}}, prev)
-	return tid, err
-}
-
-// tracedChunk is writeChunk in a span of its own, under which the
-// chunk's RPCs run; it counts the districts the chunk wrote and records
-// its duration.
-func (j *job) tracedChunk(index int, chunk []op) BatchResult {
-	t := j.w.tel
-	ctx, span := t.start(j.wctx, SpanChunk, attrChunkIndex.Int(index), attrChunkOps.Int(len(chunk)))
-	r := j.writeChunk(ctx, index, chunk)
-	outcome, attempts := chunkCommitted, r.RetryAttempts+1
-	switch {
-	case r.Success:
-	case r.notAttempted:
-		outcome, attempts = chunkNotAttempted, 0
-	case errors.Is(r.Err, ErrFencedOut):
-		outcome = chunkFencedOut
-	default:
-		outcome = chunkFailed
-	}
-	span.SetAttributes(attrChunkOutcome.String(outcome), attrAttempts.Int(attempts), attrDistricts.Int(len(r.DistrictIDs)))
-	ctx = context.WithoutCancel(ctx)
-	if attempts > 0 {
-		t.chunkDuration.Record(ctx, float64(r.DurationMs)/1000, metric.WithAttributes(attrChunkOutcome.String(outcome)))
-	}
-	if r.Success {
-		t.districts.Add(ctx, int64(len(r.DistrictIDs)))
-	}
-	endSpan(span, r.Err)
-	return r
-}

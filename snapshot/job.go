@@ -26,6 +26,8 @@ import (
 // mutable state, the atomic fields below, and nothing of it is copied.
 type job struct {
 	w     *Writer
+	op    operation
+	id    string // the snapshot's
 	lease *locking.Lease
 	// in is what the documents are built from, fixed before the lock is
 	// used but for the districts a takeover keeps (complete sets
@@ -77,29 +79,35 @@ const (
 // newJob is a job of op on snapshot id, its log lines named so, with its
 // shedder (started once the lock is taken: see lock).
 func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
-	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j := &job{w: w, op: op, id: id, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
 	j.pace = newPacer(w.cfg.budget, w.tel, j.log)
 	return j
 }
 
-// run is the common part of Write and Repair: validate snap before any
-// I/O, take the snapshot's lock, build the documents, do op under the
-// lock (see begin for the job's ctx and wctx) and release the lock after.
+// run is the common part of Write and Repair: a job of op on snapshot
+// id, in the span of its run.
 func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (res *Result, err error) {
 	ctx, traced := w.tel.startRun(ctx, op, id)
 	defer func() { traced(res, err) }()
+	return w.newJob(ctx, op, id).run(snap)
+}
+
+// run validates snap before any I/O, takes the snapshot's lock, builds
+// the documents, writes or repairs under the lock (see lock for the job's
+// ctx and wctx) and releases the lock after.
+func (j *job) run(snap *model.Snapshot) (*Result, error) {
+	id := j.id
 	data, err := model.Prepare(snap, id)
 	if err != nil {
 		return nil, err
 	}
-	start := w.cfg.now()
-	j := w.newJob(ctx, op, id)
+	start := j.w.cfg.now()
 	// Deferred before the lock's release, so run after it: a Progress
 	// that is slow with its last count never holds the lock.
-	j.progress = startProgress(w.cfg.progress)
+	j.progress = startProgress(j.w.cfg.progress)
 	defer j.progress.stop()
-	unlock, err := j.lock(id, start)
+	unlock, err := j.lock(start)
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +115,12 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 	if j.in, err = j.newInput(id, snap, data, start); err != nil {
 		return nil, err
 	}
-	j.in.repairing = op == opRepair
-	w.paginate(&j.in)
-	if op == opRepair {
-		err = j.repair()
+	j.in.repairing = j.op == opRepair
+	j.w.paginate(&j.in)
+	if j.op == opRepair {
+		err = j.complete(false)
 	} else {
-		err = j.write()
+		err = j.write(true)
 	}
 	j.progress.settle(j.progressDone())
 	return j.res, err
@@ -164,9 +172,10 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 	}
 }
 
-// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
-func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
-	return func(ctx context.Context) error { return w.txn(ctx, fn) }
+// retryTxn runs fn as retry does, one client transaction per attempt
+// (txn).
+func (j *job) retryTxn(ctx context.Context, p retry.Policy, fn func(context.Context, *firestore.Transaction) error) (retry.Stats, bool, error) {
+	return j.retry(ctx, p, func(ctx context.Context) error { return j.w.txn(ctx, fn) })
 }
 
 // newInput is what a write or repair by the job's lease builds its
@@ -198,18 +207,12 @@ func (w *Writer) buildInput(id string, snap *model.Snapshot, data []model.DataSu
 	return in, nil
 }
 
-// write is Write once the lock is held: root, chunks, finish — or, when
-// the stored snapshot is an unfinished write of this same input (a writer
-// killed, or a partial write), its completion: the districts it stored
-// are recorded as they are, and only what is missing is written.
-func (j *job) write() error {
-	return j.writeAll(!j.in.repairing)
-}
-
-// writeAll writes the whole snapshot: root, chunks, finish — unless resume
-// and the root transaction finds an unfinished write of the same input
-// stored, which it then completes (complete).
-func (j *job) writeAll(resume bool) error {
+// write writes the whole snapshot once the lock is held: root, chunks,
+// finish — unless resume and the root transaction finds an unfinished
+// write of the same input stored (a writer killed, or a partial write),
+// which it then completes (complete): the districts it stored are
+// recorded as they are, and only what is missing is written.
+func (j *job) write(resume bool) error {
 	rootRes, err := j.writeRoot(resume)
 	switch {
 	case errors.Is(err, errResume):

@@ -12,13 +12,16 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 )
 
-// begin takes the snapshot's lock, which the job's shedder learns the
+// lock takes the snapshot's lock, which the job's shedder learns the
 // renewals of, and sets the job's lease and work context: ctx ending stops
 // new chunks, and wctx, which the work in flight runs under, ends a grace
-// period later, or at once if the lease is lost. end cancels it and
-// releases the lock.
-func (j *job) begin(id string) (end func(), err error) {
-	w, ctx, log := j.w, j.ctx, j.log
+// period later, or at once if the lease is lost. It then starts the
+// shedder, makes the job subject to the writer's maintenance notices
+// (WithMaintenance) and notes the lock wait since start. unlock ends the
+// notices' hold on the job, stops the shedder, cancels wctx and releases
+// the lock.
+func (j *job) lock(start time.Time) (unlock func(), err error) {
+	w, ctx, log, id := j.w, j.ctx, j.log, j.id
 	t0 := time.Now()
 	// The lock retry policy ends the wait; this bound is a backstop: the
 	// lock wait, or the contention wait if a stalled transaction began
@@ -53,7 +56,12 @@ func (j *job) begin(id string) (end func(), err error) {
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
 	j.lease, j.wctx = lease, wctx
+	j.shed.start(time.Now())
+	leave := w.cfg.maintenance.join(id, j)
+	j.lockWait = w.cfg.now().Sub(start)
 	return func() {
+		leave()
+		j.shed.stop()
 		cancel()
 		gcancel()
 		// Detached from ctx: a cancelled write must still hand the lock back.
@@ -119,23 +127,4 @@ func graceful(ctx context.Context, grace time.Duration) (context.Context, contex
 		mu.Unlock()
 		cancel(context.Canceled)
 	}
-}
-
-// lock takes snapshot id's lock (begin), starts the shedder, makes the
-// job subject to the writer's maintenance notices (WithMaintenance) and
-// notes the lock wait since start; the func returned ends the notices'
-// hold on the job, stops the shedder, then releases the lock.
-func (j *job) lock(id string, start time.Time) (unlock func(), err error) {
-	end, err := j.begin(id)
-	if err != nil {
-		return nil, err
-	}
-	j.shed.start(time.Now())
-	leave := j.w.cfg.maintenance.join(id, j)
-	j.lockWait = j.w.cfg.now().Sub(start)
-	return func() {
-		leave()
-		j.shed.stop()
-		end()
-	}, nil
 }

@@ -148,7 +148,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 				}
 			}
 			fresh = isFresh
-			return j.w.withPageDeletes(sets, in.id, len(pages), storedPages), nil
+			return j.withPageDeletes(sets, len(pages), storedPages), nil
 		}})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	endStep(span, st, err)
@@ -200,13 +200,13 @@ func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, 
 // n manifest pages, with the deletes of the stored pages (stored, by id)
 // they do not replace before the fence document's write, as setPages
 // orders them.
-func (w *Writer) withPageDeletes(sets []*pb.Write, id string, n int, stored []string) []*pb.Write {
+func (j *job) withPageDeletes(sets []*pb.Write, n int, stored []string) []*pb.Write {
 	out := slices.Clone(sets[:len(sets)-1])
 	for _, sid := range stored {
 		if i, err := strconv.Atoi(sid); err == nil && sid == pageID(i) && i < n {
 			continue
 		}
-		out = append(out, deleteWrite(w.pagesRef(id).Doc(sid).Path))
+		out = append(out, deleteWrite(j.w.pagesRef(j.in.id).Doc(sid).Path))
 	}
 	return append(out, sets[len(sets)-1])
 }

@@ -340,3 +340,27 @@ func (t *telemetry) acquired(ctx context.Context, span trace.Span, wait time.Dur
 func lockAttrs(backend, key string) []attribute.KeyValue {
 	return []attribute.KeyValue{attrLockBackend.String(backend), attrLockKeyHash.String(locking.HashKey(key))}
 }
+
+// chunkDone ends span, the span of chunk result r, with its outcome, and
+// records the chunk's duration and the districts it wrote.
+func (t *telemetry) chunkDone(ctx context.Context, span trace.Span, r BatchResult) {
+	outcome, attempts := chunkCommitted, r.RetryAttempts+1
+	switch {
+	case r.Success:
+	case r.notAttempted:
+		outcome, attempts = chunkNotAttempted, 0
+	case errors.Is(r.Err, ErrFencedOut):
+		outcome = chunkFencedOut
+	default:
+		outcome = chunkFailed
+	}
+	span.SetAttributes(attrChunkOutcome.String(outcome), attrAttempts.Int(attempts), attrDistricts.Int(len(r.DistrictIDs)))
+	ctx = context.WithoutCancel(ctx)
+	if attempts > 0 {
+		t.chunkDuration.Record(ctx, float64(r.DurationMs)/1000, metric.WithAttributes(attrChunkOutcome.String(outcome)))
+	}
+	if r.Success {
+		t.districts.Add(ctx, int64(len(r.DistrictIDs)))
+	}
+	endSpan(span, r.Err)
+}
