@@ -68,18 +68,11 @@ func (in rootInput) document(o op) (map[string]any, error) {
 	return districtDoc(in.snap, *o.district, data, in.fence), nil
 }
 
-// districtOutcome is what the chunks of a write or repair did, per district.
-type districtOutcome struct {
-	status, msgs map[string]string // district → manifest entry status, error message
-	times        map[string]string // district → when its chunk committed (isoMillis)
-	fenced       bool              // a chunk was refused for a newer fence
-}
-
-// commitChunks adds deletes of the stale district documents to ops,
+// commitChunks adds deletes of the stale district documents to ops and
 // commits them all in chunks (starting chunks only while the job's ctx is
-// live, running them under its wctx), and records the outcome in its
-// Result.
-func (j *job) commitChunks(ops []op) (districtOutcome, error) {
+// live, running them under its wctx); their results go to the job's
+// Result, and how each district ended to its written set.
+func (j *job) commitChunks(ops []op) error {
 	res, log := j.res, j.log
 	stale, err := j.findStale()
 	if err != nil {
@@ -88,7 +81,7 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 	ops = withDeletes(ops, stale)
 	planned, err := j.w.chunks(ops)
 	if err != nil {
-		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
+		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
 	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
@@ -110,36 +103,16 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 			// the writer's own, not queueing at the store.
 			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
 		}
+		rec.add(r)
 		if r.Success {
-			rec.add(r.DistrictIDs, r.CommittedAt)
 			j.progress.add(len(r.DistrictIDs))
 		}
 		logBatch(log, r)
 		return r
 	})
-	rec.close()
+	j.written = rec.close()
 	res.BatchResults = append(res.BatchResults, results...)
-	j.w.tally(res)
-	return outcomeOf(results), nil
-}
-
-// outcomeOf reads the per-district outcome from chunk results.
-func outcomeOf(results []BatchResult) districtOutcome {
-	out := districtOutcome{status: map[string]string{}, msgs: map[string]string{}, times: map[string]string{}}
-	for _, r := range results {
-		st := entrySuccess
-		if !r.Success {
-			st = entryFailed
-			out.fenced = out.fenced || errors.Is(r.Err, ErrFencedOut)
-		}
-		for _, d := range r.DistrictIDs {
-			out.status[d], out.msgs[d] = st, errText(r.Err)
-			if r.Success {
-				out.times[d] = isoMillis(r.CommittedAt)
-			}
-		}
-	}
-	return out
+	return nil
 }
 
 // chunk is one chunk of a write as its transaction commits it: its batch

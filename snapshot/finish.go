@@ -85,13 +85,14 @@ func (w *Writer) finishTimeout() time.Duration {
 }
 
 // finish records the outcome in the root: manifest entries, lists,
-// counts, status (recordOutcome), and with it replaces the job's Result.
+// counts, status (recordOutcome), and with it replaces the job's Result
+// and written set.
 // It runs even when the job's ctx was cancelled or the lease lost: the
 // manifest must say what happened, and its fence check keeps it from
 // touching a newer writer's snapshot. It stops before its first attempt,
 // or between two, once the lost lease has passed to a newer writer
 // (watchSuperseded): then it returns errSuperseded.
-func (j *job) finish(out districtOutcome) error {
+func (j *job) finish() error {
 	stop := j.watchSuperseded()
 	defer stop()
 	j.log.Info("recording the manifest")
@@ -99,11 +100,12 @@ func (j *job) finish(out districtOutcome) error {
 	defer cancel()
 	ctx, span := j.w.tel.start(ctx, SpanFinish)
 	var done Result
+	var doneSet *written
 	// The finish retries transient failures until its own deadline, not
-	// --max-retries: a manifest not recorded leaves the snapshot "in
-	// progress" until a repair, and on a connection reset every second
-	// (chaos row 6) four attempts were not enough. Short waits, so that
-	// more attempts fit.
+	// the retry policy's count: a manifest not recorded leaves the
+	// snapshot "in progress" until a repair, and a connection reset every
+	// second outlasts four attempts. Short waits, so that more attempts
+	// fit.
 	p := j.w.cfg.retry
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
 	// One read begins the transaction: the fence document, and the
@@ -111,9 +113,9 @@ func (j *job) finish(out districtOutcome) error {
 	fence := j.w.fenceRef(j.in.id).Path
 	st, _, _, err := j.retryAPI(ctx, p, apiTx{docs: append([]string{fence}, j.unsureDocs()...),
 		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
-			r, writes, err := j.recordOutcome(found, out)
+			r, set, writes, err := j.recordOutcome(found)
 			if err == nil {
-				done = r
+				done, doneSet = r, set
 			}
 			return writes, err
 		}})
@@ -122,7 +124,7 @@ func (j *job) finish(out districtOutcome) error {
 		return err
 	}
 	j.rootCommits.Add(1)
-	*j.res = done
+	*j.res, j.written = done, doneSet
 	return nil
 }
 
@@ -132,15 +134,16 @@ func (j *job) finish(out districtOutcome) error {
 // is unknown are decided from their documents, read in the same
 // transaction, so the manifest it records is exact; and it writes the
 // fence document, so that no chunk commit still in flight can land after
-// it. It returns the Result as recorded, its Outcome complete or partial.
-func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) (Result, []*pb.Write, error) {
+// it. It returns the Result and the written set as recorded, the
+// Result's Outcome complete or partial.
+func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []*pb.Write, error) {
 	in := &j.in
 	if err := in.fenceProblem(found[j.w.fenceRef(in.id).Path]); err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
-	r, out := j.resolve(found, out)
+	r, set := j.resolve(found)
 	now := j.w.cfg.now()
-	st := rootState{status: in.snap.Status, complete: r.FailedBatches == 0, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
+	st := set.finished(in.snap.Status, r.FailedBatches == 0, now)
 	for _, id := range districtIDs(in.snap) {
 		st.complete = st.complete && in.stored(st, id)
 	}
@@ -149,7 +152,7 @@ func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) 
 	}
 	md, err := in.metadata(st)
 	if err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	r.Outcome = OutcomePartial
 	if st.complete {
@@ -158,18 +161,18 @@ func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) 
 	mf, pages := in.split(in.manifest(st))
 	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
 	if err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	writes := []*pb.Write{root}
 	for i, p := range pages {
 		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p)
 		if err != nil {
-			return Result{}, nil, retry.Permanent(err)
+			return Result{}, nil, nil, retry.Permanent(err)
 		}
 		writes = append(writes, w)
 	}
 	if !anyUnsure(j.res) {
-		return r, writes, nil
+		return r, set, writes, nil
 	}
 	// A chunk whose commit outcome is unknown may still land: writing the
 	// fence document, which every chunk reads, makes such a commit
@@ -179,9 +182,9 @@ func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) 
 	// (60 s), and a finish writing it would wait as long.
 	fw, err := layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(now))
 	if err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
-	return r, append(writes, fw), nil
+	return r, set, append(writes, fw), nil
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.
@@ -214,20 +217,23 @@ func (j *job) unsureDocs() []string {
 // unknown from their documents as the finish's transaction read them
 // (found, by name; unsureDocs): a district is written when its document
 // carries this writer's fence, a stale district deleted when its document
-// is gone. It returns the job's Result and out with those chunks decided,
-// leaving the originals alone (the transaction may run again). Read in the
+// is gone. It returns the job's Result, tallied, and its written set with
+// those chunks decided, leaving the originals alone (the transaction may
+// run again). Read in the
 // transaction that records the manifest, the documents make the record
 // exact: a late commit of such a chunk either comes before it, and is
 // seen, or conflicts with it, and one of the two is aborted.
-func (j *job) resolve(found map[string]*pb.Document, out districtOutcome) (Result, districtOutcome) {
+func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 	in, res := &j.in, j.res
 	r := *res
 	r.BatchResults = slices.Clone(res.BatchResults)
 	if !anyUnsure(res) {
-		return r, out
+		j.written.tally(&r)
+		return r, j.written
 	}
 	districts := j.w.root(in.id).Collection(districtsCollection)
-	decided := districtOutcome{status: clone(out.status), msgs: clone(out.msgs), fenced: out.fenced}
+	decided := j.written.clone()
+	decided.decided = true
 	for i := range r.BatchResults {
 		b := &r.BatchResults[i]
 		if !b.unsure {
@@ -242,12 +248,11 @@ func (j *job) resolve(found map[string]*pb.Document, out districtOutcome) (Resul
 			}
 			mine := d != nil && fenceOf(fieldsOf(d)) == in.fence
 			ok = ok && mine
-			if mine {
-				decided.status[o.districtID], decided.msgs[o.districtID] = entrySuccess, ""
-			} else {
-				decided.status[o.districtID] = entryFailed
-				decided.msgs[o.districtID] = "not written (" + errText(b.Err) + ")"
+			end := districtEnd{ok: true}
+			if !mine {
+				end = districtEnd{msg: "not written (" + errText(b.Err) + ")"}
 			}
+			decided.ends[o.districtID] = end
 		}
 		b.unsure = false
 		if ok {
@@ -256,7 +261,7 @@ func (j *job) resolve(found map[string]*pb.Document, out districtOutcome) (Resul
 			b.Err = fmt.Errorf("not written (%w)", b.Err)
 		}
 	}
-	j.w.tally(&r)
+	decided.tally(&r)
 	return r, decided
 }
 
@@ -266,12 +271,4 @@ func fenceOf(doc map[string]any) string {
 	var env districtEnvelope
 	decodeFields(doc, &env)
 	return env.WriterFence
-}
-
-func clone(m map[string]string) map[string]string {
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }

@@ -43,6 +43,10 @@ type job struct {
 	// res is the write's Result, set from the root transaction on
 	// (startResult, skip); nil before.
 	res *Result
+	// written is how each district of the chunks ended, from their end
+	// on (commitChunks), as the finish decided it once it recorded it;
+	// the Result's district counts are read from it.
+	written *written
 
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration
@@ -235,25 +239,25 @@ func (j *job) write(resume bool) error {
 // writeDistricts writes ops in chunks after the root, then records the
 // outcome in the manifest: the rest of a write or repair.
 func (j *job) writeDistricts(ops []op) error {
-	out, err := j.commitChunks(ops)
-	if err != nil {
+	if err := j.commitChunks(ops); err != nil {
 		j.res.Outcome = OutcomeNotRecorded
 		return err
 	}
-	finishErr := j.finish(out) // which sets the Outcome when it records it
+	finishErr := j.finish() // which sets the Outcome when it records it
+	fenced := j.written.fenced
 	superseded := errors.Is(finishErr, errSuperseded)
 	if superseded {
 		// Fenced out in all but the root: see watchSuperseded.
-		out.fenced, finishErr = true, nil
+		fenced, finishErr = true, nil
 	}
 	if finishErr != nil || superseded {
 		j.res.Outcome = OutcomeNotRecorded
-		if out.fenced || errors.Is(finishErr, ErrFencedOut) {
+		if fenced || errors.Is(finishErr, ErrFencedOut) {
 			j.res.Outcome = OutcomeFencedOut
 		}
 	}
 	j.summarize()
-	return j.conclude(finishErr, out.fenced)
+	return j.conclude(finishErr, fenced)
 }
 
 // conclude is the error a write or repair that got as far as its chunks
