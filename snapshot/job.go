@@ -269,32 +269,32 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 	switch {
 	case errors.Is(finishErr, ErrFencedOut):
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
-		return &Error{Kind: FencedOut, ID: id, Err: finishErr}
+		return newError(id, ErrFencedOut, finishErr)
 	case fenced:
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written")
-		return &Error{Kind: FencedOut, ID: id}
+		return newError(id, ErrFencedOut, nil)
 	case finishErr != nil:
 		cause := fmt.Errorf("%w; the root still says the write is in progress", finishErr)
 		if lost != nil {
-			cause = fmt.Errorf("%w; the root still says the write is in progress (and %w)", finishErr, &Error{Kind: LockLost, Err: lost})
+			cause = fmt.Errorf("%w; the root still says the write is in progress (and %w)", finishErr, fmt.Errorf("%w: %w", ErrLockLost, lost))
 		}
-		err := &Error{Kind: ManifestNotRecorded, ID: id, Err: cause}
+		err := newError(id, ErrManifestNotRecorded, cause)
 		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
 			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
 		return err
 	case lost != nil && res.Outcome != OutcomeComplete:
 		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
-		return &Error{Kind: Partial, ID: id, Err: &Error{Kind: LockLost, Err: fmt.Errorf("%w; the manifest records what was written", lost)}}
+		return newError(id, ErrPartial, fmt.Errorf("%w: %w; the manifest records what was written", ErrLockLost, lost))
 	case lost != nil:
 		// Every chunk and the finish passed the fence check: what is
 		// stored is this writer's complete snapshot.
 		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
 	case j.ctx.Err() != nil && res.Outcome != OutcomeComplete:
-		return &Error{Kind: Partial, ID: id,
-			Err: fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx))}
+		return newError(id, ErrPartial,
+			fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx)))
 	case res.Outcome != OutcomeComplete:
-		return &Error{Kind: Partial, ID: id, Err: fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
-			res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res))}
+		return newError(id, ErrPartial, fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
+			res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res)))
 	}
 	return nil
 }

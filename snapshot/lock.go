@@ -42,7 +42,7 @@ func (j *job) lock(start time.Time) (unlock func(), err error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
-			return nil, &Error{Kind: LockHeld, ID: id}
+			return nil, newError(id, ErrLockHeld, nil)
 		case errors.Is(err, locking.ErrContended):
 			return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: the lock document stayed locked by another transaction "+
 				"(a writer killed mid-transaction? Firestore frees it within 60 s) for the contention wait, %s: %w", id, w.cfg.contention, err)
@@ -98,9 +98,9 @@ func (j *job) leaseErr(err error) error {
 	if lost == nil || errors.Is(err, ErrFencedOut) {
 		return err
 	}
-	also := &Error{Kind: LockLost, Err: lost}
+	also := fmt.Errorf("%w: %w", ErrLockLost, lost)
 	if e, ok := err.(*Error); ok && e.Err != nil {
-		return &Error{Kind: e.Kind, ID: e.ID, Err: fmt.Errorf("%w (%w)", e.Err, also)}
+		return &Error{ID: e.ID, Err: fmt.Errorf("%w (%w)", e.Err, also)}
 	}
 	return fmt.Errorf("%w (%w)", err, also)
 }

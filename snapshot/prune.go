@@ -162,7 +162,7 @@ func (j *job) pruneErr(err error) error {
 	switch {
 	case errors.Is(err, ErrFencedOut):
 		j.log.Warn("fenced out: a newer writer has taken the snapshot over; the prune deleted nothing of its documents", zap.Error(err))
-		return &Error{Kind: FencedOut, ID: id, Err: err}
+		return newError(id, ErrFencedOut, err)
 	case errors.Is(err, ErrNewestComplete):
 		j.log.Info("kept: it is the newest complete snapshot")
 		return fmt.Errorf("snapshot %s: %w", id, err)

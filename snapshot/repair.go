@@ -190,7 +190,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		if refusedByPrior(err) {
 			return takeover{root: &r}, withID(in.id, err)
 		}
-		return takeover{root: &r}, &Error{Kind: RootFailed, ID: in.id, Err: err}
+		return takeover{root: &r}, newError(in.id, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)

@@ -76,12 +76,12 @@ func (j *job) startResult(rootRes *BatchResult, err error) error {
 func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 	if unsure {
 		j.log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
-		return &Error{Kind: LockLost, ID: j.in.id, Err: fmt.Errorf("%w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
-			ErrLockLost, lost)}
+		return newError(j.in.id, ErrLockLost, fmt.Errorf("%w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
+			ErrLockLost, lost))
 	}
 	j.log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
-	return &Error{Kind: LockLost, ID: j.in.id, Err: fmt.Errorf("%w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
-		ErrLockLost, ErrNothingWritten, lost)}
+	return newError(j.in.id, ErrLockLost, fmt.Errorf("%w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
+		ErrLockLost, ErrNothingWritten, lost))
 }
 
 // writeRoot commits the root document in a transaction that refuses to
@@ -166,7 +166,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		if refusedByPrior(err) {
 			return r, withID(in.id, err)
 		}
-		return r, &Error{Kind: RootFailed, ID: in.id, Err: err}
+		return r, newError(in.id, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)

@@ -8,24 +8,20 @@ import (
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// hint is what the user can run or pass about err, by its snapshot.Kind:
-// the library's messages say what happened, the CLI what to do about it.
-// "" when there is nothing to add.
+// hint is what the user can run or pass about err, by the snapshot
+// sentinel it matches: the library's messages say what happened, the CLI
+// what to do about it. "" when there is nothing to add.
 func hint(err error) string {
-	var e *snapshot.Error
-	if !errors.As(err, &e) {
-		return ""
-	}
-	switch e.Kind {
-	case snapshot.Partial:
+	switch {
+	case errors.Is(err, snapshot.ErrPartial):
 		return "`snapwriter repair` completes it"
-	case snapshot.ManifestNotRecorded:
+	case errors.Is(err, snapshot.ErrManifestNotRecorded):
 		return "`snapwriter repair` (or writing it again) completes it"
-	case snapshot.LockBackendSwitch:
+	case errors.Is(err, snapshot.ErrLockBackendSwitch):
 		return "stop every writer of the other lock backend, then rerun once with --allow-lock-backend-switch"
-	case snapshot.LockKeySwitch:
+	case errors.Is(err, snapshot.ErrLockKeySwitch):
 		return "stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch"
-	case snapshot.Mismatch:
+	case errors.Is(err, snapshot.ErrMismatch):
 		// Only a refusal for changed data (not for other districts) is
 		// lifted by --rewrite-changed.
 		if errors.As(err, new(*snapshot.ChangedError)) {

@@ -14,18 +14,18 @@ import (
 // and what the error matches stays as it was.
 func TestHint(t *testing.T) {
 	t.Parallel()
-	lost := &snapshot.Error{Kind: snapshot.LockLost, Err: locking.ErrLeaseLost}
+	lost := fmt.Errorf("%w: %w", snapshot.ErrLockLost, locking.ErrLeaseLost)
 	cases := []struct {
 		err  error
 		want string // in the message after withHint; "" for no hint
 	}{
-		{&snapshot.Error{Kind: snapshot.Partial, ID: "d", Err: errors.New("2 of 3 chunks failed")}, "— `snapwriter repair` completes it"},
-		{&snapshot.Error{Kind: snapshot.Partial, ID: "d", Err: lost}, "— `snapwriter repair` completes it"},
-		{&snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: fmt.Errorf("x (and %w)", lost)}, "— `snapwriter repair` (or writing it again) completes it"},
-		{&waitError{Endpoint: "s", Err: &snapshot.Error{Kind: snapshot.ManifestNotRecorded, ID: "d", Err: errors.New("x")}}, "`snapwriter repair` (or writing it again)"},
-		{&snapshot.Error{Kind: snapshot.LockBackendSwitch, ID: "d", Err: errors.New("x")}, "then rerun once with --allow-lock-backend-switch"},
-		{&snapshot.Error{Kind: snapshot.LockKeySwitch, ID: "d", Err: errors.New("x")}, "then rerun once with --allow-lock-backend-switch"},
-		{&snapshot.Error{Kind: snapshot.FencedOut, ID: "d"}, ""},
+		{&snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrPartial, errors.New("2 of 3 chunks failed"))}, "— `snapwriter repair` completes it"},
+		{&snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrPartial, lost)}, "— `snapwriter repair` completes it"},
+		{&snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrManifestNotRecorded, fmt.Errorf("x (and %w)", lost))}, "— `snapwriter repair` (or writing it again) completes it"},
+		{&waitError{Endpoint: "s", Err: &snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrManifestNotRecorded, errors.New("x"))}}, "`snapwriter repair` (or writing it again)"},
+		{&snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrLockBackendSwitch, errors.New("x"))}, "then rerun once with --allow-lock-backend-switch"},
+		{&snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrLockKeySwitch, errors.New("x"))}, "then rerun once with --allow-lock-backend-switch"},
+		{&snapshot.Error{ID: "d", Err: snapshot.ErrFencedOut}, ""},
 		{errors.New("other"), ""},
 	}
 	for _, tc := range cases {
