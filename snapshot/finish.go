@@ -27,9 +27,8 @@ const supersededPoll = time.Second
 // passed to a newer holder: the lock on the snapshot's key is held under a
 // higher fence. That writer is about to write the root (or waiting to), so
 // this one's finish would only contend with its root transaction for the
-// fence and root documents — on the emulator the two kept aborting each
-// other for the whole contention wait, and the newer writer gave up (chaos
-// row 4) — and the fence check would refuse the finish once the newer root
+// fence and root documents — the two can keep aborting each other for the
+// whole contention wait, until the newer writer gives up — and the fence check would refuse the finish once the newer root
 // landed. A superseded writer leaves the snapshot to the newer one, as a
 // fenced-out writer does; its root says writing, recording no more than
 // was written, until the newer writer replaces it (or a repair completes

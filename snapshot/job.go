@@ -38,7 +38,7 @@ type job struct {
 	log *zap.Logger
 	// ctx is the caller's context: once it ends no chunk starts. wctx is
 	// the work's, which what was started runs under: it ends a grace
-	// period after ctx, or at once when the lease is lost (see begin).
+	// period after ctx, or at once when the lease is lost (see lock).
 	ctx, wctx context.Context
 	// res is the write's Result, set from the root transaction on
 	// (startResult, skip); nil before.

@@ -101,9 +101,8 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 // records, finishes), so once this transaction has read both missing, no
 // such write can commit before this one, which writes both, and none of a
 // writer of an older fence after it. A write that finds either lists the
-// pages inside its transaction, and the districts after its commit, as
-// before: an older writer that lost its lock may commit chunks up to that
-// commit.
+// pages inside its transaction, and the districts after its commit: an
+// older writer that lost its lock may commit chunks up to that commit.
 func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	in := &j.in
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
