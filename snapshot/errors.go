@@ -114,33 +114,33 @@ func newError(id string, sentinel, cause error) *Error {
 	return &Error{ID: id, Err: fmt.Errorf("%w: %w", sentinel, cause)}
 }
 
-// sentinelOf is the first of the sentinels that err wraps, in the order
-// errors.Is visits them (the outermost first), and its name; nil when it
+// sentinelName is the name of the first of the sentinels that err wraps,
+// in the order errors.Is visits them (the outermost first); "" when it
 // wraps none.
-func sentinelOf(err error) (error, string) {
+func sentinelName(err error) string {
 	for _, s := range sentinels {
 		if err == s.err {
-			return s.err, s.name
+			return s.name
 		}
 	}
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
-		return sentinelOf(u.Unwrap())
+		return sentinelName(u.Unwrap())
 	case interface{ Unwrap() []error }:
 		for _, e := range u.Unwrap() {
-			if s, name := sentinelOf(e); s != nil {
-				return s, name
+			if name := sentinelName(e); name != "" {
+				return name
 			}
 		}
 	}
-	return nil, ""
+	return ""
 }
 
 // withID is err as snapshot id's error: an *Error when err matches a
 // sentinel (its message unchanged but for the id before it), else err
 // wrapped with the id.
 func withID(id string, err error) error {
-	if s, _ := sentinelOf(err); s != nil {
+	if sentinelName(err) != "" {
 		return &Error{ID: id, Err: err}
 	}
 	return fmt.Errorf("snapshot %s: %w", id, err)

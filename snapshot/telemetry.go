@@ -271,7 +271,7 @@ func endStep(span trace.Span, st retry.Stats, err error) {
 // tells failures apart — invalid input, a lock held, a gRPC status code,
 // a context's end — else "_OTHER".
 func errorType(err error) string {
-	if s, name := sentinelOf(err); s != nil {
+	if name := sentinelName(err); name != "" {
 		return name
 	}
 	switch {
