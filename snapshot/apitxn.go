@@ -3,14 +3,16 @@ package snapshot
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
+	"strings"
 
+	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/googleapis/gax-go/v2"
 	"github.com/snapwriter/snapwriter/internal/fstx"
 	"github.com/snapwriter/snapwriter/retry"
 )
@@ -23,7 +25,7 @@ import (
 // transaction needs at once, so a transaction that reads and writes is
 // two round trips: the read and the commit. The guarantees are those of
 // any Firestore transaction: what it read holds until it commits, or it
-// fails. See chunktx.go for what a read whose answer is lost leaves
+// fails. See chunk.go for what a read whose answer is lost leaves
 // behind.
 
 // apiTx is one read-write transaction on the Firestore API, as every
@@ -161,78 +163,85 @@ func lastSegment(name string) string {
 	return name
 }
 
-// layoutSetWrite is the Write that replaces document name with layout
-// struct v, as Transaction.Set sends it (encodeFields: the client's
-// encoding of the layout types).
-func layoutSetWrite(name string, v any) (*pb.Write, error) {
-	w, err := wireSetWrite(name, encodeFields(v))
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", lastSegment(name), err)
-	}
-	return w, nil
+// rollback ends transaction tid (nil: none) that will not commit, so
+// that the server releases what it read at once instead of when the
+// transaction expires (fstx.Rollback).
+func (w *Writer) rollback(ctx context.Context, db string, tid []byte) {
+	fstx.Rollback(ctx, w.api, db, tid)
 }
 
-// layoutUpdateWrite is the Write that sets the top-level fields of
-// document name that fields holds, and only those, on a document that
-// must exist: what Transaction.Update sends for []firestore.Update of
-// those paths (each value the layout's encoding, encodeFields).
-func layoutUpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
-	w, err := wireSetWrite(name, fields)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", lastSegment(name), err)
-	}
-	mask := &pb.DocumentMask{}
-	for k := range fields {
-		mask.FieldPaths = append(mask.FieldPaths, k)
-	}
-	w.UpdateMask = mask
-	w.CurrentDocument = &pb.Precondition{ConditionType: &pb.Precondition_Exists{Exists: true}}
-	return w, nil
+// databaseOf is the database resource name ("projects/P/databases/D") in a
+// document's full name.
+func databaseOf(docName string) string {
+	db, _, _ := strings.Cut(docName, "/documents/")
+	return db
 }
 
-// fieldsOf is a document read on the Firestore API as
-// DocumentSnapshot.Data gives it: what decodeFields reads.
-func fieldsOf(doc *pb.Document) map[string]any {
-	m := make(map[string]any, len(doc.GetFields()))
-	for k, v := range doc.GetFields() {
-		m[k] = valueOf(v)
-	}
-	return m
-}
+// noRetry turns off the API client's own retries of a call: the retry
+// layer decides every retry, and a transaction begun by a read must not be
+// begun twice behind its back.
+var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
 
-// valueOf is v as the Firestore client gives it (createFromProtoValue),
-// but for a reference, which is its name here.
-func valueOf(v *pb.Value) any {
-	switch x := v.GetValueType().(type) {
-	case *pb.Value_BooleanValue:
-		return x.BooleanValue
-	case *pb.Value_IntegerValue:
-		return x.IntegerValue
-	case *pb.Value_DoubleValue:
-		return x.DoubleValue
-	case *pb.Value_TimestampValue:
-		return x.TimestampValue.AsTime()
-	case *pb.Value_StringValue:
-		return x.StringValue
-	case *pb.Value_BytesValue:
-		return x.BytesValue
-	case *pb.Value_ReferenceValue:
-		return x.ReferenceValue
-	case *pb.Value_GeoPointValue:
-		return x.GeoPointValue
-	case *pb.Value_ArrayValue:
-		vals := x.ArrayValue.GetValues()
-		list := make([]any, len(vals))
-		for i, e := range vals {
-			list[i] = valueOf(e)
+// unknownOutcome is a commit error after which the commit may or may not
+// have been applied: the connection broke, the deadline passed with the
+// request sent, or the client's own retry of the commit found the
+// transaction already closed (by the first commit, which did apply).
+type unknownOutcome struct{ err error }
+
+func (u *unknownOutcome) Error() string { return "outcome unknown: " + u.err.Error() }
+
+func (u *unknownOutcome) Unwrap() error { return u.err }
+
+// txn runs fn and commits as one transaction attempt; retries are the
+// retry layer's. An error of the commit whose outcome is unknown comes back
+// as an *unknownOutcome marked retry.Transient.
+func (w *Writer) txn(ctx context.Context, fn func(context.Context, *firestore.Transaction) error) error {
+	committing := false
+	err := w.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
 		}
-		return list
-	case *pb.Value_MapValue:
-		m := make(map[string]any, len(x.MapValue.GetFields()))
-		for k, e := range x.MapValue.GetFields() {
-			m[k] = valueOf(e)
-		}
-		return m
+		// fn's reads are done and its writes buffered: what fails from
+		// here on is the commit.
+		committing = true
+		return nil
+	}, firestore.MaxAttempts(1))
+	if err != nil && committing && commitOutcomeUnknown(err) {
+		return retry.Transient(&unknownOutcome{err})
 	}
-	return nil
+	return err
+}
+
+// commitOutcomeUnknown reports whether a failed commit may nevertheless
+// have been applied. Only answers that the server refused the commit are
+// certain; everything else (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED,
+// INTERNAL, UNKNOWN, RESOURCE_EXHAUSTED after the client's own retry, …)
+// may follow a first attempt that was applied.
+func commitOutcomeUnknown(err error) bool {
+	switch status.Code(err) {
+	case codes.Aborted, codes.FailedPrecondition, codes.PermissionDenied, codes.Unauthenticated,
+		codes.NotFound, codes.AlreadyExists, codes.OutOfRange, codes.Unimplemented:
+		return false
+	case codes.InvalidArgument:
+		return transactionClosed(err)
+	}
+	return true
+}
+
+// transactionClosed recognises the INVALID_ARGUMENT a commit gets when its
+// transaction was already committed or expired, as a retried commit does
+// after a first attempt that was applied ("Transaction is invalid or
+// closed" on the emulator, "The referenced transaction has expired or is
+// no longer valid" in production).
+func transactionClosed(err error) bool {
+	msg := strings.ToLower(status.Convert(err).Message())
+	if !strings.Contains(msg, "transaction") {
+		return false
+	}
+	for _, s := range []string{"invalid", "closed", "expired", "no longer valid"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }

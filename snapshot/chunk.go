@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
+	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -17,6 +16,26 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
+
+// A district chunk is one read-write transaction on the Firestore API
+// itself rather than on the client's RunTransaction, so that its
+// documents are encoded once and its retries are the retry layer's alone.
+// By default its fence read begins the transaction (BatchGetDocuments with
+// new_transaction), so a chunk is two round trips: the read and the
+// commit. WithInlineBegin(false) makes the client's three (a
+// BeginTransaction first). The guarantees are the same either way: the
+// read and the writes are one transaction, so a newer writer's fence
+// write either comes before the read, and is seen, or conflicts with it.
+// What differs is a read whose answer is lost (a connection reset): begun
+// inline, its transaction's id is lost with it, so nothing can roll it
+// back, and its read of the fence document holds until the server expires
+// it (60 s). (A read the attempt's timeout abandons is not lost: it is
+// left to finish and roll back, fstx.) That is safe because nothing in a write needs the fence
+// document exclusively: chunks and progress records only read it, and the
+// finish writes it only to settle a chunk commit of unknown outcome (and
+// then outlasts such a read within the contention wait). A newer writer
+// taking the snapshot over writes it, and waits as it waits for a writer
+// killed mid-chunk.
 
 // op is one write of a chunk: a district set or a stale district delete.
 // A set's document is built when its chunk is written, and not kept.
@@ -49,32 +68,26 @@ func (in rootInput) document(o op) (map[string]any, error) {
 	return districtDoc(in.snap, *o.district, data, in.fence), nil
 }
 
-// districtOutcome is what the chunks of a write or repair did, per district.
-type districtOutcome struct {
-	status, msgs map[string]string // district → manifest entry status, error message
-	times        map[string]string // district → when its chunk committed (isoMillis)
-	fenced       bool              // a chunk was refused for a newer fence
-}
-
-// commitChunks adds deletes of the stale district documents to ops,
+// commitChunks adds deletes of the stale district documents to ops and
 // commits them all in chunks (starting chunks only while the job's ctx is
-// live, running them under its wctx), and records the outcome in its
-// Result.
-func (j *job) commitChunks(ops []op) (districtOutcome, error) {
+// live, running them under its wctx); their results go to the job's
+// Result, and how each district ended to its written set.
+func (j *job) commitChunks(ops []op) error {
 	res, log := j.res, j.log
 	stale, err := j.findStale()
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
 	}
 	ops = withDeletes(ops, stale)
-	chunks, err := j.w.chunks(ops)
+	planned, err := j.w.chunks(ops)
 	if err != nil {
-		return districtOutcome{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
+		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
 	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
+	districts := j.w.root(j.in.id).Collection(districtsCollection)
 	rec := j.startRecorder()
-	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, i int, chunk []op) BatchResult {
+	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
 		// Fewer at once while the store answers slowly (shedder).
 		var epoch int
 		admitted := false
@@ -84,56 +97,72 @@ func (j *job) commitChunks(ops []op) (districtOutcome, error) {
 			}
 		}
 		t0 := time.Now()
-		r := j.tracedChunk(first+i, chunk)
+		r := j.writeChunk(chunk{index: first + i, ops: ops, districts: districts, in: &j.in})
 		if admitted && r.Success {
 			// The store's latency: a wait for the write budget is
 			// the writer's own, not queueing at the store.
 			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
 		}
+		rec.add(r)
 		if r.Success {
-			rec.add(r.DistrictIDs, r.CommittedAt)
 			j.progress.add(len(r.DistrictIDs))
 		}
 		logBatch(log, r)
 		return r
 	})
-	rec.close()
+	j.written = rec.close()
 	res.BatchResults = append(res.BatchResults, results...)
-	j.w.tally(res)
-	return outcomeOf(results), nil
+	return nil
 }
 
-// outcomeOf reads the per-district outcome from chunk results.
-func outcomeOf(results []BatchResult) districtOutcome {
-	out := districtOutcome{status: map[string]string{}, msgs: map[string]string{}, times: map[string]string{}}
-	for _, r := range results {
-		st := entrySuccess
-		if !r.Success {
-			st = entryFailed
-			out.fenced = out.fenced || errors.Is(r.Err, ErrFencedOut)
+// chunk is one chunk of a write as its transaction commits it: its batch
+// index, its operations, and what its writes are built from. It holds
+// nothing of the job: the transaction is handed the chunk's writes.
+type chunk struct {
+	index     int
+	ops       []op
+	districts *firestore.CollectionRef // the snapshot's district documents
+	in        *rootInput               // what the district documents are built from
+}
+
+// writes encodes the chunk's sets and deletes. Each district's document
+// is built (its data read back from a lazily read input) and encoded in
+// turn, so that only its encoding outlives this call.
+func (c chunk) writes() ([]*pb.Write, error) {
+	writes := make([]*pb.Write, 0, len(c.ops))
+	for _, o := range c.ops {
+		name := c.districts.Doc(districtDocID(o.districtID)).Path
+		if o.district == nil {
+			writes = append(writes, deleteWrite(name))
+			continue
 		}
-		for _, d := range r.DistrictIDs {
-			out.status[d], out.msgs[d] = st, errText(r.Err)
-			if r.Success {
-				out.times[d] = isoMillis(r.CommittedAt)
-			}
+		doc, err := c.in.document(o)
+		if err != nil {
+			return nil, err
 		}
+		set, err := wireSetWrite(name, doc)
+		if err != nil {
+			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
+		}
+		writes = append(writes, set)
 	}
-	return out
+	return writes, nil
 }
 
-// writeChunk commits one chunk as a transaction that first verifies the
+// writeChunk commits chunk c as a transaction that first verifies the
 // fence, and writes the chunk's district documents and nothing else: no
 // two chunks in flight write the same document, and none writes the root
 // (the recorder does). The chunk starts only while the job's ctx is live;
 // once started it runs under its wctx, which outlives ctx by the grace
-// period. Its documents are encoded once, and every attempt commits the
-// same messages: every write is a set or a delete, so an attempt that
-// repeats one applied before (its outcome lost) changes nothing. ctx is
-// wctx in the chunk's span (tracedChunk), which its RPCs run under.
-func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult {
-	r := BatchResult{BatchIndex: index, OperationCount: len(chunk), DistrictIDs: []string{}, ops: chunk}
-	for _, o := range chunk {
+// period, in a span of its own. Its documents are encoded once, and every
+// attempt commits the same messages: every write is a set or a delete, so
+// an attempt that repeats one applied before (its outcome lost) changes
+// nothing.
+func (j *job) writeChunk(c chunk) (r BatchResult) {
+	ctx, span := j.w.tel.start(j.wctx, SpanChunk, attrChunkIndex.Int(c.index), attrChunkOps.Int(len(c.ops)))
+	defer func() { j.w.tel.chunkDone(ctx, span, r) }()
+	r = BatchResult{BatchIndex: c.index, OperationCount: len(c.ops), DistrictIDs: []string{}, ops: c.ops}
+	for _, o := range c.ops {
 		if o.district != nil {
 			r.DistrictIDs = append(r.DistrictIDs, o.districtID)
 		} else {
@@ -145,15 +174,15 @@ func (j *job) writeChunk(ctx context.Context, index int, chunk []op) BatchResult
 		r.Err, r.notAttempted = err, true
 		return r
 	}
-	c, err := j.commitFenced(ctx, len(chunk), func() ([]*pb.Write, error) { return j.chunkWrites(chunk) })
-	r.RetryAttempts, r.AbortedRetries, r.DurationMs = c.Retries, c.aborted, time.Since(t0).Milliseconds()
-	r.budgetWait = c.waited
+	fc, err := j.commitFenced(ctx, len(c.ops), c.writes)
+	r.RetryAttempts, r.AbortedRetries, r.DurationMs = fc.Retries, fc.aborted, time.Since(t0).Milliseconds()
+	r.budgetWait = fc.waited
 	if err != nil {
 		if cause := context.Cause(j.wctx); cause != nil && j.wctx.Err() != nil {
 			err = fmt.Errorf("%w (%w)", err, cause)
 		}
 		r.Err = err
-		r.unsure = c.unsure && !errors.Is(err, ErrFencedOut)
+		r.unsure = fc.unsure && !errors.Is(err, ErrFencedOut)
 		return r
 	}
 	r.Success, r.CommittedAt = true, time.Now()
@@ -183,34 +212,35 @@ type fencedCommit struct {
 }
 
 // commitFenced commits a chunk of n writes, under ctx, as one transaction
-// that first checks the snapshot's fence document still carries this
-// job's fence (chunkTxn), retried by the write's policy; an attempt after
-// an aborted one retries that transaction, which the server then gives
-// priority. Every attempt first takes its n writes from the writer's
-// budget, outside the attempt's timeout, and the store's answer goes back
-// to the budget (pacer). encode makes the chunk's writes, once, while the
-// first attempt's fence read is on its way: every attempt commits the
-// same messages. A write's chunks and a prune's delete chunks both commit
-// through it.
+// on the Firestore API (apiTxn) that first reads the snapshot's fence
+// document and requires it to carry this job's fence, retried by the
+// write's policy; an attempt after an aborted one retries that
+// transaction, which the server then gives priority. Every attempt first
+// takes its n writes from the writer's budget, outside the attempt's
+// timeout, and the store's answer goes back to the budget (pacer).
+// encode makes the chunk's writes, once, while the first attempt's fence
+// read is on its way: every attempt commits the same messages. A write's
+// chunks and a prune's delete chunks both commit through it.
 func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
+	fence := j.w.fenceRef(j.in.id).Path
 	var writes []*pb.Write
-	tx := chunkTx{fence: j.w.fenceRef(j.in.id).Path}
-	tx.prepare = func() error {
-		if writes != nil {
+	tx := apiTx{docs: []string{fence},
+		prepare: func() error {
+			if writes != nil {
+				return nil
+			}
+			var err error
+			if writes, err = encode(); err != nil {
+				return retry.Permanent(err)
+			}
 			return nil
-		}
-		var err error
-		if writes, err = encode(); err != nil {
-			return retry.Permanent(err)
-		}
-		return nil
-	}
-	tx.decide = func(fence *pb.Document) ([]*pb.Write, error) {
-		if err := j.in.fenceProblem(fence); err != nil {
-			return nil, retry.Permanent(err)
-		}
-		return writes, nil
-	}
+		},
+		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
+			if err := j.in.fenceProblem(found[fence]); err != nil {
+				return nil, retry.Permanent(err)
+			}
+			return writes, nil
+		}}
 	var c fencedCommit
 	var prev []byte // the last attempt's transaction, when it was aborted
 	var err error
@@ -219,7 +249,7 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 			c.aborted++ // this attempt retries an aborted one
 		}
 		sent := time.Now()
-		tid, err := j.w.chunkTxn(ctx, tx, prev)
+		tid, _, err := j.w.apiTxn(ctx, tx, prev)
 		j.pace.answered(ctx, err, sent, n)
 		prev = nil
 		if status.Code(err) == codes.Aborted {
@@ -232,31 +262,6 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 		return err
 	}))
 	return c, err
-}
-
-// chunkWrites encodes a chunk's sets and deletes. Each district's
-// document is built (its data read back from a lazily read input) and
-// encoded in turn, so that only its encoding outlives this call.
-func (j *job) chunkWrites(chunk []op) ([]*pb.Write, error) {
-	districts := j.w.root(j.in.id).Collection("districts")
-	writes := make([]*pb.Write, 0, len(chunk))
-	for _, o := range chunk {
-		name := districts.Doc(districtDocID(o.districtID)).Path
-		if o.district == nil {
-			writes = append(writes, deleteWrite(name))
-			continue
-		}
-		doc, err := j.in.document(o)
-		if err != nil {
-			return nil, err
-		}
-		set, err := wireSetWrite(name, doc)
-		if err != nil {
-			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
-		}
-		writes = append(writes, set)
-	}
-	return writes, nil
 }
 
 // deleteBytes is what a delete counts against a commit's bytes
@@ -272,8 +277,8 @@ func withDeletes(ops []op, stale []string) []op {
 	return ops
 }
 
-// chunks divides ops into the chunks a write commits: at most chunkOps
-// operations each, and at most maxCommitBytes of them.
+// chunks divides ops into the chunks a write commits (and a plan shows):
+// at most chunkOps operations each, and at most maxCommitBytes of them.
 func (w *Writer) chunks(ops []op) ([][]op, error) {
 	return batching.Plan(ops, func(o op) (int, int) { return 1, o.bytes },
 		batching.Limits{MaxOps: w.chunkOps(), MaxBytes: maxCommitBytes})
@@ -284,24 +289,3 @@ func (w *Writer) chunks(ops []op) ([][]op, error) {
 // tasks sharing 500/s commit 12 at a time), so that writers sharing the
 // budget stay within it second by second (pacing.Budget.MaxCommit).
 func (w *Writer) chunkOps() int { return min(w.cfg.batchSize, w.cfg.budget.MaxCommit()) }
-
-// staleDistricts lists, sorted, the ids of the district documents stored
-// under snapshot id that snap does not have: those a write of snap deletes.
-func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
-	keep := make(map[string]bool, len(snap.Payload.Districts))
-	for _, d := range snap.Payload.Districts {
-		keep[districtDocID(d.DistrictID)] = true
-	}
-	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
-	if err != nil {
-		return nil, err
-	}
-	var stale []string
-	for _, d := range refs {
-		if !keep[d.Ref.ID] {
-			stale = append(stale, strings.TrimPrefix(d.Ref.ID, "district_"))
-		}
-	}
-	sort.Strings(stale)
-	return stale, nil
-}

@@ -9,28 +9,35 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 )
 
-// Every sentinel is an *Error of its own kind: errors.Is matches an error
-// of that kind whatever its snapshot and cause, and no other kind.
+// Every sentinel is matched by an error of its own, whatever its snapshot
+// and cause, and by no other's; each says its ending as messages have
+// always said it, and has its name.
 func TestErrorKinds(t *testing.T) {
 	t.Parallel()
-	sentinels := map[Kind]error{
-		Partial: ErrPartial, LockHeld: ErrLockHeld, FencedOut: ErrFencedOut, LockLost: ErrLockLost,
-		ManifestNotRecorded: ErrManifestNotRecorded, LockBackendSwitch: ErrLockBackendSwitch, LockKeySwitch: ErrLockKeySwitch,
-		RootFailed: ErrRootFailed, Timeout: ErrTimeout, NothingWritten: ErrNothingWritten, Mismatch: ErrMismatch,
+	texts := map[error]string{
+		ErrPartial: "snapshot written partially", ErrLockHeld: "snapshot lock is held by another writer",
+		ErrFencedOut: "fenced out by a newer writer", ErrLockLost: "lost the lock",
+		ErrManifestNotRecorded: "the manifest was not recorded", ErrLockBackendSwitch: "snapshot was written under a different lock backend",
+		ErrLockKeySwitch: "snapshot was written under a different lock key", ErrRootFailed: "root document write failed",
+		ErrTimeout: "no answer from the lock store", ErrNothingWritten: "nothing was written",
+		ErrMismatch: "input does not match the stored snapshot",
 	}
-	for k, s := range sentinels {
-		err := &Error{Kind: k, ID: "2026-11-20", Err: errors.New("cause")}
-		for k2, s2 := range sentinels {
-			if got := errors.Is(err, s2); got != (k == k2) {
-				t.Errorf("errors.Is(%v error, %v sentinel) = %v", k, k2, got)
+	if len(sentinels) != len(texts) {
+		t.Fatalf("%d sentinels named, want %d", len(sentinels), len(texts))
+	}
+	for _, s := range sentinels {
+		err := newError("2026-11-20", s.err, errors.New("cause"))
+		for _, s2 := range sentinels {
+			if got := errors.Is(err, s2.err); got != (s.err == s2.err) {
+				t.Errorf("errors.Is(%s error, %s sentinel) = %v", s.name, s2.name, got)
 			}
 		}
-		if s.Error() != kindTexts[k] || k.String() == "" || kindNames[k] != k.String() {
-			t.Errorf("%v: sentinel says %q, name %q", k, s.Error(), k.String())
+		if s.err.Error() != texts[s.err] || s.name == "" || errorType(err) != s.name {
+			t.Errorf("%s: sentinel says %q, error.type %q", s.name, s.err.Error(), errorType(err))
 		}
-	}
-	if got := Kind(99).String(); got != "Kind(99)" {
-		t.Errorf("unknown kind: %q", got)
+		if want := "snapshot 2026-11-20: " + texts[s.err] + ": cause"; err.Error() != want {
+			t.Errorf("%s: message %q, want %q", s.name, err, want)
+		}
 	}
 }
 
@@ -47,16 +54,16 @@ func TestErrorCombinations(t *testing.T) {
 		msg  string
 	}{
 		{"partial, lock lost",
-			&Error{Kind: Partial, ID: "d", Err: &Error{Kind: LockLost, Err: fmt.Errorf("%w; the manifest records what was written", lost)}},
+			newError("d", ErrPartial, fmt.Errorf("%w: %w; the manifest records what was written", ErrLockLost, lost)),
 			[]error{ErrPartial, ErrLockLost, locking.ErrLeaseLost}, []error{ErrManifestNotRecorded},
 			"snapshot d: snapshot written partially: lost the lock: renewing: locking: lease lost; the manifest records what was written"},
 		{"manifest not recorded, lock lost",
-			&Error{Kind: ManifestNotRecorded, ID: "d", Err: fmt.Errorf("%w; the root still says the write is in progress (and %w)",
-				context.DeadlineExceeded, &Error{Kind: LockLost, Err: lost})},
+			newError("d", ErrManifestNotRecorded, fmt.Errorf("%w; the root still says the write is in progress (and %w)",
+				context.DeadlineExceeded, fmt.Errorf("%w: %w", ErrLockLost, lost))),
 			[]error{ErrManifestNotRecorded, ErrLockLost, locking.ErrLeaseLost, context.DeadlineExceeded}, []error{ErrPartial},
 			"snapshot d: the manifest was not recorded: context deadline exceeded; the root still says the write is in progress (and lost the lock: renewing: locking: lease lost)"},
 		{"lost before the root",
-			&Error{Kind: LockLost, ID: "d", Err: fmt.Errorf("%w before the root document was written: %w (%w)", ErrLockLost, ErrNothingWritten, lost)},
+			newError("d", ErrLockLost, fmt.Errorf("%w before the root document was written: %w (%w)", ErrLockLost, ErrNothingWritten, lost)),
 			[]error{ErrLockLost, ErrNothingWritten, locking.ErrLeaseLost}, []error{ErrRootFailed},
 			"snapshot d: lost the lock before the root document was written: nothing was written (renewing: locking: lease lost)"},
 		{"refused, with the id",
@@ -82,7 +89,7 @@ func TestErrorCombinations(t *testing.T) {
 		}
 	}
 	var e *Error
-	if !errors.As(withID("d", fmt.Errorf("x: %w", ErrFencedOut)), &e) || e.Kind != FencedOut || e.ID != "d" {
+	if err := withID("d", fmt.Errorf("x: %w", ErrFencedOut)); !errors.As(err, &e) || !errors.Is(e, ErrFencedOut) || e.ID != "d" {
 		t.Errorf("withID: %+v", e)
 	}
 }

@@ -3,7 +3,9 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -25,9 +27,8 @@ const supersededPoll = time.Second
 // passed to a newer holder: the lock on the snapshot's key is held under a
 // higher fence. That writer is about to write the root (or waiting to), so
 // this one's finish would only contend with its root transaction for the
-// fence and root documents — on the emulator the two kept aborting each
-// other for the whole contention wait, and the newer writer gave up (chaos
-// row 4) — and the fence check would refuse the finish once the newer root
+// fence and root documents — the two can keep aborting each other for the
+// whole contention wait, until the newer writer gives up — and the fence check would refuse the finish once the newer root
 // landed. A superseded writer leaves the snapshot to the newer one, as a
 // fenced-out writer does; its root says writing, recording no more than
 // was written, until the newer writer replaces it (or a repair completes
@@ -83,13 +84,14 @@ func (w *Writer) finishTimeout() time.Duration {
 }
 
 // finish records the outcome in the root: manifest entries, lists,
-// counts, status (recordOutcome), and with it replaces the job's Result.
+// counts, status (recordOutcome), and with it replaces the job's Result
+// and written set.
 // It runs even when the job's ctx was cancelled or the lease lost: the
 // manifest must say what happened, and its fence check keeps it from
 // touching a newer writer's snapshot. It stops before its first attempt,
 // or between two, once the lost lease has passed to a newer writer
 // (watchSuperseded): then it returns errSuperseded.
-func (j *job) finish(out districtOutcome) error {
+func (j *job) finish() error {
 	stop := j.watchSuperseded()
 	defer stop()
 	j.log.Info("recording the manifest")
@@ -97,11 +99,12 @@ func (j *job) finish(out districtOutcome) error {
 	defer cancel()
 	ctx, span := j.w.tel.start(ctx, SpanFinish)
 	var done Result
+	var doneSet *written
 	// The finish retries transient failures until its own deadline, not
-	// --max-retries: a manifest not recorded leaves the snapshot "in
-	// progress" until a repair, and on a connection reset every second
-	// (chaos row 6) four attempts were not enough. Short waits, so that
-	// more attempts fit.
+	// the retry policy's count: a manifest not recorded leaves the
+	// snapshot "in progress" until a repair, and a connection reset every
+	// second outlasts four attempts. Short waits, so that more attempts
+	// fit.
 	p := j.w.cfg.retry
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
 	// One read begins the transaction: the fence document, and the
@@ -109,9 +112,9 @@ func (j *job) finish(out districtOutcome) error {
 	fence := j.w.fenceRef(j.in.id).Path
 	st, _, _, err := j.retryAPI(ctx, p, apiTx{docs: append([]string{fence}, j.unsureDocs()...),
 		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
-			r, writes, err := j.recordOutcome(found, out)
+			r, set, writes, err := j.recordOutcome(found)
 			if err == nil {
-				done = r
+				done, doneSet = r, set
 			}
 			return writes, err
 		}})
@@ -120,7 +123,7 @@ func (j *job) finish(out districtOutcome) error {
 		return err
 	}
 	j.rootCommits.Add(1)
-	*j.res = done
+	*j.res, j.written = done, doneSet
 	return nil
 }
 
@@ -130,15 +133,16 @@ func (j *job) finish(out districtOutcome) error {
 // is unknown are decided from their documents, read in the same
 // transaction, so the manifest it records is exact; and it writes the
 // fence document, so that no chunk commit still in flight can land after
-// it. It returns the Result as recorded, its Outcome complete or partial.
-func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) (Result, []*pb.Write, error) {
+// it. It returns the Result and the written set as recorded, the
+// Result's Outcome complete or partial.
+func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []*pb.Write, error) {
 	in := &j.in
 	if err := in.fenceProblem(found[j.w.fenceRef(in.id).Path]); err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
-	r, out := j.resolve(found, out)
+	r, set := j.resolve(found)
 	now := j.w.cfg.now()
-	st := rootState{status: in.snap.Status, complete: r.FailedBatches == 0, entries: out.status, msgs: out.msgs, times: out.times, modified: now, finishedAt: now}
+	st := set.finished(in.snap.Status, r.FailedBatches == 0, now)
 	for _, id := range districtIDs(in.snap) {
 		st.complete = st.complete && in.stored(st, id)
 	}
@@ -147,7 +151,7 @@ func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) 
 	}
 	md, err := in.metadata(st)
 	if err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	r.Outcome = OutcomePartial
 	if st.complete {
@@ -156,18 +160,18 @@ func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) 
 	mf, pages := in.split(in.manifest(st))
 	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
 	if err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	writes := []*pb.Write{root}
 	for i, p := range pages {
 		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p)
 		if err != nil {
-			return Result{}, nil, retry.Permanent(err)
+			return Result{}, nil, nil, retry.Permanent(err)
 		}
 		writes = append(writes, w)
 	}
 	if !anyUnsure(j.res) {
-		return r, writes, nil
+		return r, set, writes, nil
 	}
 	// A chunk whose commit outcome is unknown may still land: writing the
 	// fence document, which every chunk reads, makes such a commit
@@ -177,9 +181,9 @@ func (j *job) recordOutcome(found map[string]*pb.Document, out districtOutcome) 
 	// (60 s), and a finish writing it would wait as long.
 	fw, err := layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(now))
 	if err != nil {
-		return Result{}, nil, retry.Permanent(err)
+		return Result{}, nil, nil, retry.Permanent(err)
 	}
-	return r, append(writes, fw), nil
+	return r, set, append(writes, fw), nil
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.
@@ -190,4 +194,80 @@ func anyUnsure(res *Result) bool {
 		}
 	}
 	return false
+}
+
+// unsureDocs are the names of the district documents of the job's chunks
+// whose commit outcome is unknown, in chunk order: what resolve decides
+// them from.
+func (j *job) unsureDocs() []string {
+	var names []string
+	districts := j.w.root(j.in.id).Collection(districtsCollection)
+	for _, b := range j.res.BatchResults {
+		if b.unsure {
+			for _, o := range b.ops {
+				names = append(names, districts.Doc(districtDocID(o.districtID)).Path)
+			}
+		}
+	}
+	return names
+}
+
+// resolve decides the chunks of the job's Result whose commit outcome is
+// unknown from their documents as the finish's transaction read them
+// (found, by name; unsureDocs): a district is written when its document
+// carries this writer's fence, a stale district deleted when its document
+// is gone. It returns the job's Result, tallied, and its written set with
+// those chunks decided, leaving the originals alone (the transaction may
+// run again). Read in the
+// transaction that records the manifest, the documents make the record
+// exact: a late commit of such a chunk either comes before it, and is
+// seen, or conflicts with it, and one of the two is aborted.
+func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
+	in, res := &j.in, j.res
+	r := *res
+	r.BatchResults = slices.Clone(res.BatchResults)
+	if !anyUnsure(res) {
+		j.written.tally(&r)
+		return r, j.written
+	}
+	districts := j.w.root(in.id).Collection(districtsCollection)
+	decided := j.written.clone()
+	decided.decided = true
+	for i := range r.BatchResults {
+		b := &r.BatchResults[i]
+		if !b.unsure {
+			continue
+		}
+		ok := true
+		for _, o := range b.ops {
+			d := found[districts.Doc(districtDocID(o.districtID)).Path]
+			if o.district == nil {
+				ok = ok && d == nil
+				continue
+			}
+			mine := d != nil && fenceOf(fieldsOf(d)) == in.fence
+			ok = ok && mine
+			end := districtEnd{ok: true}
+			if !mine {
+				end = districtEnd{msg: "not written (" + errText(b.Err) + ")"}
+			}
+			decided.ends[o.districtID] = end
+		}
+		b.unsure = false
+		if ok {
+			b.Success, b.Err = true, nil
+		} else {
+			b.Err = fmt.Errorf("not written (%w)", b.Err)
+		}
+	}
+	decided.tally(&r)
+	return r, decided
+}
+
+// fenceOf is the fence a district document, given its fields, was
+// written under.
+func fenceOf(doc map[string]any) string {
+	var env districtEnvelope
+	decodeFields(doc, &env)
+	return env.WriterFence
 }

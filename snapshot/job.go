@@ -26,6 +26,8 @@ import (
 // mutable state, the atomic fields below, and nothing of it is copied.
 type job struct {
 	w     *Writer
+	op    operation
+	id    string // the snapshot's
 	lease *locking.Lease
 	// in is what the documents are built from, fixed before the lock is
 	// used but for the districts a takeover keeps (complete sets
@@ -36,11 +38,15 @@ type job struct {
 	log *zap.Logger
 	// ctx is the caller's context: once it ends no chunk starts. wctx is
 	// the work's, which what was started runs under: it ends a grace
-	// period after ctx, or at once when the lease is lost (see begin).
+	// period after ctx, or at once when the lease is lost (see lock).
 	ctx, wctx context.Context
 	// res is the write's Result, set from the root transaction on
 	// (startResult, skip); nil before.
 	res *Result
+	// written is how each district of the chunks ended, from their end
+	// on (commitChunks), as the finish decided it once it recorded it;
+	// the Result's district counts are read from it.
+	written *written
 
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration
@@ -77,48 +83,35 @@ const (
 // newJob is a job of op on snapshot id, its log lines named so, with its
 // shedder (started once the lock is taken: see lock).
 func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
-	j := &job{w: w, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j := &job{w: w, op: op, id: id, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
 	j.pace = newPacer(w.cfg.budget, w.tel, j.log)
 	return j
 }
 
-// lock takes snapshot id's lock (begin), starts the shedder, makes the
-// job subject to the writer's maintenance notices (WithMaintenance) and
-// notes the lock wait since start; the func returned ends the notices'
-// hold on the job, stops the shedder, then releases the lock.
-func (j *job) lock(id string, start time.Time) (unlock func(), err error) {
-	end, err := j.begin(id)
-	if err != nil {
-		return nil, err
-	}
-	j.shed.start(time.Now())
-	leave := j.w.cfg.maintenance.join(id, j)
-	j.lockWait = j.w.cfg.now().Sub(start)
-	return func() {
-		leave()
-		j.shed.stop()
-		end()
-	}, nil
-}
-
-// run is the common part of Write and Repair: validate snap before any
-// I/O, take the snapshot's lock, build the documents, do op under the
-// lock (see begin for the job's ctx and wctx) and release the lock after.
+// run is the common part of Write and Repair: a job of op on snapshot
+// id, in the span of its run.
 func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.Snapshot) (res *Result, err error) {
 	ctx, traced := w.tel.startRun(ctx, op, id)
 	defer func() { traced(res, err) }()
+	return w.newJob(ctx, op, id).run(snap)
+}
+
+// run validates snap before any I/O, takes the snapshot's lock, builds
+// the documents, writes or repairs under the lock (see lock for the job's
+// ctx and wctx) and releases the lock after.
+func (j *job) run(snap *model.Snapshot) (*Result, error) {
+	id := j.id
 	prep, err := model.PrepareWrite(snap, id)
 	if err != nil {
 		return nil, err
 	}
-	start := w.cfg.now()
-	j := w.newJob(ctx, op, id)
+	start := j.w.cfg.now()
 	// Deferred before the lock's release, so run after it: a Progress
 	// that is slow with its last count never holds the lock.
-	j.progress = startProgress(w.cfg.progress)
+	j.progress = startProgress(j.w.cfg.progress)
 	defer j.progress.stop()
-	unlock, err := j.lock(id, start)
+	unlock, err := j.lock(start)
 	if err != nil {
 		return nil, err
 	}
@@ -126,12 +119,12 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 	if j.in, err = j.newInput(id, snap, prep, start); err != nil {
 		return nil, err
 	}
-	j.in.repairing = op == opRepair
-	w.paginate(&j.in)
-	if op == opRepair {
-		err = j.repair()
+	j.in.repairing = j.op == opRepair
+	j.w.paginate(&j.in)
+	if j.op == opRepair {
+		err = j.complete(false)
 	} else {
-		err = j.write()
+		err = j.write(true)
 	}
 	j.progress.settle(j.progressDone())
 	return j.res, err
@@ -183,9 +176,10 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 	}
 }
 
-// inTxn is fn as a job's retry runs it: one transaction per attempt (txn).
-func (w *Writer) inTxn(fn func(context.Context, *firestore.Transaction) error) func(context.Context) error {
-	return func(ctx context.Context) error { return w.txn(ctx, fn) }
+// retryTxn runs fn as retry does, one client transaction per attempt
+// (txn).
+func (j *job) retryTxn(ctx context.Context, p retry.Policy, fn func(context.Context, *firestore.Transaction) error) (retry.Stats, bool, error) {
+	return j.retry(ctx, p, func(ctx context.Context) error { return j.w.txn(ctx, fn) })
 }
 
 // newInput is what a write or repair by the job's lease builds its
@@ -220,18 +214,12 @@ func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared
 	return in, nil
 }
 
-// write is Write once the lock is held: root, chunks, finish — or, when
-// the stored snapshot is an unfinished write of this same input (a writer
-// killed, or a partial write), its completion: the districts it stored
-// are recorded as they are, and only what is missing is written.
-func (j *job) write() error {
-	return j.writeAll(!j.in.repairing)
-}
-
-// writeAll writes the whole snapshot: root, chunks, finish — unless resume
-// and the root transaction finds an unfinished write of the same input
-// stored, which it then completes (complete).
-func (j *job) writeAll(resume bool) error {
+// write writes the whole snapshot once the lock is held: root, chunks,
+// finish — unless resume and the root transaction finds an unfinished
+// write of the same input stored (a writer killed, or a partial write),
+// which it then completes (complete): the districts it stored are
+// recorded as they are, and only what is missing is written.
+func (j *job) write(resume bool) error {
 	rootRes, err := j.writeRoot(resume)
 	switch {
 	case errors.Is(err, errResume):
@@ -254,25 +242,25 @@ func (j *job) writeAll(resume bool) error {
 // writeDistricts writes ops in chunks after the root, then records the
 // outcome in the manifest: the rest of a write or repair.
 func (j *job) writeDistricts(ops []op) error {
-	out, err := j.commitChunks(ops)
-	if err != nil {
+	if err := j.commitChunks(ops); err != nil {
 		j.res.Outcome = OutcomeNotRecorded
 		return err
 	}
-	finishErr := j.finish(out) // which sets the Outcome when it records it
+	finishErr := j.finish() // which sets the Outcome when it records it
+	fenced := j.written.fenced
 	superseded := errors.Is(finishErr, errSuperseded)
 	if superseded {
 		// Fenced out in all but the root: see watchSuperseded.
-		out.fenced, finishErr = true, nil
+		fenced, finishErr = true, nil
 	}
 	if finishErr != nil || superseded {
 		j.res.Outcome = OutcomeNotRecorded
-		if out.fenced || errors.Is(finishErr, ErrFencedOut) {
+		if fenced || errors.Is(finishErr, ErrFencedOut) {
 			j.res.Outcome = OutcomeFencedOut
 		}
 	}
 	j.summarize()
-	return j.conclude(finishErr, out.fenced)
+	return j.conclude(finishErr, fenced)
 }
 
 // conclude is the error a write or repair that got as far as its chunks
@@ -284,32 +272,32 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 	switch {
 	case errors.Is(finishErr, ErrFencedOut):
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written", zap.Error(finishErr))
-		return &Error{Kind: FencedOut, ID: id, Err: finishErr}
+		return newError(id, ErrFencedOut, finishErr)
 	case fenced:
 		log.Warn("fenced out: a newer writer has taken the snapshot over; nothing more was written")
-		return &Error{Kind: FencedOut, ID: id}
+		return newError(id, ErrFencedOut, nil)
 	case finishErr != nil:
 		cause := fmt.Errorf("%w; the root still says the write is in progress", finishErr)
 		if lost != nil {
-			cause = fmt.Errorf("%w; the root still says the write is in progress (and %w)", finishErr, &Error{Kind: LockLost, Err: lost})
+			cause = fmt.Errorf("%w; the root still says the write is in progress (and %w)", finishErr, fmt.Errorf("%w: %w", ErrLockLost, lost))
 		}
-		err := &Error{Kind: ManifestNotRecorded, ID: id, Err: cause}
+		err := newError(id, ErrManifestNotRecorded, cause)
 		log.Error("the manifest was not recorded: the root still says the write is in progress; repair or a rerun completes it",
 			zap.Error(err), zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("districtsNotConfirmed", len(res.FailedDistricts)))
 		return err
 	case lost != nil && res.Outcome != OutcomeComplete:
 		log.Warn("lost the lock mid-write; the manifest records what was written", zap.Error(lost))
-		return &Error{Kind: Partial, ID: id, Err: &Error{Kind: LockLost, Err: fmt.Errorf("%w; the manifest records what was written", lost)}}
+		return newError(id, ErrPartial, fmt.Errorf("%w: %w; the manifest records what was written", ErrLockLost, lost))
 	case lost != nil:
 		// Every chunk and the finish passed the fence check: what is
 		// stored is this writer's complete snapshot.
 		log.Warn("lost the lock after every district was written; the snapshot is complete", zap.Error(lost))
 	case j.ctx.Err() != nil && res.Outcome != OutcomeComplete:
-		return &Error{Kind: Partial, ID: id,
-			Err: fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx))}
+		return newError(id, ErrPartial,
+			fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx)))
 	case res.Outcome != OutcomeComplete:
-		return &Error{Kind: Partial, ID: id, Err: fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
-			res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res))}
+		return newError(id, ErrPartial, fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
+			res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res)))
 	}
 	return nil
 }

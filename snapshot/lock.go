@@ -12,13 +12,16 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 )
 
-// begin takes the snapshot's lock, which the job's shedder learns the
+// lock takes the snapshot's lock, which the job's shedder learns the
 // renewals of, and sets the job's lease and work context: ctx ending stops
 // new chunks, and wctx, which the work in flight runs under, ends a grace
-// period later, or at once if the lease is lost. end cancels it and
-// releases the lock.
-func (j *job) begin(id string) (end func(), err error) {
-	w, ctx, log := j.w, j.ctx, j.log
+// period later, or at once if the lease is lost. It then starts the
+// shedder, makes the job subject to the writer's maintenance notices
+// (WithMaintenance) and notes the lock wait since start. unlock ends the
+// notices' hold on the job, stops the shedder, cancels wctx and releases
+// the lock.
+func (j *job) lock(start time.Time) (unlock func(), err error) {
+	w, ctx, log, id := j.w, j.ctx, j.log, j.id
 	t0 := time.Now()
 	// The lock retry policy ends the wait; this bound is a backstop: the
 	// lock wait, or the contention wait if a stalled transaction began
@@ -39,7 +42,7 @@ func (j *job) begin(id string) (end func(), err error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, locking.ErrAcquisitionTimeout):
-			return nil, &Error{Kind: LockHeld, ID: id}
+			return nil, newError(id, ErrLockHeld, nil)
 		case errors.Is(err, locking.ErrContended):
 			return nil, fmt.Errorf("snapshot %s: acquiring the snapshot lock: the lock document stayed locked by another transaction "+
 				"(a writer killed mid-transaction? Firestore frees it within 60 s) for the contention wait, %s: %w", id, w.cfg.contention, err)
@@ -53,7 +56,12 @@ func (j *job) begin(id string) (end func(), err error) {
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
 	j.lease, j.wctx = lease, wctx
+	j.shed.start(time.Now())
+	leave := w.cfg.maintenance.join(id, j)
+	j.lockWait = w.cfg.now().Sub(start)
 	return func() {
+		leave()
+		j.shed.stop()
 		cancel()
 		gcancel()
 		// Detached from ctx: a cancelled write must still hand the lock back.
@@ -90,9 +98,9 @@ func (j *job) leaseErr(err error) error {
 	if lost == nil || errors.Is(err, ErrFencedOut) {
 		return err
 	}
-	also := &Error{Kind: LockLost, Err: lost}
+	also := fmt.Errorf("%w: %w", ErrLockLost, lost)
 	if e, ok := err.(*Error); ok && e.Err != nil {
-		return &Error{Kind: e.Kind, ID: e.ID, Err: fmt.Errorf("%w (%w)", e.Err, also)}
+		return &Error{ID: e.ID, Err: fmt.Errorf("%w (%w)", e.Err, also)}
 	}
 	return fmt.Errorf("%w (%w)", err, also)
 }

@@ -508,7 +508,7 @@ func TestForeignLockKeyRefused(t *testing.T) {
 	e.setRoot(day, firestore.Update{Path: "metadata.writerLockKeyHash", Value: foreign})
 	_, err := e.writer().Write(ctx, day, gen(6, 2))
 	var se *Error
-	if !errors.Is(err, ErrLockKeySwitch) || !strings.Contains(err.Error(), foreign) || !errors.As(err, &se) || se.Kind != LockKeySwitch || se.ID != day {
+	if !errors.Is(err, ErrLockKeySwitch) || !strings.Contains(err.Error(), foreign) || !errors.As(err, &se) || !errors.Is(se, ErrLockKeySwitch) || se.ID != day {
 		t.Fatalf("write over a foreign key's root: %v; want ErrLockKeySwitch, an *Error of kind LockKeySwitch for %s", err, day)
 	}
 	if _, h := e.rootWriter(day); h != foreign {

@@ -218,7 +218,7 @@ func (p *pausable) renew() error {
 	case err == nil, errors.Is(err, locking.ErrReleased):
 		return nil
 	}
-	return &Error{Kind: LockLost, ID: p.id, Err: err}
+	return newError(p.id, ErrLockLost, err)
 }
 
 // each runs fn for every write at once and waits for them all, or for

@@ -105,7 +105,7 @@ func (w *Writer) prune(ctx context.Context, id string, afterMark func(context.Co
 	}
 	start := w.cfg.now()
 	j := w.newJob(ctx, opPrune, id)
-	unlock, err := j.lock(id, start)
+	unlock, err := j.lock(start)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (j *job) pruneErr(err error) error {
 	switch {
 	case errors.Is(err, ErrFencedOut):
 		j.log.Warn("fenced out: a newer writer has taken the snapshot over; the prune deleted nothing of its documents", zap.Error(err))
-		return &Error{Kind: FencedOut, ID: id, Err: err}
+		return newError(id, ErrFencedOut, err)
 	case errors.Is(err, ErrNewestComplete):
 		j.log.Info("kept: it is the newest complete snapshot")
 		return fmt.Errorf("snapshot %s: %w", id, err)
@@ -179,7 +179,7 @@ func (j *job) pruneErr(err error) error {
 // found is false when there is no root.
 func (j *job) markDeleting() (found bool, err error) {
 	ref := j.w.root(j.in.id)
-	_, _, err = j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+	_, _, err = j.retryTxn(j.wctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
 			found = false
@@ -207,7 +207,7 @@ func (j *job) markDeleting() (found bool, err error) {
 			return retry.Permanent(err)
 		}
 		return j.setFence(tx, j.w.cfg.now())
-	}))
+	})
 	return found, err
 }
 

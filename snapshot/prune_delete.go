@@ -125,7 +125,7 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 // outcome was lost.
 func (j *job) deleteRoot() error {
 	ref, fence := j.w.root(j.in.id), j.w.fenceRef(j.in.id)
-	_, _, err := j.retry(j.wctx, j.w.cfg.retry, j.w.inTxn(func(_ context.Context, tx *firestore.Transaction) error {
+	_, _, err := j.retryTxn(j.wctx, j.w.cfg.retry, func(_ context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
 			return nil
@@ -147,6 +147,6 @@ func (j *job) deleteRoot() error {
 			return err
 		}
 		return tx.Delete(ref)
-	}))
+	})
 	return err
 }

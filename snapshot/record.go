@@ -30,8 +30,9 @@ import (
 // record them without writing them again, and how Verify tells them from
 // strays while the root says "writing".
 
-// recorder records a write's written districts in its root (and manifest
-// pages) in the background.
+// recorder keeps a write's written set while its chunks run, and records
+// the districts written in its root (and manifest pages) in the
+// background.
 type recorder struct {
 	// commit records state st and the manifest pages (by number) that
 	// changed, as one attempt bounded by ctx.
@@ -46,10 +47,10 @@ type recorder struct {
 	since time.Time
 
 	mu      sync.Mutex
-	written map[string]string // district → lastModified of its chunk's commit
-	dirty   map[int]bool      // manifest pages holding districts not recorded yet
-	fresh   int               // districts written since the last record
-	changed chan struct{}     // signalled (without blocking) by add
+	set     *written      // what the chunks did so far
+	dirty   map[int]bool  // manifest pages holding districts not recorded yet
+	fresh   int           // districts written since the last record
+	changed chan struct{} // signalled (without blocking) by add
 
 	cancel context.CancelFunc // ends run, and a record in flight
 	done   chan struct{}      // closed when run returns
@@ -79,21 +80,23 @@ func (j *job) startRecorder() *recorder {
 // records under ctx, with commit, at most once every r.every.
 func (r *recorder) start(ctx context.Context) *recorder {
 	ctx, r.cancel = context.WithCancel(ctx)
-	r.written, r.dirty = make(map[string]string), make(map[int]bool)
+	r.set, r.dirty = newWritten(), make(map[int]bool)
 	r.changed, r.done = make(chan struct{}, 1), make(chan struct{})
 	go r.run(ctx)
 	return r
 }
 
-// add notes districts whose chunk committed at at.
-func (r *recorder) add(ids []string, at time.Time) {
-	if len(ids) == 0 {
+// add notes chunk result b in the written set; a chunk that committed
+// districts is news for the next record.
+func (r *recorder) add(b BatchResult) {
+	r.mu.Lock()
+	r.set.add(b)
+	ids := b.DistrictIDs
+	if !b.Success || len(ids) == 0 {
+		r.mu.Unlock()
 		return
 	}
-	modified := isoMillis(at)
-	r.mu.Lock()
 	for _, id := range ids {
-		r.written[id] = modified
 		if p, ok := r.paged(id); ok {
 			r.dirty[p] = true
 		}
@@ -108,12 +111,13 @@ func (r *recorder) add(ids []string, at time.Time) {
 
 // close stops the recorder, abandoning a record in flight, and waits for
 // it to return, so that the finish, which comes next, is the last commit
-// to the root. An abandoned record that lands anyway cannot land after the
+// to the root; it returns the written set. An abandoned record that lands anyway cannot land after the
 // finish: it read the root, which the finish writes, so one of the two
 // would be aborted.
-func (r *recorder) close() {
+func (r *recorder) close() *written {
 	r.cancel()
 	<-r.done
+	return r.set
 }
 
 // maxRecordBackoff bounds how far the store's contention on the root
@@ -196,11 +200,7 @@ func (r *recorder) record(ctx context.Context) error {
 		r.mu.Unlock()
 		return nil
 	}
-	st := rootState{status: statusPartial, writing: true,
-		entries: make(map[string]string, len(r.written)), times: make(map[string]string, len(r.written))}
-	for id, at := range r.written {
-		st.entries[id], st.times[id] = entrySuccess, at
-	}
+	st := r.set.progress()
 	pages := make([]int, 0, len(r.dirty))
 	for p := range r.dirty {
 		pages = append(pages, p)

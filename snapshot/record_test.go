@@ -78,7 +78,7 @@ func TestRecorderPacing(t *testing.T) {
 				for i := range 40 {
 					id := fmt.Sprint(i)
 					added[id] = time.Now()
-					r.add([]string{id}, time.Now())
+					r.add(BatchResult{Success: true, DistrictIDs: []string{id}, CommittedAt: time.Now()})
 					time.Sleep(tc.gap)
 				}
 				// Let everything be recorded, then stop.
@@ -449,7 +449,7 @@ func TestRecorderBacksOffOnContention(t *testing.T) {
 			log: zap.NewNop(), since: rootCommit}).start(t.Context())
 		// A chunk commits every 100 ms for a minute: there is always news.
 		for i := range 600 {
-			r.add([]string{fmt.Sprint(i)}, time.Now())
+			r.add(BatchResult{Success: true, DistrictIDs: []string{fmt.Sprint(i)}, CommittedAt: time.Now()})
 			time.Sleep(100 * time.Millisecond)
 		}
 		r.close()

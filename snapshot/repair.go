@@ -69,14 +69,8 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 	return w.run(ctx, opRepair, id, snap)
 }
 
-// repair is Repair once the lock is held: take the root over, write what
-// is missing, finish.
-func (j *job) repair() error {
-	return j.complete(false)
-}
-
 // complete takes the stored root over, writes what is missing and
-// finishes: a repair, or (resume) a Write that found an unfinished write
+// finishes: a repair once the lock is held, or (resume) a Write that found an unfinished write
 // of its own input stored, which rewrites what differs instead of
 // refusing it and writes the whole snapshot when the district sets differ.
 func (j *job) complete(resume bool) error {
@@ -84,13 +78,13 @@ func (j *job) complete(resume bool) error {
 	switch {
 	case errors.Is(err, ErrNotFound):
 		j.log.Info("nothing is stored under this date; writing the whole snapshot")
-		return j.writeAll(false)
+		return j.write(false)
 	case errors.Is(err, errReplace):
 		j.log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
-		return j.writeAll(false)
+		return j.write(false)
 	case resume && errors.Is(err, ErrMismatch):
 		j.log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
-		return j.writeAll(false)
+		return j.write(false)
 	case errors.Is(err, errSkip):
 		j.skip("snapshot is complete; nothing to repair")
 		return nil
@@ -139,7 +133,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	inData := newInputData(in.snap, in.dataHashes, in.repairing)
 	t0 := time.Now()
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot, attrTakeover.Bool(true))
-	st, _, err := j.retry(sctx, j.w.cfg.retry, j.w.inTxn(func(ctx context.Context, tx *firestore.Transaction) error {
+	st, _, err := j.retryTxn(sctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
 		doc, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
 			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
@@ -179,7 +173,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 			return retry.Permanent(err)
 		}
 		return j.setRoot(tx, root, newPages, storedPages)
-	}))
+	})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	endStep(span, st, err)
 	switch {
@@ -196,7 +190,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		if refusedByPrior(err) {
 			return takeover{root: &r}, withID(in.id, err)
 		}
-		return takeover{root: &r}, &Error{Kind: RootFailed, ID: in.id, Err: err}
+		return takeover{root: &r}, newError(in.id, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)

@@ -104,31 +104,11 @@ func firstFailure(res *Result) string {
 	return "chunks whose outcome could not be confirmed"
 }
 
-// tally fills the aggregate counts from the batch results (property 7).
-func (w *Writer) tally(res *Result) {
-	res.TotalBatches = len(res.BatchResults)
-	res.SuccessfulBatches, res.FailedBatches, res.DistrictsWritten, res.StaleDeleted = 0, 0, 0, 0
-	res.FailedDistricts = []string{}
-	for _, r := range res.BatchResults {
-		if r.Success {
-			res.SuccessfulBatches++
-			res.DistrictsWritten += len(r.DistrictIDs)
-			res.StaleDeleted += r.deletes
-		} else {
-			res.FailedBatches++
-			res.FailedDistricts = append(res.FailedDistricts, r.DistrictIDs...)
-		}
-	}
-	countChunks(res)
-}
-
 // summarize completes the job's Result — counts, duration, root commits,
 // the lock's renewals — and logs it.
 func (j *job) summarize() {
 	res := j.res
-	if res.TotalBatches == 0 {
-		j.w.tally(res)
-	}
+	j.written.tally(res)
 	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.startedAt).Milliseconds()
 	res.RootCommits, res.LockWaitMs = int(j.rootCommits.Load()), j.lockWait.Milliseconds()
 	if j.shed != nil {
@@ -324,4 +304,23 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// Root is the result of the write's root transaction (batch 0 of
+// BatchResults, which commits the root document before any district);
+// ok is false when it never ran (a skipped write, or one stopped before
+// it).
+func (r *Result) Root() (root BatchResult, ok bool) {
+	if len(r.BatchResults) == 0 || r.BatchResults[0].BatchIndex != 0 {
+		return BatchResult{}, false
+	}
+	return r.BatchResults[0], true
+}
+
+// errText is err's message, or "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

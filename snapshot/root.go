@@ -76,12 +76,12 @@ func (j *job) startResult(rootRes *BatchResult, err error) error {
 func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 	if unsure {
 		j.log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
-		return &Error{Kind: LockLost, ID: j.in.id, Err: fmt.Errorf("%w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
-			ErrLockLost, lost)}
+		return newError(j.in.id, ErrLockLost, fmt.Errorf("%w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
+			ErrLockLost, lost))
 	}
 	j.log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
-	return &Error{Kind: LockLost, ID: j.in.id, Err: fmt.Errorf("%w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
-		ErrLockLost, ErrNothingWritten, lost)}
+	return newError(j.in.id, ErrLockLost, fmt.Errorf("%w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
+		ErrLockLost, ErrNothingWritten, lost))
 }
 
 // writeRoot commits the root document in a transaction that refuses to
@@ -101,9 +101,8 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 // records, finishes), so once this transaction has read both missing, no
 // such write can commit before this one, which writes both, and none of a
 // writer of an older fence after it. A write that finds either lists the
-// pages inside its transaction, and the districts after its commit, as
-// before: an older writer that lost its lock may commit chunks up to that
-// commit.
+// pages inside its transaction, and the districts after its commit: an
+// older writer that lost its lock may commit chunks up to that commit.
 func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	in := &j.in
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
@@ -148,7 +147,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 				}
 			}
 			fresh = isFresh
-			return j.w.withPageDeletes(sets, in.id, len(pages), storedPages), nil
+			return j.withPageDeletes(sets, len(pages), storedPages), nil
 		}})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	endStep(span, st, err)
@@ -166,7 +165,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		if refusedByPrior(err) {
 			return r, withID(in.id, err)
 		}
-		return r, &Error{Kind: RootFailed, ID: in.id, Err: err}
+		return r, newError(in.id, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)
@@ -200,13 +199,13 @@ func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, 
 // n manifest pages, with the deletes of the stored pages (stored, by id)
 // they do not replace before the fence document's write, as setPages
 // orders them.
-func (w *Writer) withPageDeletes(sets []*pb.Write, id string, n int, stored []string) []*pb.Write {
+func (j *job) withPageDeletes(sets []*pb.Write, n int, stored []string) []*pb.Write {
 	out := slices.Clone(sets[:len(sets)-1])
 	for _, sid := range stored {
 		if i, err := strconv.Atoi(sid); err == nil && sid == pageID(i) && i < n {
 			continue
 		}
-		out = append(out, deleteWrite(w.pagesRef(id).Doc(sid).Path))
+		out = append(out, deleteWrite(j.w.pagesRef(j.in.id).Doc(sid).Path))
 	}
 	return append(out, sets[len(sets)-1])
 }
@@ -284,3 +283,24 @@ func staleOf(docIDs []string, snap *model.Snapshot) []string {
 
 // errSkip ends a write that WithSkipComplete found nothing to do for.
 var errSkip = errors.New("stored snapshot is complete")
+
+// staleDistricts lists, sorted, the ids of the district documents stored
+// under snapshot id that snap does not have: those a write of snap deletes.
+func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
+	keep := make(map[string]bool, len(snap.Payload.Districts))
+	for _, d := range snap.Payload.Districts {
+		keep[districtDocID(d.DistrictID)] = true
+	}
+	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, d := range refs {
+		if !keep[d.Ref.ID] {
+			stale = append(stale, strings.TrimPrefix(d.Ref.ID, "district_"))
+		}
+	}
+	sort.Strings(stale)
+	return stale, nil
+}

@@ -168,7 +168,7 @@ func newTelemetry(o otelOptions, project string) (*telemetry, error) {
 		metric.WithDescription("Duration of a write or repair, its input's validation and its lock's acquisition and release included."))
 	add(err)
 	t.writes, err = m.Int64Counter(MetricWrites, metric.WithUnit("{write}"),
-		metric.WithDescription("Writes and repairs, by outcome and error.type (the snapshot.Kind of their error)."))
+		metric.WithDescription("Writes and repairs, by outcome and error.type (the name of the snapshot sentinel their error matches)."))
 	add(err)
 	t.rateGauge, err = m.Float64Gauge(MetricWriteRateLimit, metric.WithUnit("{write}/s"),
 		metric.WithDescription("The district write budget's rate: Firestore's ramp for a new key range, the writer's share of it, lowered while the store pushes back."))
@@ -265,19 +265,20 @@ func endStep(span trace.Span, st retry.Stats, err error) {
 	endSpan(span, err)
 }
 
-// errorType is an error's error.type: its snapshot Kind when it has one
-// (the kind the exit code is chosen by), else what it is as the program
+// errorType is an error's error.type: the name of the first sentinel it
+// matches (the ending the exit code is chosen by: ErrPartial is
+// "Partial"), else what it is as the program
 // tells failures apart — invalid input, a lock held, a gRPC status code,
 // a context's end — else "_OTHER".
 func errorType(err error) string {
-	var e *Error
+	if name := sentinelName(err); name != "" {
+		return name
+	}
 	switch {
-	case errors.As(err, &e):
-		return e.Kind.String()
 	case errors.Is(err, model.ErrInvalid):
 		return "InvalidInput"
 	case errors.Is(err, locking.ErrAcquisitionTimeout):
-		return LockHeld.String()
+		return "LockHeld"
 	case errors.Is(err, locking.ErrContended):
 		return "Contended"
 	case errors.Is(err, context.Canceled):
@@ -341,13 +342,9 @@ func lockAttrs(backend, key string) []attribute.KeyValue {
 	return []attribute.KeyValue{attrLockBackend.String(backend), attrLockKeyHash.String(locking.HashKey(key))}
 }
 
-// tracedChunk is writeChunk in a span of its own, under which the
-// chunk's RPCs run; it counts the districts the chunk wrote and records
-// its duration.
-func (j *job) tracedChunk(index int, chunk []op) BatchResult {
-	t := j.w.tel
-	ctx, span := t.start(j.wctx, SpanChunk, attrChunkIndex.Int(index), attrChunkOps.Int(len(chunk)))
-	r := j.writeChunk(ctx, index, chunk)
+// chunkDone ends span, the span of chunk result r, with its outcome, and
+// records the chunk's duration and the districts it wrote.
+func (t *telemetry) chunkDone(ctx context.Context, span trace.Span, r BatchResult) {
 	outcome, attempts := chunkCommitted, r.RetryAttempts+1
 	switch {
 	case r.Success:
@@ -367,5 +364,4 @@ func (j *job) tracedChunk(index int, chunk []op) BatchResult {
 		t.districts.Add(ctx, int64(len(r.DistrictIDs)))
 	}
 	endSpan(span, r.Err)
-	return r
 }

@@ -183,3 +183,79 @@ func endNested(dst []byte, start int) []byte {
 	copy(dst[start:], l)
 	return dst
 }
+
+// layoutSetWrite is the Write that replaces document name with layout
+// struct v, as Transaction.Set sends it (encodeFields: the client's
+// encoding of the layout types).
+func layoutSetWrite(name string, v any) (*pb.Write, error) {
+	w, err := wireSetWrite(name, encodeFields(v))
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", lastSegment(name), err)
+	}
+	return w, nil
+}
+
+// layoutUpdateWrite is the Write that sets the top-level fields of
+// document name that fields holds, and only those, on a document that
+// must exist: what Transaction.Update sends for []firestore.Update of
+// those paths (each value the layout's encoding, encodeFields).
+func layoutUpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
+	w, err := wireSetWrite(name, fields)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s: %w", lastSegment(name), err)
+	}
+	mask := &pb.DocumentMask{}
+	for k := range fields {
+		mask.FieldPaths = append(mask.FieldPaths, k)
+	}
+	w.UpdateMask = mask
+	w.CurrentDocument = &pb.Precondition{ConditionType: &pb.Precondition_Exists{Exists: true}}
+	return w, nil
+}
+
+// fieldsOf is a document read on the Firestore API as
+// DocumentSnapshot.Data gives it: what decodeFields reads.
+func fieldsOf(doc *pb.Document) map[string]any {
+	m := make(map[string]any, len(doc.GetFields()))
+	for k, v := range doc.GetFields() {
+		m[k] = valueOf(v)
+	}
+	return m
+}
+
+// valueOf is v as the Firestore client gives it (createFromProtoValue),
+// but for a reference, which is its name here.
+func valueOf(v *pb.Value) any {
+	switch x := v.GetValueType().(type) {
+	case *pb.Value_BooleanValue:
+		return x.BooleanValue
+	case *pb.Value_IntegerValue:
+		return x.IntegerValue
+	case *pb.Value_DoubleValue:
+		return x.DoubleValue
+	case *pb.Value_TimestampValue:
+		return x.TimestampValue.AsTime()
+	case *pb.Value_StringValue:
+		return x.StringValue
+	case *pb.Value_BytesValue:
+		return x.BytesValue
+	case *pb.Value_ReferenceValue:
+		return x.ReferenceValue
+	case *pb.Value_GeoPointValue:
+		return x.GeoPointValue
+	case *pb.Value_ArrayValue:
+		vals := x.ArrayValue.GetValues()
+		list := make([]any, len(vals))
+		for i, e := range vals {
+			list[i] = valueOf(e)
+		}
+		return list
+	case *pb.Value_MapValue:
+		m := make(map[string]any, len(x.MapValue.GetFields()))
+		for k, e := range x.MapValue.GetFields() {
+			m[k] = valueOf(e)
+		}
+		return m
+	}
+	return nil
+}

@@ -132,7 +132,7 @@ func (w *Writer) Close() error {
 // nobody else wrote), ErrFencedOut (a newer writer took over),
 // ErrManifestNotRecorded (the outcome could not be stored;
 // Result.Outcome is OutcomeNotRecorded), ErrRootFailed, ErrLockHeld,
-// ErrTimeout; each an *Error of that Kind, with the snapshot's id.
+// ErrTimeout; each an *Error with the snapshot's id.
 func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
 	return w.run(ctx, opWrite, id, snap)
 }

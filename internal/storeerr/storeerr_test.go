@@ -24,7 +24,7 @@ func TestUnreachable(t *testing.T) {
 		{"nil", nil, false, false},
 		{"other", errors.New("x"), false, false},
 		{"deadline", fmt.Errorf("reading: %w", context.DeadlineExceeded), true, true},
-		{"snapshot timeout", &snapshot.Error{Kind: snapshot.Timeout, ID: "d", Err: errors.New("x")}, true, true},
+		{"snapshot timeout", &snapshot.Error{ID: "d", Err: fmt.Errorf("%w: %w", snapshot.ErrTimeout, errors.New("x"))}, true, true},
 		{"lock network timeout", &locking.Error{Code: locking.NetworkTimeout, Op: "acquire", Err: errors.New("x")}, true, true},
 		{"grpc deadline", status.Error(codes.DeadlineExceeded, "x"), true, true},
 		{"lock unavailable", &locking.Error{Code: locking.ServiceUnavailable, Op: "acquire", Err: errors.New("x")}, false, true},
