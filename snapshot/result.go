@@ -159,7 +159,7 @@ func logBatch(log *zap.Logger, r BatchResult) {
 
 // Outcome says how a write or repair ended: what is stored now, and
 // whether the root's manifest says so. Its error, when it has one, says
-// why (Kind).
+// why (the Err… sentinels it matches).
 type Outcome int
 
 const (
