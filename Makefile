@@ -25,9 +25,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/snapwriter
 
 # All tests, with the race detector, against one fresh emulator and one fresh
-# PostgreSQL cluster.
+# PostgreSQL cluster; then the count of walks over a district's values
+# (snapshot/walkcount_test.go), which needs the walkcount build tag to
+# count at all.
 test:
 	$(WITH_EMU) $(WITH_PG) $(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -tags walkcount -count=1 -run '^TestWalksPerDistrict$$' ./snapshot/
 
 # The fast tier for the edit-test loop (docs/development.md, "The fast
 # tier"): the pure-logic tests and a few smoke tests (emulator.Smoke,
