@@ -116,7 +116,8 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	if j.in, err = j.newInput(id, snap, prep, start); err != nil {
+	stamp := writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}
+	if j.in, err = j.w.buildInput(id, snap, prep, stamp, start); err != nil {
 		return nil, err
 	}
 	j.in.repairing = j.op == opRepair
@@ -180,38 +181,6 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 // (txn).
 func (j *job) retryTxn(ctx context.Context, p retry.Policy, fn func(context.Context, *firestore.Transaction) error) (retry.Stats, bool, error) {
 	return j.retry(ctx, p, func(ctx context.Context) error { return j.w.txn(ctx, fn) })
-}
-
-// newInput is what a write or repair by the job's lease builds its
-// documents from: every district's document size and hash, from its
-// data's, the root's estimate and the rankings' size, all as validation
-// found them (prep, model.PrepareWrite), and the payload's hash. The
-// documents themselves are built chunk by chunk (document), so that a
-// write never holds more than its chunks in flight.
-func (j *job) newInput(id string, snap *model.Snapshot, prep model.Prepared, start time.Time) (rootInput, error) {
-	return j.w.buildInput(id, snap, prep, writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}, start)
-}
-
-// buildInput is newInput for the writer whose fence and lock key hash
-// stamp gives (its backend is w's): a write's, or a plan's (Plan).
-func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared, stamp writerStamp, start time.Time) (rootInput, error) {
-	n := len(snap.Payload.Districts)
-	in := rootInput{id: id, snap: snap, fence: stamp.WriterFence, backend: w.lockName, keyHash: stamp.WriterLockKeyHash, startedAt: start,
-		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
-		rootEstimate: prep.Root.Inline, rankingsSize: prep.RankingsSize}
-	sums, err := summarizeDistricts(snap, prep.Districts, in.fence)
-	if err != nil {
-		return in, fmt.Errorf("snapshot %s: %w", id, err)
-	}
-	for i, d := range snap.Payload.Districts {
-		s := sums[i]
-		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
-		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
-	}
-	if in.payloadHash, err = payloadHash(snap); err != nil {
-		return in, fmt.Errorf("snapshot %s: %w", id, err)
-	}
-	return in, nil
 }
 
 // write writes the whole snapshot once the lock is held: root, chunks,

@@ -13,7 +13,7 @@ import (
 // file, as `snapwriter write --input FILE` does: model.Open (decode, check,
 // size and hash every district), model.Prepare (Validate, and the data's
 // summaries), every district's summary and the payload's hash
-// (Writer.newInput). Besides ns/op (wall) it reports
+// (Writer.buildInput). Besides ns/op (wall) it reports
 // cpu-ns/op, the process's user+system CPU, and cores, their ratio: how
 // much of the machine the phase keeps busy. "memory" runs the same on the
 // snapshot held in memory (model.Generate; Prepare does the hashing).

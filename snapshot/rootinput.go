@@ -387,3 +387,30 @@ func (in rootInput) hashUnder(id, fence string) string {
 	}
 	return h
 }
+
+// buildInput is what a write, repair or plan (Plan) by the writer whose
+// fence and lock key hash stamp gives builds its documents from: every
+// district's document size and hash, from its data's, the root's
+// estimate and the rankings' size, all as validation found them (prep,
+// model.PrepareWrite), and the payload's hash. The documents themselves
+// are built chunk by chunk (document), so that a write never holds more
+// than its chunks in flight.
+func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared, stamp writerStamp, start time.Time) (rootInput, error) {
+	n := len(snap.Payload.Districts)
+	in := rootInput{id: id, snap: snap, fence: stamp.WriterFence, backend: w.lockName, keyHash: stamp.WriterLockKeyHash, startedAt: start,
+		docSizes: make(map[string]int, n), hashes: make(map[string]string, n), dataHashes: make(map[string]string, n), opBytes: make(map[string]int, n),
+		rootEstimate: prep.Root.Inline, rankingsSize: prep.RankingsSize}
+	sums, err := summarizeDistricts(snap, prep.Districts, in.fence)
+	if err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	for i, d := range snap.Payload.Districts {
+		s := sums[i]
+		in.docSizes[d.DistrictID], in.opBytes[d.DistrictID] = s.size, s.bytes
+		in.hashes[d.DistrictID], in.dataHashes[d.DistrictID] = s.hash, s.dataHash
+	}
+	if in.payloadHash, err = payloadHash(snap); err != nil {
+		return in, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	return in, nil
+}
