@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +45,9 @@ type app struct {
 	timeout time.Duration
 	log     *zap.Logger
 	ran     bool // a command's RunE started: errors after it are not usage errors
+	// fromEnv are the flags applyEnv set from SNAPWRITER_<FLAG>: a
+	// refusal of one of them names the variable (envNamed).
+	fromEnv []envSetting
 	// gcs is the command's Cloud Storage store, opened on first use
 	// (storage) on gcsClient, which run closes.
 	gcsOnce   sync.Once
@@ -80,7 +82,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	// commands, bad values, missing required flags, bad SNAPWRITER_ env
 	// values) is a usage error: exit 2, nothing done.
 	a.markRuns(root)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if a.gcsClient != nil {
 		_ = a.gcsClient.Close()
 	}
@@ -92,9 +94,20 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitOK
 	}
 	code := exitCode(err)
-	fmt.Fprintf(a.stderr, "snapwriter: %v\n", err)
+	msg := err.Error()
+	if code == exitUsage {
+		// A value refused that the command line never gave is named
+		// by the variable that gave it.
+		msg = envNamed(msg, a.fromEnv)
+	}
+	fmt.Fprintf(a.stderr, "snapwriter: %s\n", msg)
 	if code == exitUsage && needsHelp(err) {
-		fmt.Fprintln(a.stderr, "Run 'snapwriter --help' for usage.")
+		// The command that failed, not the root: its --help lists the
+		// flags it takes. Cobra returns the root for an unknown command.
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(a.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	return code
 }
@@ -164,6 +177,7 @@ ready (an upload still in progress; nothing written).`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageError{err: err, help: true}
 	})
+	root.SetUsageFunc(plainBools(root.UsageFunc()))
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.global.project, "project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
 	pf.StringVar(&a.global.database, "database", firestore.DefaultDatabaseID, "Firestore database id")
@@ -179,20 +193,24 @@ ready (an upload still in progress; nothing written).`,
 
 // applyEnv fills every flag the command line left unset from
 // SNAPWRITER_<FLAG>, and --project from GOOGLE_CLOUD_PROJECT after that.
+// It records the flags it set (a.fromEnv), so that a refusal of one of
+// their values names the variable, not a flag the user never typed.
 func (a *app) applyEnv(cmd *cobra.Command) error {
 	var err error
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		if err != nil || f.Changed {
 			return
 		}
-		name := "SNAPWRITER_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		v, ok := a.lookupEnv(name)
 		if !ok {
 			return
 		}
 		if e := cmd.Flags().Set(f.Name, v); e != nil {
-			err = usagef("%s=%q: %v", name, v, e)
+			err = envValueUsage(name, v, e)
+			return
 		}
+		a.fromEnv = append(a.fromEnv, envSetting{flag: f.Name, variable: name, raw: v, value: f.Value.String()})
 	})
 	if err != nil {
 		return err

@@ -86,13 +86,13 @@ date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
 	registerWait(fl, &b.wait)
 	fl.BoolVar(&b.allowEmpty, "allow-empty", false, "exit 0 when no dated input lies within --from..--to (default: exit 7)")
 	fl.BoolVar(&b.skipComplete, "skip-complete", false, "leave dates that are already complete in Firestore alone")
-	fl.IntVar(&b.taskIndex, "task-index", -1, "this task's index (default CLOUD_RUN_TASK_INDEX, else 0)")
-	fl.IntVar(&b.taskCount, "task-count", -1, "number of tasks sharing the dates (default CLOUD_RUN_TASK_COUNT, else 1)")
+	fl.Var(newUnsetInt(&b.taskIndex), "task-index", "this task's index (default CLOUD_RUN_TASK_INDEX, else 0)")
+	fl.Var(newUnsetInt(&b.taskCount), "task-count", "number of tasks sharing the dates (default CLOUD_RUN_TASK_COUNT, else 1)")
 	fl.BoolVar(&b.asJSON, "json", false, "print the summary as JSON")
 	fl.BoolVar(&b.dryRun, "dry-run", false, dryRunUsage+", for every date of this task")
 	fl.StringVar(&b.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, or log")
 	f.register(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	registerTimeout(fl, snapshot.DefaultRequestTimeout, backfillTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input-dir")
 	return cmd
 }
@@ -118,7 +118,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	}
 	shard, err := backfill.TaskShard(b.taskIndex, b.taskCount, a.lookupEnv)
 	if err != nil {
-		return usage(err)
+		return shardUsage(err, b.taskIndex, b.taskCount, a.lookupEnv)
 	}
 	ctx := cmd.Context()
 	loader := a.loader(b.wait)

@@ -102,7 +102,7 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.maxRate, "max-write-rate", pacing.DefaultMax,
 		"district writes a second the ramp grows to, at most: what loadtest found your database sustains")
 	fl.BoolVar(&f.ramp, "write-ramp", true,
-		"grow the write rate 50% every 5 minutes from --initial-write-rate (Firestore's 500/50/5); false: write at --max-write-rate from the start")
+		"grow the write rate 50% every 5 minutes from --initial-write-rate (Firestore's 500/50/5); --write-ramp=false: write at --max-write-rate from the start")
 	f.lock.register(fl)
 }
 

@@ -34,8 +34,12 @@ const (
 	listTimeoutUsage = "give up (exit 1) when Firestore or the PostgreSQL lock database has not answered within this time; " +
 		"bounds the whole command"
 	lockTimeoutUsage  = "give up (exit 1) when the lock store has not answered within this time; bounds the whole command"
-	writeTimeoutUsage = "give up (exit 1) when Firestore or the PostgreSQL lock database does not answer: bounds connecting, " +
-		"backfill's --skip-complete reads, and acquiring the lock (to --lock-wait plus this time)"
+	writeTimeoutUsage = "give up (exit 1) when Firestore or the PostgreSQL lock database does not answer: bounds connecting " +
+		"and acquiring the lock (to --lock-wait plus this time)"
+	// backfillTimeoutUsage is writeTimeoutUsage with backfill's own read:
+	// the other write commands have no --skip-complete.
+	backfillTimeoutUsage = "give up (exit 1) when Firestore or the PostgreSQL lock database does not answer: bounds connecting, " +
+		"the --skip-complete reads, and acquiring the lock (to --lock-wait plus this time)"
 )
 
 // registerTimeout adds --timeout (env SNAPWRITER_TIMEOUT) to a command.
@@ -55,7 +59,7 @@ func (a *app) readTimeout(cmd *cobra.Command) error {
 		return usagef("--timeout: %v", err)
 	}
 	if d <= 0 {
-		return usagef("--timeout %s (or SNAPWRITER_TIMEOUT): want a positive duration such as 30s", d)
+		return usagef("--timeout %s: want a positive duration such as 30s", d)
 	}
 	a.timeout = d
 	return nil
