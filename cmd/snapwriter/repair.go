@@ -15,7 +15,7 @@ func (a *app) repairCommand() *cobra.Command {
 	var asJSON, rewrite, dryRun bool
 	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "repair --date D --input F|-|gs://BUCKET/PATH [--dry-run]",
+		Use:   "repair --input F|-|gs://BUCKET/PATH [--date D] [--dry-run]",
 		Short: "Re-write only the districts the manifest records as failed, missing or altered",
 		Long: `Complete a partial snapshot. Under the snapshot's lock, repair moves the root
 to its own fence, re-writes exactly the districts the manifest does not record as
@@ -31,16 +31,21 @@ write the snapshot instead (it replaces it under the lock), or pass
 --rewrite-changed to re-write what differs too. A repaired snapshot never mixes two
 exports. A snapshot that is complete and intact is left alone (exit 0). Exit codes
 are those of 'write'. --progress is write's: on a terminal a bar counts the
-districts stored, those kept as they are included.`,
-		Example: `  snapwriter repair --date 2026-11-20 --input snapshots/2026-11-20.json
+districts stored, those kept as they are included.
+
+The snapshot repaired is the input's payload.metadata.dataAsOfDate, as for 'write':
+--date names it for an input without one, and must equal it otherwise. Neither
+naming it, or the two disagreeing, is exit 2 with nothing written.`,
+		Example: `  snapwriter repair --input snapshots/2026-11-20.json
+  snapwriter repair --date 2026-11-20 --input gs://exports/snapshots/2026-11-20/ --dry-run
   snapwriter list --json | jq -r '.[] | select(.state == "partial") | .snapshotId' |
-    while read d; do snapwriter repair --date "$d" --input "snapshots/$d.json"; done`,
+    while read d; do snapwriter repair --input "snapshots/$d.json"; done`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.validate(); err != nil {
 				return err
 			}
-			if !model.ValidDate(date) {
+			if date != "" && !model.ValidDate(date) {
 				return usagef("--date %q: want a real YYYY-MM-DD date", date)
 			}
 			if err := checkWait(wait); err != nil {
@@ -54,7 +59,7 @@ districts stored, those kept as they are included.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
+	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD); default payload.metadata.dataAsOfDate, which it must equal when the input has one")
 	fl.StringVar(&input, "input", "", `the snapshot that was written: file, directory, "-", or gs://BUCKET/PATH (required)`)
 	registerWait(fl, &wait)
 	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -63,7 +68,6 @@ districts stored, those kept as they are included.`,
 	fl.BoolVar(&rewrite, "rewrite-changed", false, "re-write the districts (or the whole snapshot, if its metadata or rankings differ) whose stored data differs from --input, instead of refusing")
 	f.register(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
-	_ = cmd.MarkFlagRequired("date")
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
 }
