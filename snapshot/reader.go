@@ -19,6 +19,11 @@ import (
 // ErrNotFound: no snapshot is stored under that id.
 var ErrNotFound = errors.New("snapshot not found")
 
+// ErrNoDistrict: the snapshot is stored, but not the district asked for
+// (Reader.District): the snapshot does not have it, or its write failed.
+// It is not ErrNotFound, which says the snapshot itself is absent.
+var ErrNoDistrict = errors.New("no such district")
+
 // State is the state of a stored snapshot, as Summary.State reports it.
 type State string
 
@@ -185,8 +190,9 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 }
 
 // District returns one district's statistics from snapshot id, as they
-// appear in the input's payload.districts. A district whose write failed is
-// ErrNotFound, like one the snapshot does not have.
+// appear in the input's payload.districts. A snapshot not stored is
+// ErrNotFound; a district it does not have, or whose write failed, is
+// ErrNoDistrict.
 func (r *Reader) District(ctx context.Context, id, districtID string) (model.Object, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
 	doc, err := ref.Collection(districtsCollection).Doc(districtDocID(districtID)).Get(ctx)
@@ -194,14 +200,14 @@ func (r *Reader) District(ctx context.Context, id, districtID string) (model.Obj
 		if _, rerr := ref.Get(ctx); status.Code(rerr) == codes.NotFound {
 			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 		}
-		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNotFound)
+		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNoDistrict)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading district %s of %s: %w", districtID, id, err)
 	}
 	dd := readDistrict(doc)
 	if dd.Status == entryFailed || dd.Data == nil {
-		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNotFound)
+		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNoDistrict)
 	}
 	return dd.Data, nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/retry"
@@ -450,6 +452,9 @@ warns on stderr and exits 3.`,
 					return a.warnIncomplete(ctx, r, asRead, n)
 				}
 				v, err := r.District(ctx, date, district)
+				if errors.Is(err, snapshot.ErrNoDistrict) {
+					return noDistrict(ctx, r, date, district, err)
+				}
 				if err != nil {
 					return a.firestoreWait(err)
 				}
@@ -476,4 +481,22 @@ warns on stderr and exits 3.`,
 	registerTimeout(cmd.Flags(), defaultReadTimeout, getTimeoutUsage)
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
+}
+
+// noDistrict is get --district's error for a snapshot that is stored
+// without the district (err, ErrNoDistrict: "snapshot not found" would
+// send the user looking for the wrong thing): it says how many districts
+// the snapshot has and how to list them, or that the district's write
+// failed. Exit 1, as for a snapshot not found.
+func noDistrict(ctx context.Context, r *snapshot.Reader, date, district string, err error) error {
+	s, serr := r.Summary(ctx, date)
+	if serr != nil {
+		return notFoundError{msg: fmt.Sprintf("snapshot %s has no district %s", date, district), err: err}
+	}
+	if slices.Contains(s.FailedDistricts, district) {
+		return notFoundError{err: err, msg: fmt.Sprintf("snapshot %s has no district %s: its write failed (the snapshot is %s; `snapwriter repair --input FILE` writes it)",
+			date, district, s.State)}
+	}
+	return notFoundError{err: err, msg: fmt.Sprintf("snapshot %s has no district %s (it has %s: see `snapwriter get --date %s`)",
+		date, district, plural.N(s.Districts, "district"), date)}
 }

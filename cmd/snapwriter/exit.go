@@ -14,7 +14,7 @@ import (
 // error or a date's outcome becomes one.
 const (
 	exitOK       = 0
-	exitError    = 1 // a runtime failure: a store failed or did not answer, the manifest was not recorded, …
+	exitError    = 1 // a runtime failure: a store failed or did not answer, the manifest was not recorded, the snapshot or district asked for is not stored, …
 	exitUsage    = 2 // bad flags or invalid input: nothing written
 	exitPartial  = 3 // the manifest records what was not written; repair completes it
 	exitLockHeld = 4 // another writer held the lock throughout --lock-wait
@@ -89,6 +89,10 @@ func exitCode(err error) int {
 		return exitLockHeld
 	case errors.Is(err, snapshot.ErrManifestNotRecorded), errors.Is(err, snapshot.ErrRootFailed):
 		return exitError
+	case errors.Is(err, snapshot.ErrNotFound), errors.Is(err, snapshot.ErrNoDistrict):
+		// The snapshot get or verify reads, or get's district, is not
+		// stored: 1, as the README's row says.
+		return exitError
 	case errors.Is(err, errNotIntact):
 		return exitNotIntact
 	case errors.Is(err, snapshot.ErrPartial), errors.Is(err, errIncomplete), errors.Is(err, loadtest.ErrPartialRounds):
@@ -120,3 +124,13 @@ func dateExit(o outcome.Outcome, err error) int {
 	}
 	return exitError // NotStarted
 }
+
+// notFoundError is a refusal to read what is not stored, in the CLI's
+// words; it wraps the library's ErrNotFound or ErrNoDistrict, exit 1.
+type notFoundError struct {
+	msg string
+	err error
+}
+
+func (e notFoundError) Error() string { return e.msg }
+func (e notFoundError) Unwrap() error { return e.err }

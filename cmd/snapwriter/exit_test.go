@@ -43,6 +43,8 @@ func TestExitCode(t *testing.T) {
 		{fmt.Errorf("%w: snapshot d is partial", errIncomplete), exitPartial},
 		{fmt.Errorf("loadtest: %w: 1 at concurrency 3", loadtest.ErrPartialRounds), exitPartial},
 		{lost, exitError},
+		{fmt.Errorf("2026-11-21: %w", snapshot.ErrNotFound), exitError},
+		{notFoundError{msg: "snapshot d has no district 9", err: fmt.Errorf("x: %w", snapshot.ErrNoDistrict)}, exitError},
 		{signalError{signal: 2, err: fmt.Errorf("loadtest: %w", loadtest.ErrInterrupted)}, 130},
 		{signalError{signal: 15, err: fmt.Errorf("loadtest: %w", loadtest.ErrInterrupted)}, 143},
 		{datesError{worst: outcome.NotReady, msg: "backfill: …"}, exitNotReady},

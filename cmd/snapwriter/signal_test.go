@@ -213,7 +213,7 @@ func TestGetDistrict(t *testing.T) {
 	if err != nil || !bytes.Equal(wb, gb) {
 		t.Errorf("get --district printed %s, want district %s", out, want.DistrictID)
 	}
-	if code, _, errs := c.run("", "get", "--date", day, "--district", "nope"); code != exitError || !strings.Contains(errs, "not found") {
+	if code, _, errs := c.run("", "get", "--date", day, "--district", "nope"); code != exitError || !strings.Contains(errs, "has no district nope") {
 		t.Errorf("unknown district: exit %d\n%s", code, errs)
 	}
 }
