@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/input/gcs"
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -223,7 +224,7 @@ type UnusableError struct {
 
 // Error counts the unusable inputs and lists them, one per line.
 func (e *UnusableError) Error() string {
-	return fmt.Sprintf("%d of %d dated inputs cannot be used:\n  %s", len(e.Problems), e.Checked, strings.Join(e.Problems, "\n  "))
+	return fmt.Sprintf("%d of %s cannot be used:\n  %s", len(e.Problems), plural.N(e.Checked, "dated input"), strings.Join(e.Problems, "\n  "))
 }
 
 // Unwrap makes the error match model.ErrInvalid.

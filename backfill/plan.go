@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -66,7 +67,7 @@ func (r *PlanReport) WriteTable(w io.Writer) error {
 	for _, p := range r.Dates {
 		form := p.Manifest.Form
 		if p.Manifest.Form == snapshot.ManifestPages {
-			form = fmt.Sprintf("%d pages", p.Manifest.Pages)
+			form = plural.N(p.Manifest.Pages, "page")
 		}
 		root := fmt.Sprint(p.RootBytes)
 		if p.Action == snapshot.PlanSkip {
@@ -83,7 +84,7 @@ func (r *PlanReport) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "task %d/%d (dry run: nothing written, no lock taken): %d dates, %d to write, %d districts in %d chunks\n",
-		r.TaskIndex, r.TaskCount, len(r.Dates), writes, districts, chunks)
+	_, err := fmt.Fprintf(w, "task %d/%d (dry run: nothing written, no lock taken): %s, %d to write, %s in %s\n",
+		r.TaskIndex, r.TaskCount, plural.N(len(r.Dates), "date"), writes, plural.N(districts, "district"), plural.N(chunks, "chunk"))
 	return err
 }

@@ -26,6 +26,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
@@ -341,7 +342,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() == nil {
 			cause = lease.Err() // the run lock was lost
 		}
-		return rep, fmt.Errorf("loadtest: %w after %d of %d rounds: %w", ErrInterrupted, len(rep.Rounds), total, cause)
+		return rep, fmt.Errorf("loadtest: %w after %d of %s: %w", ErrInterrupted, len(rep.Rounds), plural.N(total, "round"), cause)
 	}
 	for _, l := range rep.Levels {
 		if l.PartialRounds > 0 {

@@ -7,14 +7,16 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
+
+	"github.com/snapwriter/snapwriter/internal/plural"
 )
 
 // WriteText writes the report as text: a line that says what ran, then
 // the tables (WriteTables). batchSize and lockBackend are the writers',
 // which the Report does not hold.
 func (r *Report) WriteText(w io.Writer, batchSize int, lockBackend string) error {
-	if _, err := fmt.Fprintf(w, "loadtest: %d districts per write into %q (snapshot %s), %d rounds per concurrency, batch size %d, lock backend %s\n\n",
-		r.Districts, r.Collection, r.SnapshotID, r.RoundsPerLevel, batchSize, lockBackend); err != nil {
+	if _, err := fmt.Fprintf(w, "loadtest: %s per write into %q (snapshot %s), %s per concurrency, batch size %d, lock backend %s\n\n",
+		plural.N(r.Districts, "district"), r.Collection, r.SnapshotID, plural.N(r.RoundsPerLevel, "round"), batchSize, lockBackend); err != nil {
 		return err
 	}
 	// Run reports a level per concurrency, whatever ran.
@@ -77,9 +79,9 @@ func (r *Report) WriteTables(w io.Writer, planned int) error {
 		}
 	}
 	if r.Interrupted {
-		fmt.Fprintf(&b, "\ninterrupted after %d of %d rounds\n", len(r.Rounds), planned)
+		fmt.Fprintf(&b, "\ninterrupted after %d of %s\n", len(r.Rounds), plural.N(planned, "round"))
 	}
-	fmt.Fprintf(&b, "\ncleanup: deleted %d documents written by this run", r.DocumentsDeleted)
+	fmt.Fprintf(&b, "\ncleanup: deleted %s written by this run", plural.N(r.DocumentsDeleted, "document"))
 	if r.LeftoversDeleted > 0 {
 		fmt.Fprintf(&b, " and %d an earlier run left", r.LeftoversDeleted)
 	}

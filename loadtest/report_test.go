@@ -48,7 +48,7 @@ interrupted after 1 of 4 rounds
 cleanup: deleted 124 documents written by this run and 5 an earlier run left
 
 verdict: No round completed without push-back, so no rate was sustained: rerun with a lower
---concurrency, or --write-ramp=false and a lower --max-write-rate. 1 of 1 rounds met push-back: 2
+--concurrency, or --write-ramp=false and a lower --max-write-rate. 1 of 1 round met push-back: 2
 RESOURCE_EXHAUSTED and 1 ABORTED answers to chunk commits; the budget fell to 250 district writes/s
 at the lowest (concurrency 3, round 1).
 `

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/pacing"
 )
 
@@ -130,9 +131,9 @@ func (v Verdict) text(limited []Level, rounds, completed int) string {
 		b.WriteString("No round completed, so no rate was sustained. ")
 	}
 	if v.PushedBackRounds > 0 {
-		fmt.Fprintf(&b, "%d of %d rounds met push-back: %d RESOURCE_EXHAUSTED and %d ABORTED answers to chunk commits; "+
+		fmt.Fprintf(&b, "%d of %s met push-back: %d RESOURCE_EXHAUSTED and %d ABORTED answers to chunk commits; "+
 			"the budget fell to %s district writes/s at the lowest (concurrency %d, round %d).",
-			v.PushedBackRounds, rounds, v.ResourceExhausted, v.Aborted, perSec(v.LowestLimitPerSec), v.LowestConcurrency, v.LowestRound)
+			v.PushedBackRounds, plural.N(rounds, "round"), v.ResourceExhausted, v.Aborted, perSec(v.LowestLimitPerSec), v.LowestConcurrency, v.LowestRound)
 	} else {
 		b.WriteString("The store pushed back on no round (no RESOURCE_EXHAUSTED or ABORTED answer to a chunk commit).")
 	}

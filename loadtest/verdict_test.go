@@ -139,7 +139,7 @@ func TestLoadtestVerdict(t *testing.T) {
 			}},
 			want: Verdict{BudgetLimited: []int{}, PushedBackRounds: 1, Aborted: 2, LowestLimitPerSec: 250, LowestConcurrency: 1, LowestRound: 1},
 			says: []string{"No round completed without push-back, so no rate was sustained", "lower --max-write-rate",
-				"1 of 1 rounds met push-back: 0 RESOURCE_EXHAUSTED and 2 ABORTED"},
+				"1 of 1 round met push-back: 0 RESOURCE_EXHAUSTED and 2 ABORTED"},
 			denies: []string{"The database sustained"},
 		},
 		{

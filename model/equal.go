@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/snapwriter/snapwriter/internal/plural"
 )
 
 // Equal reports whether a and b have the same JSON form, value for value and
@@ -78,7 +80,7 @@ func diffValue(path string, a, b any, out *[]string) {
 			return
 		}
 		if len(x) != len(y) {
-			*out = append(*out, fmt.Sprintf("%s: %d elements vs %d", path, len(x), len(y)))
+			*out = append(*out, fmt.Sprintf("%s: %s vs %d", path, plural.N(len(x), "element"), len(y)))
 			return
 		}
 		for i := range x {

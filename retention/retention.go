@@ -13,6 +13,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -113,9 +114,9 @@ func (r *Report) Count() map[outcome.Outcome]int {
 // selected dates, then each date's error.
 func (r *Report) WriteText(w io.Writer) error {
 	if r.DryRun {
-		fmt.Fprintf(w, "dry run: would delete %d snapshot(s) dated before %s", len(r.Snapshots), r.Before)
+		fmt.Fprintf(w, "dry run: would delete %s dated before %s", plural.N(len(r.Snapshots), "snapshot"), r.Before)
 	} else {
-		fmt.Fprintf(w, "prune: %d snapshot(s) dated before %s selected", len(r.Snapshots), r.Before)
+		fmt.Fprintf(w, "prune: %s dated before %s selected", plural.N(len(r.Snapshots), "snapshot"), r.Before)
 	}
 	if r.NewestComplete != "" {
 		fmt.Fprintf(w, "; keeping %s, the newest complete snapshot", r.NewestComplete)

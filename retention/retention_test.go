@@ -66,7 +66,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
-		"prune: 8 snapshot(s) dated before 2026-02-01 selected; keeping 2026-03-01, the newest complete snapshot\n",
+		"prune: 8 snapshots dated before 2026-02-01 selected; keeping 2026-03-01, the newest complete snapshot\n",
 		"2026-01-01  complete  3          pruned        5\n", // 3 districts, the fence document and the root
 		"2026-01-02  complete  3          already-gone  -\n",
 		"  2026-01-06 failed: said: boom\n",
@@ -84,12 +84,12 @@ func TestDryRunAndEmpty(t *testing.T) {
 	}
 	var out bytes.Buffer
 	_ = rep.WriteText(&out)
-	if !strings.HasPrefix(out.String(), "dry run: would delete 1 snapshot(s) dated before 2026-02-01\n") || !strings.HasSuffix(out.String(), "nothing was deleted (--dry-run)\n") {
+	if !strings.HasPrefix(out.String(), "dry run: would delete 1 snapshot dated before 2026-02-01\n") || !strings.HasSuffix(out.String(), "nothing was deleted (--dry-run)\n") {
 		t.Errorf("dry run text:\n%s", out.String())
 	}
 	out.Reset()
 	_ = NewReport(snapshot.PrunePlan{Before: "2026-02-01"}, false).WriteText(&out)
-	if out.String() != "prune: 0 snapshot(s) dated before 2026-02-01 selected\nnothing to prune\n" {
+	if out.String() != "prune: 0 snapshots dated before 2026-02-01 selected\nnothing to prune\n" {
 		t.Errorf("empty text: %q", out.String())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
@@ -265,8 +266,8 @@ func (j *job) conclude(finishErr error, fenced bool) error {
 		return newError(id, ErrPartial,
 			fmt.Errorf("stopped before every chunk was written: %w; the manifest records what was written", context.Cause(j.ctx)))
 	case res.Outcome != OutcomeComplete:
-		return newError(id, ErrPartial, fmt.Errorf("%d of %d chunks failed, %d districts not written (%s); the manifest records them",
-			res.FailedChunks, res.Chunks, len(res.FailedDistricts), firstFailure(res)))
+		return newError(id, ErrPartial, fmt.Errorf("%d of %s failed, %s not written (%s); the manifest records them",
+			res.FailedChunks, plural.N(res.Chunks, "chunk"), plural.N(len(res.FailedDistricts), "district"), firstFailure(res)))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"cloud.google.com/go/firestore"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
@@ -175,14 +176,14 @@ func (r *rootDocument) pageProblems(id string, pages []*firestore.DocumentSnapsh
 		have[p.Ref.ID] = true
 		switch named := readPage(p).SnapshotID; {
 		case !r.Manifest.paged() || !r.Manifest.counts(p.Ref.ID):
-			probs = append(probs, fmt.Sprintf("manifest page %s is stored, but the root counts %d pages", p.Ref.ID, n))
+			probs = append(probs, fmt.Sprintf("manifest page %s is stored, but the root counts %s", p.Ref.ID, plural.N(int(n), "page")))
 		case named != id:
 			probs = append(probs, fmt.Sprintf("manifest page %s names snapshot %v", p.Ref.ID, named))
 		}
 	}
 	for i := range int(n) {
 		if !have[pageID(i)] {
-			probs = append(probs, fmt.Sprintf("manifest page %s is missing (the root counts %d pages)", pageID(i), n))
+			probs = append(probs, fmt.Sprintf("manifest page %s is missing (the root counts %s)", pageID(i), plural.N(int(n), "page")))
 		}
 	}
 	return probs

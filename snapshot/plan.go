@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -367,13 +368,13 @@ func (pl *Plan) WriteText(out io.Writer) error {
 	fmt.Fprintf(tw, "dry run of %s %s (nothing written, no lock taken): %s\n", pl.Op, pl.SnapshotID, pl.Action.text())
 	fmt.Fprintf(tw, "  why:\t%s\n", pl.Why)
 	fmt.Fprintf(tw, "  stored now:\t%s\n", pl.Stored)
-	fmt.Fprintf(tw, "  districts:\t%d in the input; %d to write, %d kept as stored, %d stale documents to delete\n",
-		pl.Districts, pl.DistrictsToWrite, pl.DistrictsKept, pl.StaleDeletes)
+	fmt.Fprintf(tw, "  districts:\t%d in the input; %d to write, %d kept as stored, %s to delete\n",
+		pl.Districts, pl.DistrictsToWrite, pl.DistrictsKept, plural.N(pl.StaleDeletes, "stale document"))
 	if pl.Action != PlanSkip {
-		fmt.Fprintf(tw, "  chunks:\t%d of at most %d operations\n", pl.Chunks, pl.BatchSize)
+		fmt.Fprintf(tw, "  chunks:\t%d of at most %s\n", pl.Chunks, plural.N(pl.BatchSize, "operation"))
 		form := pl.Manifest.Form
 		if pl.Manifest.Form == ManifestPages {
-			form = fmt.Sprintf("%s (%d pages of up to %d entries)", form, pl.Manifest.Pages, pl.Manifest.PageSize)
+			form = fmt.Sprintf("%s (%s of up to %d %s)", form, plural.N(pl.Manifest.Pages, "page"), pl.Manifest.PageSize, plural.Word(pl.Manifest.PageSize, "entry", "entries"))
 		}
 		fmt.Fprintf(tw, "  manifest:\t%s\n", form)
 		fmt.Fprintf(tw, "  root document:\t%d bytes as first written, %d when complete (%.1f%% of the %d-byte limit)\n",

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
@@ -326,8 +327,8 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 	slices.Sort(ids)
 	slices.Sort(given)
 	if !slices.Equal(ids, given) {
-		return repairDecision{}, fmt.Errorf("%w: the manifest lists %d districts, the input has %d, and the sets differ; write the snapshot instead",
-			ErrMismatch, len(ids), len(given))
+		return repairDecision{}, fmt.Errorf("%w: the manifest lists %s, the input has %d, and the sets differ; write the snapshot instead",
+			ErrMismatch, plural.N(len(ids), "district"), len(given))
 	}
 	var diffs []string
 	// Roots written before content hashes (or by the TypeScript

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -66,7 +67,7 @@ type districtSummary struct {
 func summarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]districtSummary, error) {
 	ds := s.Payload.Districts
 	if len(data) != len(ds) {
-		return nil, fmt.Errorf("%d data summaries for %d districts", len(data), len(ds))
+		return nil, fmt.Errorf("%d data %s for %s", len(data), plural.Word(len(data), "summary", "summaries"), plural.N(len(ds), "district"))
 	}
 	sums := make([]districtSummary, len(ds))
 	var h docHasher

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -221,11 +222,11 @@ func checkCounts(md *rootMetadata, mf *manifest, total, written int, failed []st
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
-			add(ProblemCounts, "", "metadata.writeFailedDistricts lists %d districts; the manifest records %d as not written", len(got), len(want))
+			add(ProblemCounts, "", "metadata.writeFailedDistricts lists %s; the manifest records %d as not written", plural.N(len(got), "district"), len(want))
 		}
 	}
 	if wc := md.WriteComplete; wc != nil && over && *wc != (len(failed) == 0) {
-		add(ProblemCounts, "", "metadata.writeComplete is %v with %d districts not written", *wc, len(failed))
+		add(ProblemCounts, "", "metadata.writeComplete is %v with %s not written", *wc, plural.N(len(failed), "district"))
 	}
 }
 
@@ -248,7 +249,7 @@ func checkLists(id string, md *rootMetadata, mf *manifest, add func(kind, distri
 	}
 	successful := stringSet(md.SuccessfulDistricts)
 	if len(successful) != len(written) || !containsAll(successful, sortedKeys(written)) {
-		add(ProblemCounts, "", "metadata.successfulDistricts lists %d districts; the manifest records %d as written, and the sets differ", len(successful), len(written))
+		add(ProblemCounts, "", "metadata.successfulDistricts lists %s; the manifest records %d as written, and the sets differ", plural.N(len(successful), "district"), len(written))
 	}
 	failed := stringSet(md.FailedDistricts)
 	if !containsAll(failed, notWritten) {

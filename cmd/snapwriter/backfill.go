@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/internal/progress"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -151,8 +152,8 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := backfill.Check(ctx, loader, mine, complete); err != nil {
 		var ue *backfill.UnusableError
 		if errors.As(err, &ue) {
-			return usagef("backfill: %d of %d dated inputs cannot be used; nothing was written:\n  %s",
-				len(ue.Problems), ue.Checked, strings.Join(ue.Problems, "\n  "))
+			return usagef("backfill: %d of %s cannot be used; nothing was written:\n  %s",
+				len(ue.Problems), plural.N(ue.Checked, "dated input"), strings.Join(ue.Problems, "\n  "))
 		}
 		return err
 	}
@@ -251,7 +252,7 @@ func (a *app) noInput(b backfillFlags, all []backfill.Input) error {
 	// where follows errNoInput's words in both messages.
 	where := fmt.Sprintf(" in %s for %s: looked for YYYY-MM-DD.json files and YYYY-MM-DD/ folders", b.dir, window)
 	if len(all) > 0 {
-		where += fmt.Sprintf(" (%d lie outside it, %s to %s)", len(all), all[0].Date, all[len(all)-1].Date)
+		where += fmt.Sprintf(" (%d %s outside it, %s to %s)", len(all), plural.Word(len(all), "lies", "lie"), all[0].Date, all[len(all)-1].Date)
 	}
 	if b.wait > 0 {
 		where += fmt.Sprintf("; waited %s (--wait-for-input)", b.wait)

@@ -54,7 +54,7 @@ writeComplete: true): what its uploader puts in gs://BUCKET/snapshots/{date}/.`,
 			if err := model.WriteFolder(snap, folder); err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(a.stdout, "wrote %d districts to %s\n", districts, folder)
+			_, err := fmt.Fprintf(a.stdout, "wrote %s to %s\n", plural.N(districts, "district"), folder)
 			return err
 		},
 	}
@@ -364,13 +364,14 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	case snapshot.OutcomeFencedOut:
 		state = "FENCED OUT"
 	}
-	fmt.Fprintf(a.stdout, "snapshot %s: %s — %d districts written in %d chunks (%d failed), fence %s, %d ms\n",
-		res.SnapshotID, state, res.DistrictsWritten, res.Chunks, res.FailedChunks, res.Fence, res.TotalDurationMs)
+	fmt.Fprintf(a.stdout, "snapshot %s: %s — %s written in %s (%d failed), fence %s, %d ms\n",
+		res.SnapshotID, state, plural.N(res.DistrictsWritten, "district"), plural.N(res.Chunks, "chunk"), res.FailedChunks, res.Fence, res.TotalDurationMs)
 	if root, ok := res.Root(); ok && !root.Success {
 		fmt.Fprintln(a.stdout, "the root document's transaction failed: see the error for what is stored")
 	}
 	if res.DistrictsKept > 0 {
-		fmt.Fprintf(a.stdout, "%d districts were already stored by an unfinished write of this input: recorded, not written again\n", res.DistrictsKept)
+		fmt.Fprintf(a.stdout, "%s %s already stored by an unfinished write of this input: recorded, not written again\n",
+			plural.N(res.DistrictsKept, "district"), plural.Word(res.DistrictsKept, "was", "were"))
 	}
 	if len(res.FailedDistricts) > 0 {
 		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
@@ -379,22 +380,18 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")
 	}
 	if r := res.LockRenewals; r.Sheds > 0 || r.Pauses > 0 {
-		paused := fmt.Sprintf("%d times", r.Pauses)
-		if r.Pauses == 1 {
-			paused = "once"
-		}
-		fmt.Fprintf(a.stdout, "the store was slow to answer (the slowest lock renewal took %d ms): ran as few as %d chunks at once, and paused %s for an overdue renewal, so as not to lose the lock\n",
-			r.SlowestMs, r.MinConcurrency, paused)
+		fmt.Fprintf(a.stdout, "the store was slow to answer (the slowest lock renewal took %d ms): ran as few as %s at once, and paused %s for an overdue renewal, so as not to lose the lock\n",
+			r.SlowestMs, plural.N(r.MinConcurrency, "chunk"), plural.Times(r.Pauses))
 	}
 	if res.StaleDeleted > 0 {
-		fmt.Fprintf(a.stdout, "removed %d district documents the snapshot no longer has\n", res.StaleDeleted)
+		fmt.Fprintf(a.stdout, "removed %s the snapshot no longer has\n", plural.N(res.StaleDeleted, "district document"))
 	}
 	if wr := res.WriteRate; res.Chunks > 0 {
 		fmt.Fprintf(a.stdout, "write rate: limit %.0f district writes/s (%s), chunks waited %s for it in all",
 			wr.LimitPerSec, shareText(wr.Share), time.Duration(wr.WaitedMs)*time.Millisecond)
 		if wr.ResourceExhausted+wr.Aborted > 0 {
-			fmt.Fprintf(a.stdout, "; the store pushed back %d times (RESOURCE_EXHAUSTED %d, ABORTED %d): slowed down to %.0f/s",
-				wr.ResourceExhausted+wr.Aborted, wr.ResourceExhausted, wr.Aborted, wr.MinLimitPerSec)
+			fmt.Fprintf(a.stdout, "; the store pushed back %s (RESOURCE_EXHAUSTED %d, ABORTED %d): slowed down to %.0f/s",
+				plural.Times(wr.ResourceExhausted+wr.Aborted), wr.ResourceExhausted, wr.Aborted, wr.MinLimitPerSec)
 		}
 		fmt.Fprintln(a.stdout)
 	}

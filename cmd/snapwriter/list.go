@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/pglock"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -138,7 +139,7 @@ func nextStep(s snapshot.Summary) string {
 	repair := fmt.Sprintf("snapwriter repair --date %s --input FILE", s.SnapshotID)
 	switch s.State {
 	case snapshot.StatePartial:
-		return fmt.Sprintf("%d districts failed; run `%s`", len(s.FailedDistricts), repair)
+		return fmt.Sprintf("%s failed; run `%s`", plural.N(len(s.FailedDistricts), "district"), repair)
 	case snapshot.StateInterrupted:
 		return fmt.Sprintf("its writer died (no live lock) after writing %d of %d districts; run `%s`, or write it again",
 			s.Districts-len(s.FailedDistricts), s.Districts, repair)

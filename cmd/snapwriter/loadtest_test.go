@@ -171,7 +171,7 @@ func TestLoadtestBinarySIGINTCleansUp(t *testing.T) {
 	if code := stop(t, cmd, syscall.SIGINT, 2*time.Minute, stderr, logs); code != 128+int(syscall.SIGINT) {
 		t.Fatalf("exit %d, want 130\n%s\n%s", code, stdout.String(), logs.String())
 	}
-	if out := stdout.String(); !strings.Contains(out, "PARTIAL") || !strings.Contains(out, "interrupted after 1 of 1 rounds") {
+	if out := stdout.String(); !strings.Contains(out, "PARTIAL") || !strings.Contains(out, "interrupted after 1 of 1 round") {
 		t.Errorf("stdout does not report the interrupted round:\n%s", out)
 	}
 	if left := ltTree(t, c, ltColl); len(left) != 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/retention"
@@ -142,7 +143,7 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 			notDone++
 		}
 	}
-	return datesError{worst: worst, msg: fmt.Sprintf("prune: %d of %d snapshots not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
-		notDone, len(rep.Snapshots),
+	return datesError{worst: worst, msg: fmt.Sprintf("prune: %d of %s not pruned (%d lock held, %d fenced out, %d failed); run `snapwriter prune` again to finish",
+		notDone, plural.N(len(rep.Snapshots), "snapshot"),
 		n[outcome.LockHeld], n[outcome.FencedOut], n[outcome.Failed]+n[outcome.NotStarted])}
 }

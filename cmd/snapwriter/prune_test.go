@@ -81,7 +81,7 @@ func TestPruneDryRunBeforeAndKeepDays(t *testing.T) {
 	before := c.docCount()
 
 	code, out, errs := c.run("", "prune", "--before", "2026-01-03", "--dry-run")
-	if code != exitOK || !strings.Contains(out, "dry run: would delete 2 snapshot(s) dated before 2026-01-03") ||
+	if code != exitOK || !strings.Contains(out, "dry run: would delete 2 snapshots dated before 2026-01-03") ||
 		!strings.Contains(out, "nothing was deleted (--dry-run)") || !strings.Contains(out, "would-prune") {
 		t.Errorf("dry run: exit %d\n%s\n%s", code, out, errs)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -86,7 +87,7 @@ gs:// --input folder's upload has not finished.`,
 			}
 			switch {
 			case !rep.Intact:
-				return fmt.Errorf("%w: snapshot %s: %d problems", errNotIntact, date, len(rep.Problems))
+				return fmt.Errorf("%w: snapshot %s: %s", errNotIntact, date, plural.N(len(rep.Problems), "problem"))
 			case !rep.Complete:
 				intact, next := "intact", "`snapwriter repair` completes it"
 				if rep.State == snapshot.StateWriting {
@@ -113,14 +114,14 @@ func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 	}
 	verdict := "intact"
 	if !rep.Intact {
-		verdict = fmt.Sprintf("NOT INTACT — %d problems", len(rep.Problems))
+		verdict = "NOT INTACT — " + plural.N(len(rep.Problems), "problem")
 	}
 	hashes := "content hashes checked"
 	if !rep.Hashed {
 		hashes = "no content hashes recorded (written before them, or by the TypeScript application)"
 	}
-	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %d districts, %d written, %d documents; %s\n",
-		rep.SnapshotID, verdict, rep.State, rep.Districts, rep.Written, rep.Documents, hashes)
+	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %s, %d written, %s; %s\n",
+		rep.SnapshotID, verdict, rep.State, plural.N(rep.Districts, "district"), rep.Written, plural.N(rep.Documents, "document"), hashes)
 	if rep.NotYetRecorded > 0 {
 		fmt.Fprintf(a.stdout, "  %d districts written but not yet recorded in the root (its writer is at work, or was stopped before recording them: `snapwriter repair` records them without writing them again)\n",
 			rep.NotYetRecorded)

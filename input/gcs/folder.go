@@ -16,6 +16,7 @@ import (
 	"cloud.google.com/go/storage"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -97,16 +98,16 @@ func folderWithout(dir URL, objects map[string]object, subfolders int) error {
 	}
 	switch {
 	case snapshotFiles > 0:
-		return fmt.Errorf("%w: %s: its upload has not finished: %d snapshot files but no %s yet (the uploader writes it last)",
-			model.ErrNotReady, dir, snapshotFiles, manifestName)
+		return fmt.Errorf("%w: %s: its upload has not finished: %s but no %s yet (the uploader writes it last)",
+			model.ErrNotReady, dir, plural.N(snapshotFiles, "snapshot file"), manifestName)
 	case len(objects) == 0 && subfolders == 0:
 		return &model.MissingError{Msg: fmt.Sprintf("%v: input %s does not exist: no object lies under it", model.ErrInvalid, dir), Input: true}
 	case subfolders > 0:
-		return fmt.Errorf("%w: %s holds no snapshot (no metadata.json, %s or district files) but %d sub-folders: name one snapshot's folder, or give the parent to backfill --input-dir",
-			model.ErrInvalid, dir, manifestName, subfolders)
+		return fmt.Errorf("%w: %s holds no snapshot (no metadata.json, %s or district files) but %s: name one snapshot's folder, or give the parent to backfill --input-dir",
+			model.ErrInvalid, dir, manifestName, plural.N(subfolders, "sub-folder"))
 	}
-	return fmt.Errorf("%w: %s holds no snapshot: none of its %d JSON objects is metadata.json, %s or a district file",
-		model.ErrInvalid, dir, len(objects), manifestName)
+	return fmt.Errorf("%w: %s holds no snapshot: of its %s, none is metadata.json, %s or a district file",
+		model.ErrInvalid, dir, plural.N(len(objects), "JSON object"), manifestName)
 }
 
 // spoolAll copies the folder's objects but the manifest into sp, each at

@@ -19,13 +19,10 @@ func Word(n int, singular, plural string) string {
 	return plural
 }
 
-// Times is how often something happened: "once", "twice", "3 times".
+// Times is how often something happened: "once", "2 times".
 func Times(n int) string {
-	switch n {
-	case 1:
+	if n == 1 {
 		return "once"
-	case 2:
-		return "twice"
 	}
 	return strconv.Itoa(n) + " times"
 }

@@ -11,7 +11,7 @@ func TestPlural(t *testing.T) {
 		{Word(1, "entry", "entries"), "entry"},
 		{Word(5, "entry", "entries"), "entries"},
 		{Times(1), "once"},
-		{Times(2), "twice"},
+		{Times(2), "2 times"},
 		{Times(3), "3 times"},
 		{Times(0), "0 times"},
 	} {
