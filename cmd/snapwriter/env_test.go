@@ -82,6 +82,7 @@ func TestEnvNamed(t *testing.T) {
 		{flag: "lock-wait", variable: "SNAPWRITER_LOCK_WAIT", raw: "90s", value: "1m30s"},
 		{flag: "log-level", variable: "SNAPWRITER_LOG_LEVEL", raw: "very verbose", value: "very verbose"},
 		{flag: "input-dir", variable: "SNAPWRITER_INPUT_DIR", raw: "/data", value: "/data"},
+		{flag: "concurrency", variable: "SNAPWRITER_CONCURRENCY", raw: "3,3", value: "[3,3]"},
 	}
 	for _, tc := range []struct{ in, want string }{
 		{"--lock-wait 1m30s: too long", "SNAPWRITER_LOCK_WAIT=90s: too long"},
@@ -92,6 +93,7 @@ func TestEnvNamed(t *testing.T) {
 		{"give exactly one of --input-dir and --input-url", "give exactly one of SNAPWRITER_INPUT_DIR and --input-url"},
 		{"--input-dir /data: not a directory; --input-dir", "SNAPWRITER_INPUT_DIR=/data: not a directory; SNAPWRITER_INPUT_DIR"},
 		{"--lock-wait", "SNAPWRITER_LOCK_WAIT"},
+		{"--concurrency [3 3]: 3 is listed twice", `SNAPWRITER_CONCURRENCY="3,3": 3 is listed twice`},
 		{"nothing to rename", "nothing to rename"},
 	} {
 		if got := envNamed(tc.in, set); got != tc.want {

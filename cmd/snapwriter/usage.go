@@ -225,19 +225,26 @@ func (e envSetting) valueAt(s string) (int, bool) {
 	if !ok || rest == "" {
 		return 0, false
 	}
-	token := rest
-	if rest[0] == '"' {
+	token, v := rest, ""
+	switch j := strings.IndexAny(rest, " ,:;)"); {
+	case rest[0] == '"':
 		q, err := strconv.QuotedPrefix(rest)
 		if err != nil {
 			return 0, false
 		}
 		token = q
-	} else if j := strings.IndexAny(rest, " ,:;)"); j >= 0 {
+		v, _ = strconv.Unquote(q)
+	case rest[0] == '[':
+		// A list as %v shows it, [3 16]; pflag's is [3,16].
+		if k := strings.IndexByte(rest, ']'); k >= 0 {
+			token = rest[:k+1]
+		}
+		v = strings.ReplaceAll(token, " ", ",")
+	case j >= 0:
 		token = rest[:j]
-	}
-	v := token
-	if u, err := strconv.Unquote(token); err == nil && token[0] == '"' {
-		v = u
+		v = token
+	default:
+		v = token
 	}
 	if v != e.value && v != e.raw {
 		return 0, false
