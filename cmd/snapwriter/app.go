@@ -151,8 +151,8 @@ The emulator is used when FIRESTORE_EMULATOR_HOST is set. Every flag can also be
 set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 
 Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
-be recorded) or not found (get or verify of a snapshot that is not stored, get
---district of a district it does not hold), 2 usage or invalid input (nothing
+be recorded) or not found (get or verify of a snapshot that is not stored,
+get --district of a district it does not hold), 2 usage or invalid input (nothing
 written), 3 partial (including a
 lock lost mid-write; the manifest records what was written), 4 lock held by
 another writer, 5 fenced out by a newer writer, 6 (verify) the stored snapshot
