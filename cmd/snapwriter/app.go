@@ -152,12 +152,12 @@ set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 
 Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
 be recorded) or not found (get or verify of a snapshot that is not stored,
-get --district of a district it does not hold), 2 usage or invalid input (nothing
-written), 3 partial (including a
-lock lost mid-write; the manifest records what was written), 4 lock held by
-another writer, 5 fenced out by a newer writer, 6 (verify) the stored snapshot
-contradicts its manifest, its content hashes or the input, 7 the input is not
-ready (an upload still in progress; nothing written).`,
+get --district of a district it does not hold), 2 usage or invalid input
+(nothing written), 3 partial (including a lock lost mid-write; the manifest
+records what was written), 4 lock held by another writer, 5 fenced out by a
+newer writer, 6 (verify) the stored snapshot contradicts its manifest, its
+content hashes or the input, 7 the input is not ready (an upload still in
+progress; nothing written).`,
 		Version:       buildinfo.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
