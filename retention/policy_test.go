@@ -183,6 +183,13 @@ func TestSelect(t *testing.T) {
 		list:   span("2026-01-01", "2026-01-03", complete),
 		want:   `2026-01-03 newest-complete`,
 	}, {
+		// Unlike the cutoff --keep-days was: the partial 2026-01-03 stays.
+		name:   "keep-days alone keeps an incomplete snapshot newer than the newest complete",
+		policy: Policy{KeepDays: days(30)},
+		list:   join(span("2026-01-01", "2026-01-02", complete), at(partial, "2026-01-03"), at(partial, "2025-12-31")),
+		want: `2026-01-02 newest-complete
+2026-01-03 newer-than-newest-complete`,
+	}, {
 		name:   "a snapshot left deleting is pruned whatever keeps its date",
 		policy: Policy{KeepDays: days(30), Daily: 7},
 		list:   join(at(complete, "2027-01-05", "2027-01-07"), at(snapshot.StateDeleting, "2027-01-06", "2027-01-08")),
