@@ -135,7 +135,7 @@ func prunePolicy(fl *pflag.FlagSet, p pruneFlags) (retention.Policy, error) {
 	case fl.Changed("before") && keepGiven, errors.Is(err, retention.ErrBeforeWithRules):
 		return pol, usagef("prune: --before D is a plain cutoff, given alone; or give keep rules (--keep-daily, --keep-weekly, --keep-monthly, --keep-yearly, --keep-days) without it")
 	case errors.Is(err, retention.ErrNoRule) && keepGiven:
-		return pol, usagef("prune: every keep rule given is 0 (off), which would keep only the newest complete snapshot; give a count above 0, or --keep-days N")
+		return pol, usagef("prune: every keep rule given is 0 (off): give a count above 0, or --keep-days N")
 	case errors.Is(err, retention.ErrNoRule):
 		return pol, usagef("prune: give a retention policy: --keep-daily, --keep-weekly, --keep-monthly, --keep-yearly N and/or --keep-days N, or --before D")
 	case err != nil:
