@@ -138,9 +138,10 @@ func (b *Bar) Stop() error {
 	return errors.Join(err, werr)
 }
 
-// Quiet is log as it should be while b is on show: routine lines would
-// tear the bar apart, so only warnings and errors are logged. It is log
-// itself when b is nil.
+// Quiet is log as it should be while b is on show, when the bar stands
+// for the routine lines (backfill's, a line per date and the lines of each
+// date's write): only warnings and errors are logged. It is log itself
+// when b is nil.
 func (b *Bar) Quiet(log *zap.Logger) *zap.Logger {
 	if b == nil {
 		return log
