@@ -345,7 +345,11 @@ func TestPendingOfAnInterruptedWrite(t *testing.T) {
 				short(reasons[RewriteFailed]), short(reasons[RewritePending]), len(reasons))
 		}
 		if res, err := e.writer().Repair(ctx, day, in); err != nil || res.Outcome != OutcomeComplete {
-			t.Fatalf("repair: %s, %v", brief(res), err)
+			why := ""
+			if res != nil {
+				why = firstFailure(res)
+			}
+			t.Fatalf("repair: %s, %v (%s)", brief(res), err, why)
 		}
 		lists(t, r, StateComplete, []string{}, []string{})
 	})
