@@ -1,9 +1,10 @@
-// Package retention deletes old snapshots: given the dates a cutoff
-// selects (snapshot.SelectPrune, which never selects the newest complete
-// snapshot), it prunes them one at a time with a snapshot.Writer, oldest
-// first, and reports how each went, in package outcome's words (backfill
-// reports its dates in the same ones). The CLI's `prune` prints the
-// Report.
+// Package retention deletes old snapshots: a Policy (keep rules with
+// restic forget's meaning, or a plain cutoff) gives every dated snapshot
+// its verdict, never pruning the newest complete one; a Report prunes the
+// selected ones one at a time with a snapshot.Writer, oldest first, and
+// reports how each went, in package outcome's words (backfill reports its
+// dates in the same ones), with the kept ones and the rules that keep
+// them. The CLI's `prune` prints the Report.
 package retention
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/snapwriter/snapwriter/outcome"
@@ -30,20 +32,30 @@ type Date struct {
 // Report is a prune's plan and, once Run, what came of each date. Its
 // JSON form is the CLI's `prune --json` output.
 type Report struct {
-	Before         string `json:"before"`
+	// Before is the plan's Cutoff: the date before which every snapshot is
+	// pruned, when the policy is a plain cutoff (Before, or KeepDays
+	// alone); absent when a period rule is given.
+	Before string `json:"before,omitempty"`
+	Policy Policy `json:"policy"`
+	// Today is the date, UTC, KeepDays counted from.
+	Today          string `json:"today"`
 	DryRun         bool   `json:"dryRun"`
 	NewestComplete string `json:"newestComplete,omitempty"`
-	Snapshots      []Date `json:"snapshots"`
+	// Snapshots are the dates selected to be pruned, oldest first.
+	Snapshots []Date `json:"snapshots"`
+	// Kept are the dates kept, oldest first, each with its reasons.
+	Kept []Verdict `json:"kept"`
 	// ExitCode is the caller's code for the worst outcome (see Worst).
 	ExitCode int `json:"exitCode"`
 }
 
-// NewReport is the report of plan before anything is pruned: every date
-// outcome.WouldPrune.
-func NewReport(plan snapshot.PrunePlan, dryRun bool) *Report {
-	r := &Report{Before: plan.Before, DryRun: dryRun, NewestComplete: plan.NewestComplete, Snapshots: []Date{}}
-	for _, s := range plan.Delete {
-		r.Snapshots = append(r.Snapshots, Date{SnapshotID: s.SnapshotID, State: s.State, Districts: s.Districts, Outcome: outcome.WouldPrune})
+// NewReport is the report of plan before anything is pruned: every
+// pruned date outcome.WouldPrune.
+func NewReport(plan Plan, dryRun bool) *Report {
+	r := &Report{Before: plan.Cutoff, Policy: plan.Policy, Today: plan.Today, DryRun: dryRun,
+		NewestComplete: plan.NewestComplete, Snapshots: []Date{}, Kept: plan.Kept()}
+	for _, v := range plan.Pruned() {
+		r.Snapshots = append(r.Snapshots, Date{SnapshotID: v.SnapshotID, State: v.State, Districts: v.Districts, Outcome: outcome.WouldPrune})
 	}
 	return r
 }
@@ -109,22 +121,46 @@ func (r *Report) Count() map[outcome.Outcome]int {
 	return n
 }
 
-// WriteText writes the report as text: the cutoff, a table of the
-// selected dates, then each date's error.
+// WriteText writes the report as text, as restic forget does: the
+// policy, a table of the kept dates with the rules that keep each, then
+// one of the selected dates with their outcomes, then each date's error.
 func (r *Report) WriteText(w io.Writer) error {
-	if r.DryRun {
-		fmt.Fprintf(w, "dry run: would delete %d snapshot(s) dated before %s", len(r.Snapshots), r.Before)
-	} else {
-		fmt.Fprintf(w, "prune: %d snapshot(s) dated before %s selected", len(r.Snapshots), r.Before)
-	}
+	fmt.Fprintf(w, "policy: %s (today %s, UTC)", r.Policy, r.Today)
 	if r.NewestComplete != "" {
-		fmt.Fprintf(w, "; keeping %s, the newest complete snapshot", r.NewestComplete)
+		fmt.Fprintf(w, "; newest complete snapshot %s", r.NewestComplete)
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\nkeep %d snapshot(s)", len(r.Kept))
+	if len(r.Kept) > 0 {
+		fmt.Fprintln(w, ":")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DATE\tSTATE\tDISTRICTS\tREASONS")
+		for _, k := range r.Kept {
+			reasons := make([]string, len(k.Reasons))
+			for i, why := range k.Reasons {
+				reasons[i] = string(why)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", k.SnapshotID, k.State, k.Districts, strings.Join(reasons, ", "))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(w)
+	}
+	dated := ""
+	if r.Before != "" {
+		dated = " dated before " + r.Before
+	}
+	if r.DryRun {
+		fmt.Fprintf(w, "dry run: would delete %d snapshot(s)%s", len(r.Snapshots), dated)
+	} else {
+		fmt.Fprintf(w, "prune: %d snapshot(s)%s selected", len(r.Snapshots), dated)
+	}
 	if len(r.Snapshots) == 0 {
-		_, err := fmt.Fprintln(w, "nothing to prune")
+		_, err := fmt.Fprintln(w, "; nothing to prune")
 		return err
 	}
+	fmt.Fprintln(w, ":")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DATE\tSTATE\tDISTRICTS\tOUTCOME\tDOCUMENTS DELETED")
 	for _, d := range r.Snapshots {

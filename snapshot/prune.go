@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
@@ -212,8 +209,8 @@ func (j *job) markDeleting() (found bool, err error) {
 }
 
 // newerComplete reports, in tx, whether a complete snapshot newer than id
-// is stored (one whose id is a date, as SelectPrune counts them): then id
-// is not the newest complete one. The read holds the
+// is stored (one whose id is a date, as package retention counts them):
+// then id is not the newest complete one. The read holds the
 // roots it returns, so a prune of that newer one cannot mark it before
 // this transaction commits.
 func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, error) {
@@ -307,47 +304,4 @@ func markedFailed(failed, successful []string) []string {
 		}
 	}
 	return out
-}
-
-// PrunePlan is what a retention run prunes, as SelectPrune chooses it
-// from a listing.
-type PrunePlan struct {
-	// Before is the cutoff: snapshots of earlier dates are pruned.
-	Before string `json:"before"`
-	// Delete are the snapshots to prune, oldest first: those dated before
-	// Before, and every one a stopped prune left StateDeleting whatever its
-	// date (nothing of it is readable any more), but never NewestComplete.
-	Delete []Summary `json:"delete"`
-	// NewestComplete is the newest complete snapshot whose id is a date,
-	// kept whatever the cutoff ("" when there is none).
-	NewestComplete string `json:"newestComplete,omitempty"`
-}
-
-// SelectPrune chooses from list (as Reader.List returns it) the snapshots
-// a prune of every date before the cutoff before (YYYY-MM-DD) deletes.
-// Roots whose id is not a date are left alone.
-func SelectPrune(list []Summary, before string) PrunePlan {
-	p := PrunePlan{Before: before, Delete: []Summary{}}
-	for _, s := range list {
-		if s.State == StateComplete && model.ValidDate(s.SnapshotID) && s.SnapshotID > p.NewestComplete {
-			p.NewestComplete = s.SnapshotID
-		}
-	}
-	for _, s := range list {
-		if !model.ValidDate(s.SnapshotID) || s.SnapshotID == p.NewestComplete {
-			continue
-		}
-		if s.SnapshotID < before || s.State == StateDeleting {
-			p.Delete = append(p.Delete, s)
-		}
-	}
-	slices.SortFunc(p.Delete, func(a, b Summary) int { return strings.Compare(a.SnapshotID, b.SnapshotID) })
-	return p
-}
-
-// KeepDaysCutoff is the cutoff of a retention that keeps the snapshots of
-// the last days days: dates within days of today (UTC) are kept, earlier
-// ones pruned. days 0 keeps today only.
-func KeepDaysCutoff(today time.Time, days int) string {
-	return today.UTC().AddDate(0, 0, -days).Format(time.DateOnly)
 }

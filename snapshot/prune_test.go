@@ -107,8 +107,8 @@ func TestPruneDeletesWholeSnapshot(t *testing.T) {
 }
 
 // The newest complete snapshot is never pruned, even when asked by id and
-// newer snapshots exist that are not complete; SelectPrune leaves it out
-// whatever the cutoff.
+// newer snapshots exist that are not complete; then every other one can
+// be pruned.
 func TestPruneNeverNewestComplete(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -134,15 +134,17 @@ func TestPruneNeverNewestComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := SelectPrune(list, "2099-01-01")
-	var ids []string
-	for _, s := range plan.Delete {
-		ids = append(ids, s.SnapshotID)
+	// The states a retention policy selects from (package retention):
+	// 2026-11-19 is the newest complete, 2026-11-20 newer but partial.
+	states := map[string]State{}
+	for _, s := range list {
+		states[s.SnapshotID] = s.State
 	}
-	if plan.NewestComplete != "2026-11-19" || fmt.Sprint(ids) != "[2026-11-18 2026-11-20]" {
-		t.Errorf("SelectPrune = %v, newest complete %q; want [2026-11-18 2026-11-20], 2026-11-19", ids, plan.NewestComplete)
+	if fmt.Sprint(states) != "map[2026-11-18:complete 2026-11-19:complete 2026-11-20:partial]" {
+		t.Errorf("List states %v", states)
 	}
-	for _, id := range ids {
+	// Every other snapshot can go.
+	for _, id := range []string{"2026-11-18", "2026-11-20"} {
 		if _, err := w.Prune(ctx, id); err != nil {
 			t.Errorf("Prune %s: %v", id, err)
 		}
@@ -153,8 +155,8 @@ func TestPruneNeverNewestComplete(t *testing.T) {
 }
 
 // A prune stopped once its root is marked leaves a snapshot every reader
-// skips and List shows deleting; SelectPrune picks it whatever the cutoff,
-// and a rerun finishes it.
+// skips and List shows deleting (which package retention selects whatever
+// the policy), and a rerun finishes it.
 func TestPruneStoppedAfterMarkIsFinishedByARerun(t *testing.T) {
 	t.Parallel()
 	eachForm(t, func(t *testing.T, e *env) {
@@ -226,11 +228,7 @@ func TestPruneStoppedAfterMarkIsFinishedByARerun(t *testing.T) {
 		}
 		// A writer of the same input does not resume a deleting root: it
 		// is rewritten whole (checked in TestPruneRacingWrite); here the
-		// rerun of the prune finishes it, whatever the cutoff.
-		plan := SelectPrune(list, "2000-01-01")
-		if len(plan.Delete) != 1 || plan.Delete[0].SnapshotID != "2026-11-19" {
-			t.Errorf("SelectPrune with an early cutoff = %+v, want the deleting snapshot", plan.Delete)
-		}
+		// rerun of the prune finishes it.
 		res, err = w.Prune(ctx, "2026-11-19")
 		if err != nil || !res.RootDeleted || res.DistrictsDeleted != 20 {
 			t.Fatalf("rerun: %+v, %v", res, err)
@@ -391,44 +389,6 @@ func TestPruneRefusesNewerFence(t *testing.T) {
 	}
 	if n := len(e.stored("2026-11-19")); n != 5 {
 		t.Errorf("%d districts left, want 5", n)
-	}
-}
-
-func TestSelectPrune(t *testing.T) {
-	list := []Summary{
-		{SnapshotID: "2026-11-22", State: StatePartial},
-		{SnapshotID: "2026-11-21", State: StateDeleting},
-		{SnapshotID: "2026-11-20", State: StateComplete},
-		{SnapshotID: "2026-11-19", State: StateComplete},
-		{SnapshotID: "2026-11-18", State: StateInterrupted},
-		{SnapshotID: "not-a-date", State: StateComplete},
-	}
-	for _, c := range []struct{ before, want string }{
-		{"2026-11-19", "[2026-11-18 2026-11-21]"},
-		{"2026-11-20", "[2026-11-18 2026-11-19 2026-11-21]"},
-		{"2099-01-01", "[2026-11-18 2026-11-19 2026-11-21 2026-11-22]"},
-		{"2000-01-01", "[2026-11-21]"},
-	} {
-		p := SelectPrune(list, c.before)
-		var ids []string
-		for _, s := range p.Delete {
-			ids = append(ids, s.SnapshotID)
-		}
-		if fmt.Sprint(ids) != c.want || p.NewestComplete != "2026-11-20" {
-			t.Errorf("before %s: %v (newest complete %s), want %s (2026-11-20)", c.before, ids, p.NewestComplete, c.want)
-		}
-	}
-	if p := SelectPrune(nil, "2026-01-01"); p.Delete == nil || len(p.Delete) != 0 {
-		t.Errorf("empty list: %+v", p)
-	}
-}
-
-func TestKeepDaysCutoff(t *testing.T) {
-	now := time.Date(2026, 11, 24, 23, 30, 0, 0, time.FixedZone("UTC-3", -3*3600)) // 2026-11-25 in UTC
-	for days, want := range map[int]string{0: "2026-11-25", 1: "2026-11-24", 30: "2026-10-26", 365: "2025-11-25"} {
-		if got := KeepDaysCutoff(now, days); got != want {
-			t.Errorf("KeepDaysCutoff(%d) = %s, want %s", days, got, want)
-		}
 	}
 }
 

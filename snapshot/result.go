@@ -125,7 +125,10 @@ func (j *job) summarize() {
 		zap.Int("successfulBatches", res.SuccessfulBatches),
 		zap.Int("failedBatches", res.FailedBatches),
 		zap.Int("districtsWritten", res.DistrictsWritten),
-		zap.Strings("failedDistricts", res.FailedDistricts),
+		// A count and a sample: 20,000 ids would make a line of 150 KB and more.
+		// The Result (and --json) has them all.
+		zap.Int("failedDistricts", len(res.FailedDistricts)),
+		zap.Strings("failedDistrictsSample", res.FailedDistricts[:min(len(res.FailedDistricts), logSample)]),
 		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
 		zap.Int("rootCommits", res.RootCommits),
 		zap.Int64("lockWaitMs", res.LockWaitMs),
@@ -140,6 +143,10 @@ func (j *job) summarize() {
 		zap.Int("abortedCommits", res.WriteRate.Aborted),
 		zap.Int64("totalDurationMs", res.TotalDurationMs))
 }
+
+// logSample is how many of a list's ids a log line names, beside the
+// count of them all.
+const logSample = 10
 
 func logBatch(log *zap.Logger, r BatchResult) {
 	fields := []zap.Field{

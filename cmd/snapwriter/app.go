@@ -21,6 +21,7 @@ import (
 	"github.com/snapwriter/snapwriter/input/gcs"
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
 	"github.com/snapwriter/snapwriter/internal/logging"
+	"github.com/snapwriter/snapwriter/internal/progress"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -29,9 +30,16 @@ import (
 // app is the CLI with its surroundings injected, so tests run it in process
 // (with a Firestore client that injects faults) as well as a binary.
 type app struct {
-	stdin          io.Reader
-	stdout, stderr io.Writer
-	lookupEnv      func(string) (string, bool)
+	stdin  io.Reader
+	stdout io.Writer
+	// stderr is the stderr given to newApp, as a progress.Screen: the log
+	// lines and messages written while a bar shows go above the bar.
+	stderr    *progress.Screen
+	lookupEnv func(string) (string, bool)
+	// stderrTerminal: a person reads stderr as it comes (main asks
+	// term.IsTerminal; tests say). --log-format auto is then console, and
+	// --progress auto draws a bar.
+	stderrTerminal bool
 	// newClient opens Firestore; tests replace it.
 	newClient func(ctx context.Context, project, database string) (*firestore.Client, error)
 	// newAPIClient opens the Firestore API client the writer's chunks run
@@ -63,7 +71,7 @@ type globalFlags struct {
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
-	a := &app{stdin: stdin, stdout: stdout, stderr: syncStderr(stderr), lookupEnv: lookupEnv, log: zap.NewNop()}
+	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop()}
 	a.newClient = a.openFirestore
 	a.newAPIClient = a.openAPI
 	return a
@@ -168,7 +176,7 @@ ready (an upload still in progress; nothing written).`,
 	pf.StringVar(&a.global.project, "project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
 	pf.StringVar(&a.global.database, "database", firestore.DefaultDatabaseID, "Firestore database id")
 	pf.StringVar(&a.global.collection, "collection", snapshot.DefaultCollection, "root collection of the snapshots")
-	pf.StringVar(&a.global.logFormat, "log-format", "json", "log format: json (Cloud Logging) or console")
+	pf.StringVar(&a.global.logFormat, "log-format", logging.FormatAuto, "log format: auto (console when stderr is a terminal, else json), json (Cloud Logging) or console")
 	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
@@ -205,16 +213,18 @@ func (a *app) applyEnv(cmd *cobra.Command) error {
 	return nil
 }
 
-// setupLogger writes structured logs to stderr (see logging.New); on a
-// Cloud Run job task every line names its execution, task index and
-// attempt (logging.CloudRun), read through lookupEnv.
+// setupLogger writes structured logs to stderr (see logging.New): by
+// default (--log-format auto) for a person when stderr is a terminal, as
+// JSON for Cloud Logging otherwise. On a Cloud Run job task every line
+// names its execution, task index and attempt (logging.CloudRun), read
+// through lookupEnv.
 func (a *app) setupLogger() error {
-	log, err := logging.New(a.stderr, a.global.logFormat, a.global.logLevel)
+	log, err := logging.New(a.stderr, a.global.logFormat, a.global.logLevel, a.stderrTerminal)
 	switch {
 	case errors.Is(err, logging.ErrLevel):
 		return usagef("--log-level %q: want debug, info, warn or error", a.global.logLevel)
 	case err != nil:
-		return usagef("--log-format %q: want json or console", a.global.logFormat)
+		return usagef("--log-format %q: want auto, json or console", a.global.logFormat)
 	}
 	if f, ok := logging.CloudRun(a.lookupEnv); ok {
 		log = log.With(f)

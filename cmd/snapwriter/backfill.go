@@ -165,7 +165,7 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 
 	// The tasks divide the collection's write budget among themselves.
 	f.share = shard.Count
-	bar := progress.New(a.stderr, b.progress, len(mine), "backfill")
+	bar := progress.New(a.stderr, a.barMode(b.progress), len(mine), "backfill")
 	w, closeLocker, err := a.newWriter(ctx, client, f, snapshot.WithSkipComplete(b.skipComplete), snapshot.WithLogger(bar.Quiet(a.log)))
 	if err != nil {
 		return err

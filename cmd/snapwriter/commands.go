@@ -370,8 +370,8 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	if res.DistrictsKept > 0 {
 		fmt.Fprintf(a.stdout, "%d districts were already stored by an unfinished write of this input: recorded, not written again\n", res.DistrictsKept)
 	}
-	if len(res.FailedDistricts) > 0 {
-		fmt.Fprintf(a.stdout, "failed districts: %v\n", res.FailedDistricts)
+	if n := len(res.FailedDistricts); n > 0 {
+		fmt.Fprintf(a.stdout, "failed districts (%s): %s\n", thousands(n), idList(res.FailedDistricts))
 	}
 	if !res.ManifestRecorded() && res.Chunks > 0 {
 		fmt.Fprintln(a.stdout, "the manifest was NOT recorded: the root still says the write is in progress; the lists above are this process's own account — run `snapwriter repair` to complete the snapshot")

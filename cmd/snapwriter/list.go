@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -145,7 +144,7 @@ func nextStep(s snapshot.Summary) string {
 	written := s.Districts - failed - pending
 	switch s.State {
 	case snapshot.StatePartial:
-		return fmt.Sprintf("%d districts failed (%s); run `%s`", failed, idsText(s.FailedDistricts), repair)
+		return fmt.Sprintf("%d districts failed (%s); run `%s`", failed, idList(s.FailedDistricts), repair)
 	case snapshot.StateWriting:
 		return fmt.Sprintf("a writer is at work: %d of %d districts written, %s, %d pending; list again once it has finished",
 			written, s.Districts, failedText(s.FailedDistricts), pending)
@@ -175,23 +174,10 @@ func nextStep(s snapshot.Summary) string {
 	return ""
 }
 
-// maxTextIDs bounds the district ids a text output lists in one place:
-// --json lists them all.
-const maxTextIDs = 10
-
-// idsText lists ids for a text output: at most maxTextIDs of them, then
-// how many more there are.
-func idsText(ids []string) string {
-	if len(ids) <= maxTextIDs {
-		return strings.Join(ids, " ")
-	}
-	return fmt.Sprintf("%s … and %d more", strings.Join(ids[:maxTextIDs], " "), len(ids)-maxTextIDs)
-}
-
-// failedText is "N failed", naming them (idsText) when there are any.
+// failedText is "N failed", naming them (idList) when there are any.
 func failedText(ids []string) string {
 	if len(ids) == 0 {
 		return "0 failed"
 	}
-	return fmt.Sprintf("%d failed (%s)", len(ids), idsText(ids))
+	return fmt.Sprintf("%d failed (%s)", len(ids), idList(ids))
 }

@@ -103,7 +103,7 @@ func TestListLiveness(t *testing.T) {
 		day + " interrupted: its writer died",
 		"snapwriter repair --date " + day + " --input FILE",
 		"or write it again",
-		part + " partial: 50 districts failed (1 2 3 4 5 6 7 8 9 10 … and 40 more); run `snapwriter repair --date " + part + " --input FILE`",
+		part + " partial: 50 districts failed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 … and 40 more; --json lists them all); run `snapwriter repair --date " + part + " --input FILE`",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list does not say %q:\n%s", want, out)

@@ -47,6 +47,7 @@ func main() {
 	maint := snapshot.NewMaintenance(snapshot.DefaultMaintenanceWait)
 	stopPauses := signals.WatchPauses(maint, atTerminal())
 	a := newApp(os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+	a.stderrTerminal = term.IsTerminal(int(os.Stderr.Fd()))
 	a.writerOptions = append(a.writerOptions, snapshot.WithMaintenance(maint))
 	code := a.run(ctx, os.Args[1:])
 	stopPauses()

@@ -44,6 +44,9 @@ type cli struct {
 	project      string
 	env          map[string]string
 	interceptors []grpc.UnaryClientInterceptor
+	// terminal: the command believes its stderr a terminal (a person
+	// reads it): console logs and a bar by default.
+	terminal bool
 }
 
 func newCLI(t *testing.T) *cli {
@@ -78,6 +81,7 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 		return c.dial(ctx, project)
 	}
 	a.newAPIClient = c.dialAPI
+	a.stderrTerminal = c.terminal
 	code := a.run(context.Background(), args)
 	return code, out.String(), errb.String()
 }

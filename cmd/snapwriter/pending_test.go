@@ -134,7 +134,7 @@ func TestListGetVerifyPending(t *testing.T) {
 	if s.State != snapshot.StateWriting || !slices.Equal(s.FailedDistricts, failed) || !slices.Equal(s.PendingDistricts, pending) {
 		t.Errorf("list --json while writing: %s, %d failed, %d pending; want writing, 50 failed, 150 pending", s.State, len(s.FailedDistricts), len(s.PendingDistricts))
 	}
-	first10 := strings.Join(failed[:10], " ") + " … and 40 more"
+	first10 := strings.Join(failed[:10], ", ") + " … and 40 more; --json lists them all"
 	out := listText(t, c)
 	if got := columns(t, out); !slices.Equal(got, []string{"300", "50", "150"}) {
 		t.Errorf("list while writing: DISTRICTS FAILED PENDING %v, want 300 50 150\n%s", got, out)
@@ -147,7 +147,7 @@ func TestListGetVerifyPending(t *testing.T) {
 		t.Errorf("get while writing: exit %d, want 3 saying %q\n%s", code, want, errs)
 	}
 	code, out, errs = c.run("", "verify", "--date", day)
-	for _, want := range []string{"300 districts, 100 written, 50 failed, 150 pending", "  failed (50): " + first10, "  pending (150): " + strings.Join(pending[:10], " ") + " … and 140 more"} {
+	for _, want := range []string{"300 districts, 100 written, 50 failed, 150 pending", "  failed (50): " + first10, "  pending (150): " + strings.Join(pending[:10], ", ") + " … and 140 more; --json lists them all"} {
 		if code != exitPartial || !strings.Contains(out, want) {
 			t.Errorf("verify while writing: exit %d, want 3 saying %q\n%s%s", code, want, out, errs)
 		}

@@ -2,11 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/snapwriter/snapwriter/internal/progress"
@@ -29,17 +28,30 @@ func checkProgress(mode string) error {
 	return nil
 }
 
+// barMode is a --progress mode with auto decided: a bar when a person
+// reads stderr (stderrTerminal), else none.
+func (a *app) barMode(mode string) string {
+	if mode != progress.ModeAuto {
+		return mode
+	}
+	if a.stderrTerminal {
+		return progress.ModeBar
+	}
+	return progress.ModeLog
+}
+
 // districtBar starts the bar, named desc, of a write or repair of n
-// districts when mode asks for one (progress.New): it returns the
-// writer options that feed it — and quiet the writer's logger to
-// warnings, since per-chunk lines would tear the bar apart — and the func
-// that ends it, leaving it where the write stopped. Without a bar both
-// are no-ops.
+// districts when mode asks for one (barMode, progress.New): it returns
+// the writer options that feed it — and leave the per-chunk log lines
+// out of the writer's logger, since the bar counts the chunks (see
+// quietChunks) — and the func that ends it, leaving it where the write
+// stopped. Without a bar both are no-ops. The other log lines go above
+// the bar (stderr is a progress.Screen).
 //
 // The bar's name also shows the write budget's rate limit, once a second:
 // "write 2026-11-20 ≤500/s", and how often the store pushed back.
 func (a *app) districtBar(mode, desc string, n int, budget *pacing.Budget) ([]snapshot.Option, func()) {
-	bar := progress.New(a.stderr, mode, n, describeRate(desc, budget.Stats()), progress.Rate("districts"))
+	bar := progress.New(a.stderr, a.barMode(mode), n, describeRate(desc, budget.Stats()), progress.Rate("districts"))
 	if bar == nil {
 		// No WithProgress(bar): a nil *Bar would be a Progress all the same.
 		return nil, func() {}
@@ -62,7 +74,7 @@ func (a *app) districtBar(mode, desc string, n int, budget *pacing.Budget) ([]sn
 			}
 		}
 	}()
-	opts := []snapshot.Option{snapshot.WithProgress(bar), snapshot.WithLogger(bar.Quiet(a.log))}
+	opts := []snapshot.Option{snapshot.WithProgress(bar), snapshot.WithLogger(quietChunks(a.log))}
 	return opts, func() {
 		close(stop)
 		<-done
@@ -80,12 +92,28 @@ func describeRate(desc string, st pacing.Stats) string {
 	return s
 }
 
-// syncStderr is stderr made safe for the logger and a bar's goroutine to
-// write at once: an *os.File is (and stays one, so that a bar can tell a
-// terminal); anything else, such as a test's buffer, gets a lock.
-func syncStderr(w io.Writer) io.Writer {
-	if _, ok := w.(*os.File); ok {
-		return w
+// chunkCommitted is the message of the writer's line for each chunk
+// committed (and the root's, batch 0): what a bar counts.
+// TestWriteProgressAutoIsLog fails if the writer logs it no more.
+const chunkCommitted = "batch committed"
+
+// quietChunks is log without the info lines of committed chunks, which a
+// bar shows as its count: 400 of them for 20,000 districts would push
+// everything else off the screen. The other lines, and every warning
+// (a chunk that failed), stay.
+func quietChunks(log *zap.Logger) *zap.Logger {
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return dropChunks{c} }))
+}
+
+// dropChunks is a core that leaves out the chunkCommitted lines below
+// warning.
+type dropChunks struct{ zapcore.Core }
+
+func (d dropChunks) With(fields []zapcore.Field) zapcore.Core { return dropChunks{d.Core.With(fields)} }
+
+func (d dropChunks) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level < zapcore.WarnLevel && e.Message == chunkCommitted {
+		return ce
 	}
-	return zapcore.Lock(zapcore.AddSync(w))
+	return d.Core.Check(e, ce)
 }

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
-	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/retention"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -17,23 +18,50 @@ import (
 // pruneFlags are prune's own flags; the write tuning flags (chunks,
 // retries, lock) are in writeFlags.
 type pruneFlags struct {
-	keepDays int
-	before   string
-	dryRun   bool
-	asJSON   bool
+	keepDays                       int
+	daily, weekly, monthly, yearly int
+	before                         string
+	dryRun, asJSON                 bool
+}
+
+// keepFlags are prune's keep rules, each a retention.Policy field.
+var keepFlags = map[string]string{
+	"KeepDays": "--keep-days", "Daily": "--keep-daily", "Weekly": "--keep-weekly",
+	"Monthly": "--keep-monthly", "Yearly": "--keep-yearly", "Before": "--before",
 }
 
 func (a *app) pruneCommand() *cobra.Command {
 	var f writeFlags
 	var p pruneFlags
 	cmd := &cobra.Command{
-		Use:   "prune --keep-days N | --before D [--dry-run] [--json]",
-		Short: "Delete old snapshots (retention), never the newest complete one",
-		Long: `Delete whole snapshots dated before a cutoff: --before D (YYYY-MM-DD), or
---keep-days N, which keeps the dates within N days of today (UTC) and deletes
-older ones. Exactly one of the two. The newest complete snapshot is never
-deleted, whatever the cutoff. A snapshot a stopped prune left "deleting" is
-finished whatever its date.
+		Use:   "prune [--keep-daily N] [--keep-weekly N] [--keep-monthly N] [--keep-yearly N] [--keep-days N] | --before D [--dry-run] [--json]",
+		Short: "Delete old snapshots by a retention policy, never the newest complete one",
+		Long: `Delete whole snapshots by a retention policy: keep rules, or a plain cutoff.
+
+Keep rules (any of them; a snapshot any rule keeps is kept, the others are
+deleted), with restic forget's meaning:
+  --keep-daily N    for each of the last N days that have a complete snapshot,
+                    keep the newest complete snapshot of that day
+  --keep-weekly N   the same for the last N ISO weeks (Monday to Sunday)
+  --keep-monthly N  the same for the last N months
+  --keep-yearly N   the same for the last N years
+  --keep-days N     keep every snapshot dated within N days of today (UTC),
+                    whatever its state (0: today's)
+Only complete snapshots count for and are kept by the period rules; 0 turns a
+period rule off. An incomplete snapshot (partial, unsuccessful, interrupted,
+writing, unknown) dated after the newest complete one is kept (a write or a
+repair may be at work or due); an older one is deleted unless --keep-days
+keeps it.
+
+--before D (YYYY-MM-DD) is a plain cutoff instead: every snapshot dated before
+D is deleted, whatever its state. It is given alone.
+
+Whatever the policy, the newest complete snapshot is never deleted, and a
+snapshot a stopped prune left "deleting" is finished. Roots whose id is not a
+date are left alone. The report lists every dated snapshot: the kept ones
+with the rules that keep each (newest-complete, daily, weekly, monthly,
+yearly, keep-days, newer-than-newest-complete, cutoff), then the ones to
+delete with their outcomes.
 
 Each snapshot is deleted under its lock, fenced like a write: its root is
 marked first (status "failed", writeState "deleting", no district listed as
@@ -45,31 +73,37 @@ writer's documents. A prune killed midway leaves the snapshot "deleting" in
 'snapwriter list'; run prune again to finish it.
 
 A date whose lock is held (a writer at work) is skipped and reported:
---lock-wait defaults to 0 here. --dry-run prints what would be deleted and
-deletes nothing, taking no lock.
+--lock-wait defaults to 0 here. --dry-run prints the verdicts and deletes
+nothing, taking no lock.
 
 Exit codes: 0 every selected snapshot pruned (or nothing to prune), 1 a runtime
 failure (over 5 over 4), 2 bad flags (nothing deleted), 4 a lock was held (that
 date skipped), 5 fenced out by a writer (that date left to it).`,
-		Example: `  snapwriter prune --keep-days 90 --dry-run
-  snapwriter prune --keep-days 90
-  snapwriter prune --before 2026-01-01 --json`,
+		Example: `  snapwriter prune --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --keep-yearly 5 --dry-run
+  snapwriter prune --keep-daily 7 --keep-weekly 4 --keep-monthly 12 --keep-yearly 5
+  snapwriter prune --keep-days 30 --keep-monthly 24
+  snapwriter prune --keep-days 90 --json
+  snapwriter prune --before 2026-01-01`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fl := cmd.Flags()
-			if err := checkPrune(p, fl.Changed("keep-days"), fl.Changed("before")); err != nil {
+			pol, err := prunePolicy(cmd.Flags(), p)
+			if err != nil {
 				return err
 			}
 			if err := f.validate(); err != nil {
 				return err
 			}
-			return a.prune(cmd.Context(), f, p)
+			return a.prune(cmd.Context(), f, pol, p)
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&p.keepDays, "keep-days", 0, "keep the snapshots of the last N days (UTC), delete older ones")
-	fl.StringVar(&p.before, "before", "", "delete the snapshots dated before D (YYYY-MM-DD)")
-	fl.BoolVar(&p.dryRun, "dry-run", false, "print what would be deleted; delete nothing, take no lock")
+	fl.IntVar(&p.daily, "keep-daily", 0, "keep the newest complete snapshot of each of the last N days that have one (0: off)")
+	fl.IntVar(&p.weekly, "keep-weekly", 0, "keep the newest complete snapshot of each of the last N ISO weeks that have one (0: off)")
+	fl.IntVar(&p.monthly, "keep-monthly", 0, "keep the newest complete snapshot of each of the last N months that have one (0: off)")
+	fl.IntVar(&p.yearly, "keep-yearly", 0, "keep the newest complete snapshot of each of the last N years that have one (0: off)")
+	fl.IntVar(&p.keepDays, "keep-days", 0, "keep every snapshot dated within N days of today (UTC), whatever its state (0: today's)")
+	fl.StringVar(&p.before, "before", "", "a plain cutoff, given alone: delete the snapshots dated before D (YYYY-MM-DD)")
+	fl.BoolVar(&p.dryRun, "dry-run", false, "print every snapshot's verdict; delete nothing, take no lock")
 	fl.BoolVar(&p.asJSON, "json", false, "print the report as JSON")
 	// Prune records no progress: no --record-interval.
 	addWriteFlags(fl, &f, "record-interval")
@@ -81,25 +115,36 @@ date skipped), 5 fenced out by a writer (that date left to it).`,
 	return cmd
 }
 
-// checkPrune refuses prune's own flags when they make no sense: exactly
-// one of --keep-days (set: keepSet) and --before.
-func checkPrune(p pruneFlags, keepSet, beforeSet bool) error {
-	switch {
-	case keepSet == beforeSet:
-		return usagef("prune: give exactly one of --keep-days N and --before D")
-	case keepSet && p.keepDays < 0:
-		return usagef("--keep-days %d: want 0 or more", p.keepDays)
-	case beforeSet && !model.ValidDate(p.before):
-		return usagef("--before %q: want a real YYYY-MM-DD date", p.before)
+// prunePolicy is the retention policy prune's flags give, or the usage
+// error that names the flag: --keep-days counts when given (0 keeps
+// today's); --before excludes every keep flag, even one given as 0.
+func prunePolicy(fl *pflag.FlagSet, p pruneFlags) (retention.Policy, error) {
+	pol := retention.Policy{Daily: p.daily, Weekly: p.weekly, Monthly: p.monthly, Yearly: p.yearly, Before: p.before}
+	if fl.Changed("keep-days") {
+		pol.KeepDays = &p.keepDays
 	}
-	return nil
+	keepGiven := false
+	for _, name := range []string{"keep-days", "keep-daily", "keep-weekly", "keep-monthly", "keep-yearly"} {
+		keepGiven = keepGiven || fl.Changed(name)
+	}
+	err := pol.Validate()
+	var pe *retention.PolicyError
+	switch {
+	case errors.As(err, &pe):
+		return pol, valueUsage(keepFlags[pe.Field], pe.Value, pe.Reason)
+	case fl.Changed("before") && keepGiven, errors.Is(err, retention.ErrBeforeWithRules):
+		return pol, usagef("prune: --before D is a plain cutoff, given alone; or give keep rules (--keep-daily, --keep-weekly, --keep-monthly, --keep-yearly, --keep-days) without it")
+	case errors.Is(err, retention.ErrNoRule) && keepGiven:
+		return pol, usagef("prune: every keep rule given is 0 (off): give a count above 0, or --keep-days N")
+	case errors.Is(err, retention.ErrNoRule):
+		return pol, usagef("prune: give a retention policy: --keep-daily, --keep-weekly, --keep-monthly, --keep-yearly N and/or --keep-days N, or --before D")
+	case err != nil:
+		return pol, usage(err)
+	}
+	return pol, nil
 }
 
-func (a *app) prune(ctx context.Context, f writeFlags, p pruneFlags) error {
-	before := p.before
-	if before == "" {
-		before = snapshot.KeepDaysCutoff(time.Now(), p.keepDays)
-	}
+func (a *app) prune(ctx context.Context, f writeFlags, pol retention.Policy, p pruneFlags) error {
 	client, err := a.client(ctx)
 	if err != nil {
 		return err
@@ -111,7 +156,11 @@ func (a *app) prune(ctx context.Context, f writeFlags, p pruneFlags) error {
 	if err != nil {
 		return a.firestoreWait(err)
 	}
-	rep := retention.NewReport(snapshot.SelectPrune(list, before), p.dryRun)
+	plan, err := pol.Select(list, time.Now())
+	if err != nil {
+		return usage(err) // checked by prunePolicy already
+	}
+	rep := retention.NewReport(plan, p.dryRun)
 	if !p.dryRun && len(rep.Snapshots) > 0 {
 		w, closeWriter, err := a.newWriter(ctx, client, f)
 		if err != nil {
@@ -130,8 +179,8 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	worst := rep.Worst()
 	rep.ExitCode = dateExit(worst, nil)
 	n := rep.Count()
-	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.String("before", rep.Before), zap.Bool("dryRun", rep.DryRun),
-		zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[outcome.Pruned]+n[outcome.Gone]), zap.Int("exitCode", rep.ExitCode))
+	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.Stringer("policy", rep.Policy), zap.String("before", rep.Before),
+		zap.Bool("dryRun", rep.DryRun), zap.Int("kept", len(rep.Kept)), zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[outcome.Pruned]+n[outcome.Gone]), zap.Int("exitCode", rep.ExitCode))
 	if err := a.output(asJSON, rep, rep.WriteText); err != nil || rep.ExitCode == exitOK {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -53,16 +54,26 @@ func TestPruneBadFlagsExit2(t *testing.T) {
 	c := newCLI(t)
 	writeDays(t, c, "2026-11-01", "2026-11-02")
 	before := c.docCount()
-	for _, args := range [][]string{
-		{"prune"},
-		{"prune", "--keep-days", "3", "--before", "2026-11-02"},
-		{"prune", "--keep-days", "-1"},
-		{"prune", "--before", "2026-02-30"},
-		{"prune", "--before", "yesterday"},
-		{"prune", "--before", "2026-11-03", "--batch-size", "0"},
+	for _, bad := range []struct {
+		args []string
+		says string // in the error
+	}{
+		{[]string{"prune"}, "give a retention policy"},
+		{[]string{"prune", "--keep-days", "3", "--before", "2026-11-02"}, "--before D is a plain cutoff"},
+		{[]string{"prune", "--keep-monthly", "0", "--before", "2026-11-02"}, "--before D is a plain cutoff"},
+		{[]string{"prune", "--keep-days", "-1"}, "--keep-days -1: want 0 or more"},
+		{[]string{"prune", "--keep-daily", "-1"}, "--keep-daily -1: want 0 or more"},
+		{[]string{"prune", "--keep-daily", "7", "--keep-weekly", "-4"}, "--keep-weekly -4: want 0 or more"},
+		{[]string{"prune", "--keep-monthly", "-12", "--dry-run"}, "--keep-monthly -12: want 0 or more"},
+		{[]string{"prune", "--keep-yearly", "-5", "--keep-days", "30"}, "--keep-yearly -5: want 0 or more"},
+		{[]string{"prune", "--keep-yearly", "five"}, "--keep-yearly"},
+		{[]string{"prune", "--keep-daily", "0", "--keep-weekly", "0"}, "every keep rule given is 0 (off)"},
+		{[]string{"prune", "--before", "2026-02-30"}, `--before "2026-02-30": want a real YYYY-MM-DD date`},
+		{[]string{"prune", "--before", "yesterday"}, "--before"},
+		{[]string{"prune", "--before", "2026-11-03", "--batch-size", "0"}, "--batch-size"},
 	} {
-		if code, _, errs := c.run("", args...); code != exitUsage {
-			t.Errorf("%v: exit %d, want 2\n%s", args, code, errs)
+		if code, _, errs := c.run("", bad.args...); code != exitUsage || !strings.Contains(errs, bad.says) {
+			t.Errorf("%v: exit %d, want 2 and %q\n%s", bad.args, code, bad.says, errs)
 		}
 	}
 	if n := c.docCount(); n != before {
@@ -175,5 +186,92 @@ func TestPruneFinishCountsDatesNotDone(t *testing.T) {
 	want := "prune: 4 of 7 snapshots not pruned (1 lock held, 1 fenced out, 2 failed); run `snapwriter prune` again to finish"
 	if exitCode(err) != exitError || err.Error() != want {
 		t.Errorf("pruneFinish = %v (exit %d), want exit %d and %s", err, exitCode(err), exitError, want)
+	}
+}
+
+// makePartial makes the root of date look as the application's writer
+// leaves a partial write: status "success", writeComplete false.
+func makePartial(t *testing.T, c *cli, date string) {
+	t.Helper()
+	if _, err := c.client().Collection("snapshots").Doc(date).Update(context.Background(), []firestore.Update{
+		{Path: "metadata.writeComplete", Value: false},
+		{Path: "metadata.writeState", Value: firestore.Delete},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The keep rules: --dry-run prints every snapshot's verdict, the kept
+// ones with the rules that keep them, and deletes nothing; the real run
+// deletes exactly the dates the dry run named; a rerun has nothing left
+// to prune. January's newest snapshot is partial, so --keep-monthly keeps
+// its newest complete one; the partial snapshot after the newest complete
+// one is kept.
+func TestPruneKeepRules(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	writeDays(t, c, "2026-01-30", "2026-01-31", "2026-02-27", "2026-02-28", "2026-03-01", "2026-03-02", "2026-03-03")
+	makePartial(t, c, "2026-01-31")
+	makePartial(t, c, "2026-03-03")
+	before := c.docCount()
+	policy := []string{"--keep-daily", "2", "--keep-monthly", "3"}
+
+	code, out, errs := c.run("", append([]string{"prune", "--dry-run"}, policy...)...)
+	if code != exitOK {
+		t.Fatalf("dry run: exit %d\n%s\n%s", code, out, errs)
+	}
+	for _, line := range []string{
+		"policy: --keep-daily 2 --keep-monthly 3 (today ",
+		"; newest complete snapshot 2026-03-02\nkeep 5 snapshot(s):\n",
+		"2026-01-30  complete  4          monthly\n",
+		"2026-02-28  complete  4          monthly\n",
+		"2026-03-01  complete  4          daily\n",
+		"2026-03-02  complete  4          newest-complete, daily, monthly\n",
+		"2026-03-03  partial   4          newer-than-newest-complete\n",
+		"dry run: would delete 2 snapshot(s):\n",
+		"2026-01-31  partial   4          would-prune  -\n",
+		"2026-02-27  complete  4          would-prune  -\n",
+		"nothing was deleted (--dry-run)\n",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("dry run lacks %q:\n%s", line, out)
+		}
+	}
+	if n := c.docCount(); n != before {
+		t.Errorf("dry run changed the store: %d documents, had %d", n, before)
+	}
+
+	rep := pruneJSON(t, c, exitOK, append([]string{"--dry-run"}, policy...)...)
+	reasons := map[string]string{}
+	for _, k := range rep.Kept {
+		reasons[k.SnapshotID] = fmt.Sprint(k.Reasons)
+	}
+	if want := map[string]string{"2026-01-30": "[monthly]", "2026-02-28": "[monthly]", "2026-03-01": "[daily]",
+		"2026-03-02": "[newest-complete daily monthly]", "2026-03-03": "[newer-than-newest-complete]"}; !maps.Equal(reasons, want) ||
+		rep.Before != "" || rep.Policy.Daily != 2 || rep.Policy.Monthly != 3 || rep.Policy.KeepDays != nil {
+		t.Errorf("--json dry run: kept %v, want %v; before %q, policy %+v", reasons, want, rep.Before, rep.Policy)
+	}
+
+	rep = pruneJSON(t, c, exitOK, policy...)
+	if got := outcomes(rep); !maps.Equal(got, map[string]outcome.Outcome{"2026-01-31": outcome.Pruned, "2026-02-27": outcome.Pruned}) {
+		t.Errorf("outcomes %v", got)
+	}
+	want := map[string]string{"2026-01-30": "complete", "2026-02-28": "complete", "2026-03-01": "complete", "2026-03-02": "complete", "2026-03-03": "partial"}
+	if states := listStates(t, c); !maps.Equal(states, want) {
+		t.Errorf("list after prune: %v, want %v", states, want)
+	}
+	code, out, _ = c.run("", append([]string{"prune"}, policy...)...)
+	if code != exitOK || !strings.Contains(out, "prune: 0 snapshot(s) selected; nothing to prune") {
+		t.Errorf("rerun: exit %d\n%s", code, out)
+	}
+	// --keep-days combines: a tighter policy keeps 2026-03-02 (newest
+	// complete), 2026-03-03 (newer, partial) and what --keep-weekly 1
+	// adds: nothing more.
+	rep = pruneJSON(t, c, exitOK, "--keep-weekly", "1", "--keep-days", "0")
+	if got := outcomes(rep); len(got) != 3 || got["2026-01-30"] != outcome.Pruned || got["2026-02-28"] != outcome.Pruned || got["2026-03-01"] != outcome.Pruned {
+		t.Errorf("--keep-weekly 1 --keep-days 0 outcomes %v", got)
+	}
+	if states := listStates(t, c); !maps.Equal(states, map[string]string{"2026-03-02": "complete", "2026-03-03": "partial"}) {
+		t.Errorf("list at the end: %v", states)
 	}
 }

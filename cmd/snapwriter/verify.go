@@ -139,10 +139,10 @@ func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %d districts, %d written, %d failed, %d pending, %d documents; %s\n",
 		rep.SnapshotID, verdict, rep.State, rep.Districts, rep.Written, len(rep.FailedDistricts), len(rep.PendingDistricts), rep.Documents, hashes)
 	if len(rep.FailedDistricts) > 0 {
-		fmt.Fprintf(a.stdout, "  failed (%d): %s\n", len(rep.FailedDistricts), idsText(rep.FailedDistricts))
+		fmt.Fprintf(a.stdout, "  failed (%d): %s\n", len(rep.FailedDistricts), idList(rep.FailedDistricts))
 	}
 	if len(rep.PendingDistricts) > 0 {
-		fmt.Fprintf(a.stdout, "  pending (%d): %s\n", len(rep.PendingDistricts), idsText(rep.PendingDistricts))
+		fmt.Fprintf(a.stdout, "  pending (%d): %s\n", len(rep.PendingDistricts), idList(rep.PendingDistricts))
 	}
 	if rep.NotYetRecorded > 0 {
 		fmt.Fprintf(a.stdout, "  %d districts written but not yet recorded in the root (its writer is at work, or was stopped before recording them: `snapwriter repair` records them without writing them again)\n",

@@ -17,7 +17,7 @@ import (
 func logger(t *testing.T, format, level string) (*zap.Logger, *bytes.Buffer) {
 	t.Helper()
 	var buf bytes.Buffer
-	log, err := New(&buf, format, level)
+	log, err := New(&buf, format, level, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestBadConfig(t *testing.T) {
 		{"xml", "loud", ErrLevel},
 	}
 	for _, tc := range cases {
-		log, err := New(&bytes.Buffer{}, tc.format, tc.level)
+		log, err := New(&bytes.Buffer{}, tc.format, tc.level, false)
 		if !errors.Is(err, tc.want) || log != nil {
 			t.Errorf("New(%q, %q) = %v, %v; want %v", tc.format, tc.level, log, err, tc.want)
 		}

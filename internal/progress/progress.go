@@ -55,18 +55,19 @@ func Rate(unit string) Option {
 }
 
 // New returns a bar of n steps named desc on w when mode asks for one, or
-// when mode is ModeAuto and w is a terminal; nil means no bar (ModeLog, or
-// nothing to count). It shows the count and the elapsed and remaining
-// time, and what opts add.
+// when mode is ModeAuto and w is a terminal (a Screen on one); nil means
+// no bar (ModeLog, or nothing to count). It shows the count and the
+// elapsed and remaining time, and what opts add. On a Screen, the lines
+// written to the Screen while the bar shows go above it.
 func New(w io.Writer, mode string, n int, desc string, opts ...Option) *Bar {
 	if mode == ModeLog || n == 0 {
 		return nil
 	}
-	if mode == ModeAuto {
-		f, ok := w.(*os.File)
-		if !ok || !term.IsTerminal(int(f.Fd())) {
-			return nil
-		}
+	if mode == ModeAuto && !isTerminal(w) {
+		return nil
+	}
+	if s, ok := w.(*Screen); ok {
+		w = barWriter{s}
 	}
 	bar := []progressbar.Option{
 		progressbar.OptionSetWriter(w),
@@ -80,6 +81,15 @@ func New(w io.Writer, mode string, n int, desc string, opts ...Option) *Bar {
 		bar = append(bar, progressbar.Option(o))
 	}
 	return &Bar{w: w, bar: progressbar.NewOptions(n, bar...)}
+}
+
+// isTerminal reports whether w is a terminal, or a Screen on one.
+func isTerminal(w io.Writer) bool {
+	if s, ok := w.(*Screen); ok {
+		w = s.w
+	}
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // Start draws the bar at once, at what it has counted, and starts the
@@ -128,9 +138,10 @@ func (b *Bar) Stop() error {
 	return errors.Join(err, werr)
 }
 
-// Quiet is log as it should be while b is on show: routine lines would
-// tear the bar apart, so only warnings and errors are logged. It is log
-// itself when b is nil.
+// Quiet is log as it should be while b is on show, when the bar stands
+// for the routine lines (backfill's, a line per date and the lines of each
+// date's write): only warnings and errors are logged. It is log itself
+// when b is nil.
 func (b *Bar) Quiet(log *zap.Logger) *zap.Logger {
 	if b == nil {
 		return log

@@ -1,0 +1,82 @@
+package progress
+
+import (
+	"bytes"
+	"io"
+	"sync"
+)
+
+// clearLine takes the cursor to the start of its line and erases the
+// line: the bar, before a line is written where it was.
+const clearLine = "\r\x1b[K"
+
+// Screen is an output — stderr — that a bar and lines of text (log
+// lines, messages) share: a line written while a bar shows goes above the
+// bar, which is erased first and drawn again under the line, so that
+// neither overwrites the other. New draws a bar given a Screen this way.
+// A Screen serialises the writes to it, the bar's among them, so that a
+// logger and a bar's goroutine may write at once.
+type Screen struct {
+	mu sync.Mutex
+	w  io.Writer
+	// bar is the bar's last drawing while it is on show (nil when none
+	// is): what is drawn again under a line.
+	bar []byte
+	// onScreen: the bar is drawn on the last line, to be erased before a
+	// line is written there.
+	onScreen bool
+	// midLine: the last text written did not end its line; the bar waits
+	// until it does, so as not to be drawn into the middle of it.
+	midLine bool
+}
+
+// NewScreen returns the Screen writing to w.
+func NewScreen(w io.Writer) *Screen { return &Screen{w: w} }
+
+// Write writes p, a line or part of one, above the bar when one shows.
+func (s *Screen) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.onScreen {
+		if _, err := io.WriteString(s.w, clearLine); err != nil {
+			return 0, err
+		}
+		s.onScreen = false
+	}
+	n, err := s.w.Write(p)
+	if len(p) > 0 {
+		s.midLine = p[len(p)-1] != '\n'
+	}
+	if err == nil && s.bar != nil && !s.midLine {
+		if _, err := s.w.Write(s.bar); err == nil {
+			s.onScreen = true
+		}
+	}
+	return n, err
+}
+
+// barWriter is the bar's side of a Screen: what it draws is kept, to be
+// drawn again under the next line, and written unless a line is half
+// written; the newline that ends the bar's line (Finish, Stop) ends its
+// show.
+type barWriter struct{ s *Screen }
+
+func (b barWriter) Write(p []byte) (int, error) {
+	s := b.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case bytes.HasSuffix(p, []byte("\n")):
+		s.bar = nil
+	case len(bytes.Trim(p, " \r")) > 0:
+		// A drawing, not only the erasing of one (spaces, returns).
+		s.bar = append(s.bar[:0], p...)
+	}
+	if s.midLine {
+		// Drawn after the line ends (Write), from s.bar.
+		return len(p), nil
+	}
+	n, err := s.w.Write(p)
+	s.onScreen = s.bar != nil
+	return n, err
+}

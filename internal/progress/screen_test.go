@@ -1,0 +1,143 @@
+package progress
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// render is what a terminal shows after out: carriage returns, the
+// erasing of a line (ESC [K) and newlines followed, trailing spaces
+// trimmed. Any other escape sequence fails the test.
+func render(t *testing.T, out string) []string {
+	t.Helper()
+	lines := [][]rune{nil}
+	col := 0
+	rs := []rune(out)
+	for i := 0; i < len(rs); i++ {
+		cur := &lines[len(lines)-1]
+		switch r := rs[i]; r {
+		case '\r':
+			col = 0
+		case '\n':
+			lines = append(lines, nil)
+			col = 0
+		case '\x1b':
+			if i+2 >= len(rs) || rs[i+1] != '[' || rs[i+2] != 'K' {
+				t.Fatalf("an escape sequence other than ESC [K at %d: %q", i, string(rs[i:min(i+8, len(rs))]))
+			}
+			*cur = (*cur)[:min(col, len(*cur))]
+			i += 2
+		default:
+			for len(*cur) <= col {
+				*cur = append(*cur, ' ')
+			}
+			(*cur)[col] = r
+			col++
+		}
+	}
+	var got []string
+	for _, l := range lines {
+		got = append(got, strings.TrimRight(string(l), " "))
+	}
+	for len(got) > 0 && got[len(got)-1] == "" {
+		got = got[:len(got)-1]
+	}
+	return got
+}
+
+// Lines written while a bar shows appear above it, whole, and the bar
+// under the last of them; a line written in parts keeps the bar out of
+// its middle; after Stop, lines follow the bar's last state.
+func TestScreenLinesAboveBar(t *testing.T) {
+	var out bytes.Buffer
+	s := NewScreen(&out)
+	bar := New(s, ModeBar, 10, "write 2026-11-20")
+	bar.Start()
+	fmt.Fprintln(s, "lock acquired")
+	_ = bar.Add(3)
+	fmt.Fprint(s, "batch failed: ")
+	_ = bar.Add(1) // not drawn into the half-written line
+	fmt.Fprintln(s, "district 7")
+	got := render(t, out.String())
+	if len(got) != 3 || got[0] != "lock acquired" || got[1] != "batch failed: district 7" || !strings.Contains(got[2], "(4/10") {
+		t.Fatalf("screen while the bar shows:\n%s", strings.Join(got, "\n"))
+	}
+	if err := bar.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(s, "snapwriter: partial")
+	got = render(t, out.String())
+	if len(got) != 4 || !strings.Contains(got[2], "(4/10") || got[3] != "snapwriter: partial" {
+		t.Fatalf("screen after Stop:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// Without a bar, a Screen writes what it is given, as it is.
+func TestScreenNoBar(t *testing.T) {
+	var out bytes.Buffer
+	s := NewScreen(&out)
+	fmt.Fprint(s, "a\nb")
+	fmt.Fprintln(s, "c")
+	if out.String() != "a\nbc\n" {
+		t.Errorf("%q", out.String())
+	}
+	if New(s, ModeAuto, 5, "x") != nil {
+		t.Error("auto on a Screen on a buffer (not a terminal): want no bar")
+	}
+}
+
+// A bar advanced from one goroutine while lines are written from others
+// never tears a line: every line is on the screen whole, in the order
+// each writer wrote its own, and the bar ends at its count.
+func TestScreenConcurrent(t *testing.T) {
+	var out bytes.Buffer
+	s := NewScreen(&out)
+	const writers, each, steps = 4, 50, 200
+	bar := New(s, ModeBar, steps, "write")
+	bar.Start()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range steps {
+			_ = bar.Add(1)
+		}
+	})
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				fmt.Fprintf(s, "writer %d line %d\n", w, i)
+			}
+		})
+	}
+	wg.Wait()
+	if err := bar.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	got := render(t, out.String())
+	next := make([]int, writers)
+	bars := 0
+	for _, l := range got {
+		var w, i int
+		if _, err := fmt.Sscanf(l, "writer %d line %d", &w, &i); err == nil && l == fmt.Sprintf("writer %d line %d", w, i) {
+			if i != next[w] {
+				t.Fatalf("writer %d: line %d after %d", w, i, next[w]-1)
+			}
+			next[w]++
+			continue
+		}
+		if !strings.HasPrefix(l, "write ") || !strings.Contains(l, fmt.Sprintf("/%d", steps)) {
+			t.Fatalf("a line neither a whole log line nor the bar: %q", l)
+		}
+		bars++
+	}
+	for w, n := range next {
+		if n != each {
+			t.Errorf("writer %d: %d lines on the screen, want %d", w, n, each)
+		}
+	}
+	if bars != 1 || !strings.Contains(got[len(got)-1], fmt.Sprintf("(%d/%d", steps, steps)) {
+		t.Errorf("%d bars on the screen, the last line %q: want one, at the end, full", bars, got[len(got)-1])
+	}
+}
