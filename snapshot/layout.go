@@ -8,14 +8,29 @@ import (
 
 // Status values of a manifest entry: the TypeScript readers know only
 // these two. A district not written yet is "failed" with notWrittenYet.
+// legacyEntryPending is the status roots of earlier snapwriter versions
+// gave such a district.
 const (
-	entrySuccess = "success"
-	entryFailed  = "failed"
+	entrySuccess       = "success"
+	entryFailed        = "failed"
+	legacyEntryPending = "pending"
 )
 
-// notWrittenYet is the errorMessage of a manifest entry whose district has
-// not been written by the write in progress.
+// notWrittenYet is the errorMessage of a manifest entry whose district the
+// write in progress has not written. While the root says "writing" it
+// means pending: the writer has not reached the district (or its chunk is
+// in flight, or of unknown outcome until the finish), since the progress
+// records record a chunk that failed for good as failed, with its error.
+// A root whose writer died keeps it for the districts it never reached
+// (and those it wrote in its last moments without recording them).
 const notWrittenYet = "not written yet"
+
+// pending reports whether manifest entry e, of a root that says
+// "writing", is of a district its writer has not reached: not written yet
+// (or, in an earlier version's root, "pending").
+func (e manifestEntry) pending() bool {
+	return e.Status == legacyEntryPending || e.Status != entrySuccess && e.ErrorMessage == notWrittenYet
+}
 
 // metadata.status of a snapshot whose write has not succeeded (in
 // progress, interrupted or finished with failed districts), and of a

@@ -136,15 +136,31 @@ type Summary struct {
 	// WriteState is the root's metadata.writeState: "writing",
 	// "finished" or "deleting" (empty on roots of the application and of earlier
 	// snapwriter versions, which said "writing" in Status).
-	WriteState      string   `json:"writeState,omitempty"`
-	Districts       int      `json:"districts"`
+	WriteState string `json:"writeState,omitempty"`
+	Districts  int    `json:"districts"`
+	// FailedDistricts are the districts whose write failed: of a finished
+	// root, every district it does not hold (metadata.writeFailedDistricts);
+	// of a root that says "writing", those whose chunk failed for good.
 	FailedDistricts []string `json:"failedDistricts"`
-	WriterFence     string   `json:"writerFence"`
-	LockBackend     string   `json:"writerLockBackend,omitempty"`
+	// PendingDistricts are, of a root that says "writing" (StateWriting,
+	// StateInterrupted, StateUnknown), the districts its writer has not
+	// reached — or, when it died, never reached, or wrote in its last
+	// moments without recording them: its manifest's "not written yet"
+	// entries. Empty for every other root. A root that says "writing" holds
+	// its other districts: Districts - len(FailedDistricts) -
+	// len(PendingDistricts) are written.
+	PendingDistricts []string `json:"pendingDistricts"`
+	WriterFence      string   `json:"writerFence"`
+	LockBackend      string   `json:"writerLockBackend,omitempty"`
 	// LockKeyHash is the locking.HashKey of the lock key the writer held
 	// (writerLockKeyHash; empty for roots of earlier snapwriter versions).
 	LockKeyHash     string `json:"writerLockKeyHash,omitempty"`
 	WriteFinishedAt string `json:"writeFinishedAt,omitempty"`
+	// fromManifest: the district lists were read from the manifest, so
+	// that PendingDistricts is told from FailedDistricts; a summary read
+	// without the manifest (summaryFields) of a root that says "writing"
+	// has its pending districts among the failed until readPending.
+	fromManifest bool
 }
 
 // Get returns the snapshot stored under id, rebuilt in the input format.
@@ -154,24 +170,13 @@ type Summary struct {
 // had, and it never waits on a transaction a killed writer left open.
 func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
-	root, v, err := r.openRoot(ctx, ref)
-	if status.Code(err) == codes.NotFound {
-		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
-	}
+	rd, v, err := r.openWhole(ctx, ref)
 	if err != nil {
-		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
+		return nil, err
 	}
 	docs, err := v.collection(ref, districtsCollection).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
-	}
-	rd := readRoot(root)
-	if rd.Manifest.paged() {
-		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
-		if err != nil {
-			return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
-		}
-		rd.expandPages(pages)
 	}
 	written := rd.recordedWritten()
 	districts := make(map[string]model.Object, len(docs))
@@ -187,6 +192,30 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 		return nil, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
 	return s, nil
+}
+
+// openWhole reads root document ref and, when its manifest is paged, its
+// manifest pages in the root's view: the root with its manifest whole, and
+// the view the snapshot's other reads go through. A missing root is
+// ErrNotFound.
+func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*rootDocument, view, error) {
+	id := ref.ID
+	doc, v, err := r.openRoot(ctx, ref)
+	if status.Code(err) == codes.NotFound {
+		return nil, v, fmt.Errorf("%s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, v, fmt.Errorf("reading snapshot %s: %w", id, err)
+	}
+	rd := readRoot(doc)
+	if rd.Manifest.paged() {
+		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
+		if err != nil {
+			return nil, v, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
+		}
+		rd.expandPages(pages)
+	}
+	return rd, v, nil
 }
 
 // District returns one district's statistics from snapshot id, as they
@@ -222,10 +251,20 @@ func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
 	s := summarize(doc)
-	if err := r.settle(ctx, &s); err != nil {
+	if err := r.describe(ctx, &s); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// describe completes summary s as read: settles its state (settle) and,
+// for a root that says "writing", tells its pending districts from its
+// failed ones (readPending).
+func (r *Reader) describe(ctx context.Context, s *Summary) error {
+	if err := r.settle(ctx, s); err != nil {
+		return err
+	}
+	return r.readPending(ctx, s)
 }
 
 // summaryFields are the root fields a Summary is made of.
@@ -244,7 +283,11 @@ var latestFields = []string{
 
 // List returns every snapshot, newest first. The scan runs in ascending id
 // order and is reversed here: the emulator refuses descending key scans,
-// and one summary per day is small.
+// and one summary per day is small. It reads the summary fields of each
+// root, no manifest: only a root that says "writing" is read again whole
+// (with its manifest pages), to tell its pending districts from its
+// failed ones, so that a listing of finished snapshots reads what it
+// always did.
 func (r *Reader) List(ctx context.Context) ([]Summary, error) {
 	it := r.client.Collection(r.collection).Select(summaryFields...).
 		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx)
@@ -261,7 +304,7 @@ func (r *Reader) List(ctx context.Context) ([]Summary, error) {
 		out = append(out, summarize(doc))
 	}
 	for i := range out {
-		if err := r.settle(ctx, &out[i]); err != nil {
+		if err := r.describe(ctx, &out[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -277,9 +320,9 @@ func (r *Reader) List(ctx context.Context) ([]Summary, error) {
 // A writer records its outcome before it unlocks, so a root read as
 // "writing" whose lock is free may have been finished in between; and a
 // new writer may have taken over. So when the lock is free the root is
-// read again: only a root still "writing" under the same fence, whose
-// writer therefore holds no lock, is interrupted; a changed one is settled
-// afresh.
+// read again (whole: reread): only a root still "writing" under the same
+// fence, whose writer therefore holds no lock, is interrupted, and s is
+// then what that read found; a changed one is settled afresh.
 func (r *Reader) settle(ctx context.Context, s *Summary) error {
 	for range 3 {
 		if !s.writing() {
@@ -310,9 +353,9 @@ func (r *Reader) settle(ctx context.Context, s *Summary) error {
 		if err != nil {
 			return err
 		}
-		if fresh.writing() && fresh.WriterFence == s.WriterFence && fresh.LockBackend == s.LockBackend &&
-			fresh.LockKeyHash == s.LockKeyHash {
-			s.State = StateInterrupted
+		if fresh.writing() && fresh.sameWriter(s) {
+			fresh.State = StateInterrupted
+			*s = fresh
 			return nil
 		}
 		*s = fresh
@@ -342,18 +385,46 @@ func (r *Reader) lockKey(s *Summary) (key string, known bool, err error) {
 	return key, locking.HashKey(key) == s.LockKeyHash, nil
 }
 
-// reread reads the summary fields of one root again, through a projection
-// (the whole root carries a manifest entry per district).
+// sameWriter reports whether summaries s and o name the same writer: the
+// same fence, on the same lock backend and key.
+func (s *Summary) sameWriter(o *Summary) bool {
+	return s.WriterFence == o.WriterFence && s.LockBackend == o.LockBackend && s.LockKeyHash == o.LockKeyHash
+}
+
+// reread reads one root again, whole — with its manifest pages, when
+// paged, as they were at the root's read — and returns its summary, not
+// settled, its district lists read from the manifest. Only roots that say
+// "writing" are read again, and their manifest is what tells their
+// pending districts from their failed ones.
 func (r *Reader) reread(ctx context.Context, id string) (Summary, error) {
-	coll := r.client.Collection(r.collection)
-	docs, err := coll.Where(firestore.DocumentID, "==", coll.Doc(id)).Select(summaryFields...).Documents(ctx).GetAll()
+	root, _, err := r.openWhole(ctx, r.client.Collection(r.collection).Doc(id))
 	if err != nil {
-		return Summary{}, fmt.Errorf("reading snapshot %s: %w", id, err)
+		return Summary{}, err
 	}
-	if len(docs) == 0 {
-		return Summary{}, fmt.Errorf("%s: %w", id, ErrNotFound)
+	return summaryOf(id, root), nil
+}
+
+// readPending tells, in summary s of a root that says "writing" whose
+// district lists were not read from its manifest (a List's projection, or
+// a paged root read without its pages), its pending districts from its
+// failed ones: the root is read again whole (reread). When that read finds
+// it finished, or taken over by another writer, since s was settled, s is
+// that read's summary, settled afresh.
+func (r *Reader) readPending(ctx context.Context, s *Summary) error {
+	if !s.writing() || s.fromManifest {
+		return nil
 	}
-	return summarize(docs[0]), nil
+	fresh, err := r.reread(ctx, s.SnapshotID)
+	if err != nil {
+		return err
+	}
+	if fresh.writing() && fresh.sameWriter(s) {
+		fresh.State = s.State
+		*s = fresh
+		return nil
+	}
+	*s = fresh
+	return r.settle(ctx, s)
 }
 
 // Latest returns the id of the newest complete snapshot: status "success"
@@ -381,18 +452,35 @@ func (r *Reader) Latest(ctx context.Context) (string, error) {
 // State not settled.
 func summarize(doc *firestore.DocumentSnapshot) Summary { return summaryOf(doc.Ref.ID, readRoot(doc)) }
 
-// summaryOf is the Summary of snapshot id's root, read.
+// summaryOf is the Summary of snapshot id's root, read. The district
+// lists of a root that says "writing" are read from its manifest entries
+// when it has them (an inline root read whole, or a paged one with its
+// pages expanded); otherwise, and for every other root, FailedDistricts
+// is metadata.writeFailedDistricts.
 func summaryOf(id string, root *rootDocument) Summary {
 	md := root.meta()
 	s := Summary{SnapshotID: id, Status: md.Status, WriteState: md.WriteState, FailedDistricts: []string{},
-		WriterFence: md.WriterFence, LockBackend: md.WriterLockBackend, LockKeyHash: md.WriterLockKeyHash,
-		WriteFinishedAt: md.WriteFinishedAt}
+		PendingDistricts: []string{}, WriterFence: md.WriterFence, LockBackend: md.WriterLockBackend,
+		LockKeyHash: md.WriterLockKeyHash, WriteFinishedAt: md.WriteFinishedAt}
 	if n := root.Manifest.TotalDistricts; n != nil {
 		s.Districts = int(*n)
 	} else if md.ConfiguredDistricts != nil {
 		s.Districts = len(md.ConfiguredDistricts)
 	}
-	s.FailedDistricts = append(s.FailedDistricts, md.WriteFailedDistricts...)
+	if entries := root.Manifest.Districts; s.writing() && len(entries) > 0 {
+		for _, e := range entries {
+			switch {
+			case e.Status == entrySuccess:
+			case e.pending():
+				s.PendingDistricts = append(s.PendingDistricts, e.DistrictID)
+			default:
+				s.FailedDistricts = append(s.FailedDistricts, e.DistrictID)
+			}
+		}
+		s.fromManifest = true
+	} else {
+		s.FailedDistricts = append(s.FailedDistricts, md.WriteFailedDistricts...)
+	}
 	switch {
 	case s.WriteState == stateDeleting:
 		s.State = StateDeleting

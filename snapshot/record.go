@@ -31,8 +31,8 @@ import (
 // strays while the root says "writing".
 
 // recorder keeps a write's written set while its chunks run, and records
-// the districts written in its root (and manifest pages) in the
-// background.
+// the districts written, and those whose chunks failed for good, in its
+// root (and manifest pages) in the background.
 type recorder struct {
 	// commit records state st and the manifest pages (by number) that
 	// changed, as one attempt bounded by ctx.
@@ -49,7 +49,7 @@ type recorder struct {
 	mu      sync.Mutex
 	set     *written      // what the chunks did so far
 	dirty   map[int]bool  // manifest pages holding districts not recorded yet
-	fresh   int           // districts written since the last record
+	fresh   int           // districts written or failed since the last record
 	changed chan struct{} // signalled (without blocking) by add
 
 	cancel context.CancelFunc // ends run, and a record in flight
@@ -87,12 +87,15 @@ func (r *recorder) start(ctx context.Context) *recorder {
 }
 
 // add notes chunk result b in the written set; a chunk that committed
-// districts is news for the next record.
+// districts, or failed for good (settled), is news for the next record,
+// and so are the manifest pages holding its districts. A chunk of unknown
+// outcome, or never attempted, is not: the root keeps its districts not
+// written yet, and the finish records how they ended.
 func (r *recorder) add(b BatchResult) {
 	r.mu.Lock()
 	r.set.add(b)
 	ids := b.DistrictIDs
-	if !b.Success || len(ids) == 0 {
+	if !settled(b) || len(ids) == 0 {
 		r.mu.Unlock()
 		return
 	}
@@ -193,7 +196,8 @@ func (r *recorder) nextInterval(every time.Duration, err error) time.Duration {
 	return every
 }
 
-// record commits what has been written so far, if anything is new.
+// record commits what has been written (or has failed) so far, if
+// anything is new.
 func (r *recorder) record(ctx context.Context) error {
 	r.mu.Lock()
 	if r.fresh == 0 {

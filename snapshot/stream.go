@@ -56,7 +56,6 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 		return 0, Summary{}, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
 	rd := readRoot(root)
-	asRead := summaryOf(id, rd)
 	if rd.Manifest.paged() {
 		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
 		if err != nil {
@@ -64,6 +63,9 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 		}
 		rd.expandPages(pages)
 	}
+	// With the manifest whole: the pending districts of a root that says
+	// "writing" are told from its failed ones.
+	asRead := summaryOf(id, rd)
 	districts := v.collection(ref, districtsCollection)
 	written := rd.recordedWritten()
 	order, err := streamOrder(ctx, rd, written, districts)

@@ -60,7 +60,15 @@ type Report struct {
 	State     State `json:"state"`
 	Districts int   `json:"districts"` // manifest entries
 	Written   int   `json:"written"`   // entries with status success
-	Documents int   `json:"documents"` // district documents stored
+	// FailedDistricts are the districts the manifest records as failed:
+	// every entry not written but, while the root says "writing", the
+	// pending ones.
+	FailedDistricts []string `json:"failedDistricts"`
+	// PendingDistricts are, of a root that says "writing", the districts
+	// its writer has not reached (entries "not written yet"), as
+	// Summary.PendingDistricts; empty for every other root.
+	PendingDistricts []string `json:"pendingDistricts"`
+	Documents        int      `json:"documents"` // district documents stored
 	// NotYetRecorded counts the districts written by the writer the root
 	// names whose record that writer has not committed yet: while it is at
 	// work the root lags its documents by up to a record interval, and a
@@ -122,7 +130,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		sum.State = StateWriting
 	}
 	rep := &Report{SnapshotID: id, Complete: md.writtenWhole(), State: sum.State,
-		Documents: len(stored), Problems: []Problem{}}
+		FailedDistricts: []string{}, PendingDistricts: []string{}, Documents: len(stored), Problems: []Problem{}}
 	add := func(kind, district, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, DistrictID: district, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -154,6 +162,11 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 			}
 		default:
 			failed = append(failed, d)
+			if inProgress && e.pending() {
+				rep.PendingDistricts = append(rep.PendingDistricts, d)
+			} else {
+				rep.FailedDistricts = append(rep.FailedDistricts, d)
+			}
 			switch {
 			case !present:
 			case md.unrecorded(s):

@@ -22,7 +22,10 @@ func (a *app) listCommand() *cobra.Command {
 		Use:   "list [--json] [--lock-backend postgres --lock-dsn DSN]",
 		Short: "List snapshots with their write state",
 		Long: `List every snapshot, newest first: date, state, status, districts, failed
-districts and writer fence. The state is
+districts, pending districts and writer fence. FAILED counts the districts whose
+write failed; PENDING, while the root says "writing" (states writing,
+interrupted, unknown), those its writer has not reached yet — or, when it died,
+never reached. The state is
 
   complete      every district written and status "success": what the
                 application's readers take as the newest successful snapshot
@@ -109,9 +112,10 @@ func (a *app) list(ctx context.Context, lf lockFlags, asJSON bool) error {
 // is not complete.
 func printList(w io.Writer, list []snapshot.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DATE\tSTATE\tSTATUS\tDISTRICTS\tFAILED\tFENCE")
+	fmt.Fprintln(tw, "DATE\tSTATE\tSTATUS\tDISTRICTS\tFAILED\tPENDING\tFENCE")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", s.SnapshotID, s.State, s.Status, s.Districts, len(s.FailedDistricts), s.WriterFence)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\n", s.SnapshotID, s.State, s.Status, s.Districts,
+			len(s.FailedDistricts), len(s.PendingDistricts), s.WriterFence)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -137,12 +141,20 @@ func printList(w io.Writer, list []snapshot.Summary) error {
 // "" for nothing.
 func nextStep(s snapshot.Summary) string {
 	repair := fmt.Sprintf("snapwriter repair --date %s --input FILE", s.SnapshotID)
+	failed, pending := len(s.FailedDistricts), len(s.PendingDistricts)
+	written := s.Districts - failed - pending
 	switch s.State {
 	case snapshot.StatePartial:
-		return fmt.Sprintf("%s failed; run `%s`", plural.N(len(s.FailedDistricts), "district"), repair)
+		return fmt.Sprintf("%s failed (%s); run `%s`", plural.N(failed, "district"), idList(s.FailedDistricts), repair)
+	case snapshot.StateWriting:
+		return fmt.Sprintf("a writer is at work: %d of %s written, %s, %d pending; list again once it has finished",
+			written, plural.N(s.Districts, "district"), failedText(s.FailedDistricts), pending)
 	case snapshot.StateInterrupted:
-		return fmt.Sprintf("its writer died (no live lock) after writing %d of %d districts; run `%s`, or write it again",
-			s.Districts-len(s.FailedDistricts), s.Districts, repair)
+		// Pending: never reached, or written in its last moments and
+		// not recorded (verify counts those; repair records them without
+		// writing them again).
+		return fmt.Sprintf("its writer died (no live lock) after writing %d of %s; %s, %d pending (never reached, or written but not recorded); run `%s`, or write it again",
+			written, plural.N(s.Districts, "district"), failedText(s.FailedDistricts), pending, repair)
 	case snapshot.StateUnsuccessful:
 		return fmt.Sprintf("every district is written, but its input's status is %q: readers of the newest successful snapshot skip it; nothing to repair", s.Status)
 	case snapshot.StateDeleting:
@@ -161,4 +173,12 @@ func nextStep(s snapshot.Summary) string {
 		return fmt.Sprintf("written under the %q lock, which snapwriter cannot check; ask its writer, or write it again", s.LockBackend)
 	}
 	return ""
+}
+
+// failedText is "N failed", naming them (idList) when there are any.
+func failedText(ids []string) string {
+	if len(ids) == 0 {
+		return "0 failed"
+	}
+	return fmt.Sprintf("%d failed (%s)", len(ids), idList(ids))
 }

@@ -103,7 +103,7 @@ func TestListLiveness(t *testing.T) {
 		day + " interrupted: its writer died",
 		"snapwriter repair --date " + day + " --input FILE",
 		"or write it again",
-		part + " partial: 50 districts failed; run `snapwriter repair --date " + part + " --input FILE`",
+		part + " partial: 50 districts failed (1, 2, 3, 4, 5, 6, 7, 8, 9, 10 … and 40 more; --json lists them all); run `snapwriter repair --date " + part + " --input FILE`",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list does not say %q:\n%s", want, out)
@@ -124,8 +124,8 @@ func TestListLiveness(t *testing.T) {
 	if r := row(out, day); !strings.Contains(r, "writing") || strings.Contains(r, "interrupted") || !strings.Contains(r, "partial") {
 		t.Errorf("row of %s with a live lock: %q", day, r)
 	}
-	if strings.Contains(out, day+" writing:") || strings.Contains(out, "--date "+day) {
-		t.Errorf("a next step for a live write:\n%s", out)
+	if !strings.Contains(out, day+" writing: a writer is at work: 5 of 5 districts written, 0 failed, 0 pending") || strings.Contains(out, "--date "+day) {
+		t.Errorf("a live write: want it said that a writer is at work, and no repair:\n%s", out)
 	}
 	sameState(t, c, "writing")
 }

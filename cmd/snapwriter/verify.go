@@ -16,7 +16,8 @@ import (
 // unless the snapshot get printed was whole: asRead is the root the output
 // was read from, so a write that finished after that read still leaves
 // the output partial. The state the message names is settled now (is the
-// writer alive?).
+// writer alive?); the districts missing from the output, failed and
+// pending, are those of asRead.
 func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, asRead snapshot.Summary, printed int) error {
 	if asRead.State == snapshot.StateComplete || asRead.State == snapshot.StateUnsuccessful {
 		return nil // every district was stored and printed
@@ -34,8 +35,23 @@ func (a *app) warnIncomplete(ctx context.Context, r *snapshot.Reader, asRead sna
 	if sum.State == snapshot.StateWriting {
 		next = "a writer is at work: get it again once it has finished"
 	}
-	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; %s",
-		errIncomplete, id, sum.State, printed, sum.Districts, next)
+	return fmt.Errorf("%w: snapshot %s is %s: the output holds the %d of its %d districts that are stored; %s; %s",
+		errIncomplete, id, sum.State, printed, sum.Districts, missingText(asRead.FailedDistricts, asRead.PendingDistricts, sum.State), next)
+}
+
+// missingText says which districts a snapshot in state st does not hold:
+// "N failed (ids)", and, while its root says "writing", "K pending" — not
+// reached yet by its writer, or, when it died, never reached (or written
+// but not recorded).
+func missingText(failed, pending []string, st snapshot.State) string {
+	text := failedText(failed)
+	switch {
+	case st == snapshot.StateInterrupted:
+		text += fmt.Sprintf(", %d pending (never reached, or written but not recorded)", len(pending))
+	case len(pending) > 0 || st == snapshot.StateWriting || st == snapshot.StateUnknown:
+		text += fmt.Sprintf(", %d pending (not reached yet)", len(pending))
+	}
+	return text
 }
 
 func (a *app) verifyCommand() *cobra.Command {
@@ -93,8 +109,9 @@ gs:// --input folder's upload has not finished.`,
 				if rep.State == snapshot.StateWriting {
 					intact, next = "intact so far", "a writer is at work: verify it again once it has finished"
 				}
-				return fmt.Errorf("%w: snapshot %s is %s: %s, %d of %d districts written; %s",
-					errIncomplete, date, rep.State, intact, rep.Written, rep.Districts, next)
+				return fmt.Errorf("%w: snapshot %s is %s: %s, %d of %d districts written, %s; %s",
+					errIncomplete, date, rep.State, intact, rep.Written, rep.Districts,
+					missingText(rep.FailedDistricts, rep.PendingDistricts, rep.State), next)
 			}
 			return nil
 		},
@@ -120,11 +137,17 @@ func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 	if !rep.Hashed {
 		hashes = "no content hashes recorded (written before them, or by the TypeScript application)"
 	}
-	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %s, %d written, %s; %s\n",
-		rep.SnapshotID, verdict, rep.State, plural.N(rep.Districts, "district"), rep.Written, plural.N(rep.Documents, "document"), hashes)
+	fmt.Fprintf(a.stdout, "snapshot %s: %s, %s — %s, %d written, %d failed, %d pending, %s; %s\n",
+		rep.SnapshotID, verdict, rep.State, plural.N(rep.Districts, "district"), rep.Written, len(rep.FailedDistricts), len(rep.PendingDistricts), plural.N(rep.Documents, "document"), hashes)
+	if len(rep.FailedDistricts) > 0 {
+		fmt.Fprintf(a.stdout, "  failed (%d): %s\n", len(rep.FailedDistricts), idList(rep.FailedDistricts))
+	}
+	if len(rep.PendingDistricts) > 0 {
+		fmt.Fprintf(a.stdout, "  pending (%d): %s\n", len(rep.PendingDistricts), idList(rep.PendingDistricts))
+	}
 	if rep.NotYetRecorded > 0 {
-		fmt.Fprintf(a.stdout, "  %d districts written but not yet recorded in the root (its writer is at work, or was stopped before recording them: `snapwriter repair` records them without writing them again)\n",
-			rep.NotYetRecorded)
+		fmt.Fprintf(a.stdout, "  %s written but not yet recorded in the root (its writer is at work, or was stopped before recording them: `snapwriter repair` records them without writing them again)\n",
+			plural.N(rep.NotYetRecorded, "district"))
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	for _, p := range rep.Problems {
