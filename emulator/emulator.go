@@ -90,7 +90,7 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 		port = p
 	} else if err := harness.PortFree(port); err != nil {
 		// Said now: the emulator would only time out on a taken port.
-		return nil, fmt.Errorf("emulator: port %d: %w", port, err)
+		return nil, fmt.Errorf("emulator: 127.0.0.1:%d: %w (is an emulator already running there?)", port, err)
 	}
 	host := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	name, args, err := command(host)

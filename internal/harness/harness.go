@@ -75,7 +75,7 @@ func FreePort() (int, error) {
 }
 
 // ErrPortTaken is PortFree's error for a port something already listens on.
-var ErrPortTaken = errors.New("in use on 127.0.0.1")
+var ErrPortTaken = errors.New("port in use")
 
 // PortFree reports whether port is free on the loopback interface right
 // now: nil, or an error matching ErrPortTaken (or why it could not tell).

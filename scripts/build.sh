@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds main packages into bin/ with one `go build`, so that the packages
+# they share (the Firestore client, gRPC, …) compile once, and shows that
+# it is working: a cold build compiles some 700 packages, minutes on a
+# small machine, and `go build` alone prints nothing until it is done.
+# On a terminal one line counts the packages as they compile; elsewhere (CI
+# logs) a line every tenth of them.
+#
+#   scripts/build.sh ./cmd/snapwriter ./emulator/withemulator
+#
+# GO (go) is the toolchain, LDFLAGS the linker flags (the Makefile's).
+set -euo pipefail
+go=${GO:-go}
+export CGO_ENABLED=0
+began=$SECONDS
+# What the build may compile: every package in the import graph (the
+# standard library too, on a cold cache). Those already in the build cache
+# are not compiled, and so not counted.
+total=$("$go" list -deps "$@" | wc -l)
+tty=0
+[ -t 1 ] && tty=1
+"$go" build -v -trimpath -ldflags "${LDFLAGS:-}" -o bin/ "$@" 2>&1 | awk -v total="$total" -v tty="$tty" '
+  # go build -v names each package as it compiles it; anything else
+  # (a "# pkg" header, file:line: messages) is an error to show as it is.
+  /^[^ :]+$/ {
+    n++
+    if (tty) { printf "\r\033[K  compiling [%d/%d] %s", n, total, $0; fflush() }
+    else if (n == 1 || int(n * 10 / total) > int((n - 1) * 10 / total)) { printf "  compiled %d of up to %d packages (%s)\n", n, total, $0; fflush() }
+    next
+  }
+  { if (tty && n) printf "\r\033[K"; print; fflush() }
+  END { if (tty && n) printf "\r\033[K"; fflush() }
+'
+printf '  built %s in %ds\n' "$(printf '%s ' "$@" | sed 's#\./[^ ]*/\([^/ ]*\) #bin/\1 #g; s/ $//')" $((SECONDS - began))
