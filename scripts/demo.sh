@@ -58,6 +58,8 @@ then, here:
 
   export FIRESTORE_EMULATOR_HOST=127.0.0.1:$port GOOGLE_CLOUD_PROJECT=$GOOGLE_CLOUD_PROJECT
   export PATH="$PWD/bin:\$PATH"   # the CLI is $bin (or: go install ./cmd/snapwriter)
-  snapwriter generate --date $date --districts 132 > snap.json
-  snapwriter write --input snap.json
+  snapwriter generate --date $date --districts 132 | snapwriter write --input -
+  snapwriter list
+
+and on with the README's tour.
 EOT
