@@ -19,16 +19,28 @@ began=$SECONDS
 total=$("$go" list -deps "$@" | wc -l)
 tty=0
 [ -t 1 ] && tty=1
-"$go" build -v -trimpath -ldflags "${LDFLAGS:-}" -o bin/ "$@" 2>&1 | awk -v total="$total" -v tty="$tty" '
-  # go build -v names each package as it compiles it; anything else
-  # (a "# pkg" header, file:line: messages) is an error to show as it is.
-  /^[^ :]+$/ {
-    n++
-    if (tty) { printf "\r\033[K  compiling [%d/%d] %s", n, total, $0; fflush() }
-    else if (n == 1 || int(n * 10 / total) > int((n - 1) * 10 / total)) { printf "  compiled %d of up to %d packages (%s)\n", n, total, $0; fflush() }
-    next
-  }
-  { if (tty && n) printf "\r\033[K"; print; fflush() }
-  END { if (tty && n) printf "\r\033[K"; fflush() }
-'
+"$go" build -v -trimpath -ldflags "${LDFLAGS:-}" -o bin/ "$@" 2>&1 | {
+  # A shell loop, not awk: mawk (Debian's awk) reads a pipe in blocks and
+  # would hold the lines back until one fills.
+  n=0
+  while IFS= read -r line; do
+    case $line in
+      # go build -v names each package as it compiles it; anything else
+      # (a "# pkg" header, file:line: messages) is an error to show as it is.
+      "" | *[[:space:]:]*)
+        if [ "$tty" = 1 ] && [ "$n" -gt 0 ]; then printf '\r\033[K'; fi
+        printf '%s\n' "$line"
+        ;;
+      *)
+        n=$((n + 1))
+        if [ "$tty" = 1 ]; then
+          printf '\r\033[K  compiling [%d/%d] %s' "$n" "$total" "$line"
+        elif [ "$n" = 1 ] || [ $((n * 10 / total)) -gt $(((n - 1) * 10 / total)) ]; then
+          printf '  compiled %d of up to %d packages (%s)\n' "$n" "$total" "$line"
+        fi
+        ;;
+    esac
+  done
+  if [ "$tty" = 1 ] && [ "$n" -gt 0 ]; then printf '\r\033[K'; fi
+}
 printf '  built %s in %ds\n' "$(printf '%s ' "$@" | sed 's#\./[^ ]*/\([^/ ]*\) #bin/\1 #g; s/ $//')" $((SECONDS - began))
