@@ -1,5 +1,5 @@
 // Package emulator starts, stops and resets the Cloud Firestore emulator for
-// tests, `make demo` and benchmarks, and dials it with optional gRPC
+// tests, `make demo`, `make emulator` and benchmarks, and dials it with optional gRPC
 // interceptors so tests can inject faults.
 //
 // It is test and tooling support: the production binary does not import it.
