@@ -1,5 +1,6 @@
 # snapwriter — see README.md. Every target that needs Firestore starts its own
-# emulator (gcloud's Cloud Firestore emulator, Java 17+) and stops it after;
+# emulator (gcloud's Cloud Firestore emulator, Java 17+) and stops it after
+# (`make emulator` keeps one running for you);
 # every target that needs PostgreSQL a throwaway cluster (initdb + pg_ctl from
 # the machine's PostgreSQL packages, data in a temp dir, deleted after).
 GO          ?= go
@@ -16,13 +17,24 @@ REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null)
 VERSION     ?=
 BUILDINFO   := github.com/snapwriter/snapwriter/internal/buildinfo
 LDFLAGS     := -s -w -X $(BUILDINFO).revision=$(REVISION) -X $(BUILDINFO).version=$(VERSION)
+# Builds main packages into bin/ (static, -trimpath, LDFLAGS) with one
+# `go build`, showing progress: the binaries a target needs are built
+# together, so the packages they share compile once — a `go run` of a
+# helper after `make build` would compile them all again, its flags
+# differing.
+GOBUILD     := GO="$(GO)" LDFLAGS="$(LDFLAGS)" bash scripts/build.sh
+# `make emulator`'s address and the project id it suggests; any project id
+# works on the emulator.
+EMULATOR_PORT ?= 8686
+DEMO_PROJECT  ?= snapwriter-demo
 
-.PHONY: all build test test-short demo demo-gcs bench chaos lint deps-check fmt tidy clean
+.PHONY: all build test test-short demo demo-gcs emulator bench chaos lint deps-check fmt tidy clean
 
 all: lint test
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/snapwriter
+	@echo "build: $(BIN) (a few minutes the first time: Go compiles the Firestore client and gRPC)"
+	@$(GOBUILD) ./cmd/snapwriter
 
 # All tests, with the race detector, against one fresh emulator and one fresh
 # PostgreSQL cluster; then the count of walks over a district's values
@@ -41,17 +53,35 @@ test:
 test-short:
 	$(WITH_EMU) $(WITH_PG) $(GO) test -short -count=1 -timeout 10m ./...
 
-# End to end on the local emulator: generate 132 districts, write, read back, compare.
-demo: build
-	$(WITH_EMU) bash scripts/demo.sh
+# End to end on the local emulator: generate 132 districts, write, read back,
+# compare; then how to go on by hand. bin/snapwriter and bin/withemulator are
+# built by one go build, and nothing is compiled after it.
+demo:
+	@echo "demo: building bin/snapwriter and bin/withemulator — the first time, a few minutes: Go compiles the Firestore client and gRPC"
+	@$(GOBUILD) ./cmd/snapwriter ./emulator/withemulator
+	@echo "demo: starting a Firestore emulator for the demo (a JVM: a few seconds); it stops when the demo ends"
+	@EMULATOR_PORT=$(EMULATOR_PORT) GOOGLE_CLOUD_PROJECT=$(DEMO_PROJECT) bin/withemulator -- bash scripts/demo.sh
+
+# A Firestore emulator that keeps running, in the foreground, on
+# 127.0.0.1:$(EMULATOR_PORT), until Ctrl-C; it prints the export lines for
+# another shell (the emulator's address, a project id, bin/ on PATH). Its
+# data is in memory: gone when it stops.
+emulator:
+	@echo "emulator: building bin/withemulator (a few minutes the first time, seconds after make demo)"
+	@$(GOBUILD) ./emulator/withemulator
+	@echo "emulator: starting the Firestore emulator on 127.0.0.1:$(EMULATOR_PORT) (another port: make emulator EMULATOR_PORT=N)"
+	@bin/withemulator --port $(EMULATOR_PORT) --serve GOOGLE_CLOUD_PROJECT=$(DEMO_PROJECT) 'PATH="$(CURDIR)/bin:$$PATH"'
 
 # The Cloud Storage flow on the emulator and a local Cloud Storage server
 # (gcsserver/withgcs, bucket "demo"): generate the application's
 # 132-district folder, upload it with curl as the uploader does (manifest
 # last; first unfinished: exit 7), write it from gs://, get, verify against
 # the folder, a backfill --skip-complete that does nothing. Needs curl.
-demo-gcs: build
-	$(WITH_EMU) $(GO) run ./gcsserver/withgcs --bucket demo -- bash scripts/demo-gcs.sh
+demo-gcs:
+	@echo "demo-gcs: building bin/snapwriter, bin/withemulator and bin/withgcs — the first time, a few minutes"
+	@$(GOBUILD) ./cmd/snapwriter ./emulator/withemulator ./gcsserver/withgcs
+	@echo "demo-gcs: starting a Firestore emulator and a Cloud Storage server for the demo"
+	@bin/withemulator -- bin/withgcs --bucket demo -- bash scripts/demo-gcs.sh
 
 # Benchmarks (figures in docs/benchmarks.md): snapshot writes at 0, 2 and 10 ms round
 # trip (a delay proxy between client and emulator) against BulkWriter,

@@ -1,5 +1,5 @@
 // Package emulator starts, stops and resets the Cloud Firestore emulator for
-// tests, `make demo` and benchmarks, and dials it with optional gRPC
+// tests, `make demo`, `make emulator` and benchmarks, and dials it with optional gRPC
 // interceptors so tests can inject faults.
 //
 // It is test and tooling support: the production binary does not import it.
@@ -47,6 +47,7 @@ type Emulator struct {
 
 type config struct {
 	reuse bool
+	port  int // 0: a free one
 }
 
 // startTimeout bounds how long Start waits for a new emulator to answer:
@@ -58,6 +59,12 @@ type Option func(*config)
 
 // WithoutReuse makes Start launch a new emulator even when HostEnv is set.
 func WithoutReuse() Option { return func(c *config) { c.reuse = false } }
+
+// WithPort makes Start launch the emulator on this loopback port instead of
+// a free one, so that a person can export its address before it runs
+// (`make emulator`). Start fails at once when the port is taken. 0 keeps
+// the default.
+func WithPort(port int) Option { return func(c *config) { c.port = port } }
 
 // Start returns a ready emulator. When HostEnv names a reachable emulator it
 // is reused (and Stop leaves it running); otherwise `gcloud emulators
@@ -74,9 +81,16 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 		}
 		return &Emulator{Host: host}, nil
 	}
-	port, err := harness.FreePort()
-	if err != nil {
-		return nil, fmt.Errorf("emulator: finding a free port: %w", err)
+	port := cfg.port
+	if port == 0 {
+		p, err := harness.FreePort()
+		if err != nil {
+			return nil, fmt.Errorf("emulator: finding a free port: %w", err)
+		}
+		port = p
+	} else if err := harness.PortFree(port); err != nil {
+		// Said now: the emulator would only time out on a taken port.
+		return nil, fmt.Errorf("emulator: 127.0.0.1:%d: %w (is an emulator already running there?)", port, err)
 	}
 	host := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	name, args, err := command(host)

@@ -2,12 +2,16 @@ package emulator
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strconv"
 	"testing"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/internal/harness"
 )
 
 var emu *Emulator
@@ -47,5 +51,31 @@ func TestInterceptorInjectsFaults(t *testing.T) {
 	_, err := c.Collection("c").Doc("d").Set(ctx, map[string]any{"x": 1})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("err = %v, want injected PermissionDenied", err)
+	}
+}
+
+// WithPort starts the emulator on the port asked for (`make emulator`'s
+// predictable address), and refuses a taken port at once instead of
+// waiting for an emulator that cannot bind it.
+func TestStartWithPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an emulator of its own: skipped in -short mode")
+	}
+	t.Parallel()
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	e, err := Start(ctx, WithoutReuse(), WithPort(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	if want := "127.0.0.1:" + strconv.Itoa(port); e.Host != want {
+		t.Errorf("Host = %s; want %s", e.Host, want)
+	}
+	if _, err := Start(ctx, WithoutReuse(), WithPort(port)); !errors.Is(err, harness.ErrPortTaken) {
+		t.Errorf("Start on the taken port %d = %v; want harness.ErrPortTaken", port, err)
 	}
 }

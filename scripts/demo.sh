@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The job end to end on the emulator that `make demo` started
 # (FIRESTORE_EMULATOR_HOST is set): generate a realistic 132-district
-# snapshot, write it, read it back, and check the two are the same.
+# snapshot, write it, read it back, and check the two are the same; then
+# print how to go on by hand, since the demo's emulator stops with it.
 set -euo pipefail
 bin=${BIN:-bin/snapwriter}
 date=${DEMO_DATE:-2026-11-20}
@@ -9,6 +10,7 @@ export GOOGLE_CLOUD_PROJECT=${GOOGLE_CLOUD_PROJECT:-snapwriter-demo}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+echo "== on the emulator at $FIRESTORE_EMULATOR_HOST, project $GOOGLE_CLOUD_PROJECT"
 echo "== generate: 132 districts for $date"
 "$bin" generate --date "$date" --districts 132 --seed 42 > "$work/in.json"
 echo "   $(wc -c < "$work/in.json") bytes of input"
@@ -39,3 +41,25 @@ if a != b:
     sys.exit(1)
 print("   identical: %d districts" % len(a["payload"]["districts"]))
 PY
+
+# The demo's emulator stops when this script ends: say how to get one that
+# stays, and where the binary is, so the README's tour can follow.
+port=${EMULATOR_PORT:-8686}
+start="make emulator"
+[ "$port" = 8686 ] || start="make emulator EMULATOR_PORT=$port"
+cat <<EOT
+
+demo: done; its emulator stops now, and its data with it. To go on by hand
+(README.md, "Using it"), start an emulator that keeps running, in another terminal:
+
+  $start            # 127.0.0.1:$port until Ctrl-C; EMULATOR_PORT=N for another port
+
+then, here:
+
+  export FIRESTORE_EMULATOR_HOST=127.0.0.1:$port GOOGLE_CLOUD_PROJECT=$GOOGLE_CLOUD_PROJECT
+  export PATH="$PWD/bin:\$PATH"   # the CLI is $bin (or: go install ./cmd/snapwriter)
+  snapwriter generate --date $date --districts 132 | snapwriter write --input -
+  snapwriter list
+
+and on with the README's tour.
+EOT

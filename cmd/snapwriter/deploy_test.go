@@ -94,3 +94,143 @@ func TestDeployDailyJob(t *testing.T) {
 		t.Errorf("stored %+v", st)
 	}
 }
+
+// dockerStage is one stage of a Dockerfile: its FROM line and the
+// instructions after it, continuation lines joined and comments dropped.
+type dockerStage struct {
+	from  string
+	instr []string
+}
+
+// dockerStages reads ../../Dockerfile into its stages.
+func dockerStages(t *testing.T) []dockerStage {
+	t.Helper()
+	b, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []dockerStage
+	var cur string
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimSpace(line)
+		if cur == "" && (line == "" || strings.HasPrefix(line, "#")) {
+			continue
+		}
+		if rest, ok := strings.CutSuffix(line, `\`); ok {
+			cur += rest + " "
+			continue
+		}
+		cur += line
+		switch {
+		case strings.HasPrefix(cur, "FROM "):
+			stages = append(stages, dockerStage{from: cur})
+		case len(stages) == 0:
+			// ARGs before the first FROM: none here.
+			t.Fatalf("Dockerfile: %q before the first FROM", cur)
+		default:
+			stages[len(stages)-1].instr = append(stages[len(stages)-1].instr, cur)
+		}
+		cur = ""
+	}
+	if len(stages) != 2 {
+		t.Fatalf("Dockerfile has %d stages; want the build stage and the image", len(stages))
+	}
+	return stages
+}
+
+// The image is for the platform asked for (Cloud Run runs only
+// linux/amd64), cross-compiled on the builder's: the build stage runs on
+// $BUILDPLATFORM and builds for TARGETOS/TARGETARCH, the final stage is the
+// target's. It carries the OCI labels, revision and version from the build
+// arguments; deploy/cloudbuild.yaml builds it with BuildKit for
+// linux/amd64.
+func TestDockerfilePlatformAndLabels(t *testing.T) {
+	t.Parallel()
+	stages := dockerStages(t)
+	build, image := stages[0], stages[1]
+	if !strings.HasPrefix(build.from, "FROM --platform=$BUILDPLATFORM golang:") {
+		t.Errorf("build stage %q: want FROM --platform=$BUILDPLATFORM golang:…", build.from)
+	}
+	if strings.Contains(image.from, "--platform") {
+		t.Errorf("final stage %q: must be the target platform's, without --platform", image.from)
+	}
+	args := map[string]int{} // ARG name → index of its instruction in the build stage
+	goBuild := -1
+	for i, in := range build.instr {
+		if names, ok := strings.CutPrefix(in, "ARG "); ok {
+			for _, n := range strings.Fields(names) {
+				args[strings.SplitN(n, "=", 2)[0]] = i
+			}
+		}
+		if strings.Contains(in, "go build") && strings.Contains(in, "./cmd/snapwriter") {
+			goBuild = i
+		}
+	}
+	if goBuild < 0 {
+		t.Fatal("build stage: no go build of ./cmd/snapwriter")
+	}
+	for _, a := range []string{"TARGETOS", "TARGETARCH", "REVISION", "VERSION"} {
+		if i, ok := args[a]; !ok || i > goBuild {
+			t.Errorf("build stage: ARG %s not declared before the go build (an undeclared one is empty there)", a)
+		}
+	}
+	run := build.instr[goBuild]
+	for _, want := range []string{"CGO_ENABLED=0", "GOOS=$TARGETOS", "GOARCH=$TARGETARCH", "buildinfo.revision=${REVISION}", "buildinfo.version=${VERSION}"} {
+		if !strings.Contains(run, want) {
+			t.Errorf("build stage's go build lacks %s: %s", want, run)
+		}
+	}
+
+	labels := map[string]string{}
+	imageArgs := map[string]bool{}
+	label := regexp.MustCompile(`(\S+?)="([^"]*)"`)
+	for _, in := range image.instr {
+		if rest, ok := strings.CutPrefix(in, "LABEL "); ok {
+			for _, m := range label.FindAllStringSubmatch(rest, -1) {
+				labels[m[1]] = m[2]
+			}
+		}
+		if names, ok := strings.CutPrefix(in, "ARG "); ok {
+			for _, n := range strings.Fields(names) {
+				imageArgs[strings.SplitN(n, "=", 2)[0]] = true
+			}
+		}
+	}
+	const oci = "org.opencontainers.image."
+	want := map[string]string{
+		oci + "title":    "snapwriter",
+		oci + "source":   "https://github.com/snapwriter/snapwriter",
+		oci + "licenses": "Apache-2.0",
+		oci + "revision": "${REVISION}",
+		oci + "version":  "${VERSION}",
+	}
+	for k, v := range want {
+		if labels[k] != v {
+			t.Errorf("label %s = %q; want %q", k, labels[k], v)
+		}
+	}
+	for _, k := range []string{oci + "description", oci + "documentation"} {
+		if labels[k] == "" {
+			t.Errorf("label %s missing or empty", k)
+		}
+	}
+	// A build argument is empty in a stage that does not declare it.
+	for _, a := range []string{"REVISION", "VERSION"} {
+		if !imageArgs[a] {
+			t.Errorf("final stage: ARG %s not declared, so its label would be empty", a)
+		}
+	}
+	if lic, err := os.ReadFile("../../LICENSE"); err != nil || !strings.Contains(string(lic), "Apache License") || !strings.Contains(string(lic), "Version 2.0, January 2004") {
+		t.Errorf("LICENSE is not the Apache License 2.0 the image's label names (%v)", err)
+	}
+
+	cb, err := os.ReadFile("../../deploy/cloudbuild.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- --platform=linux/amd64", "- DOCKER_BUILDKIT=1", "- --build-arg=REVISION=${_REVISION}", "- --build-arg=VERSION=${_VERSION}"} {
+		if !strings.Contains(string(cb), want) {
+			t.Errorf("deploy/cloudbuild.yaml lacks %q", want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -9,14 +10,26 @@ import (
 )
 
 func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "version",
-		Short:   "Print the version, VCS revision and Go version of this binary",
-		Example: `  snapwriter version`,
-		Args:    cobra.NoArgs,
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version [--json]",
+		Short: "Print the version, VCS revision and Go version of this binary",
+		Long: `Print the version, VCS revision and Go version of this binary.
+
+--json prints them as one JSON object, with the full revision, whether the
+tree was modified (when known), the commit time and the platform the binary
+was built for: {"version", "revision", "modified", "time", "goVersion", "os",
+"arch"}.`,
+		Example: `  snapwriter version
+  snapwriter version --json | jq -r .revision`,
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(a.stdout, "snapwriter %s\n", buildinfo.Version())
-			return err
+			return a.output(asJSON, buildinfo.Read(), func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "snapwriter %s\n", buildinfo.Version())
+				return err
+			})
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }

@@ -3,7 +3,10 @@
 // no VCS information.
 package buildinfo
 
-import "runtime/debug"
+import (
+	"runtime"
+	"runtime/debug"
+)
 
 // version and revision are set by the linker alone —
 // -ldflags "-X github.com/snapwriter/snapwriter/internal/buildinfo.revision=$REVISION
@@ -16,6 +19,38 @@ var (
 	version  string
 	revision string
 )
+
+// Info is what Version describes, field by field: the binary's
+// description for a program to read (`snapwriter version --json`).
+type Info struct {
+	// Version is the module version, else the linked version, else
+	// "(devel)".
+	Version string `json:"version"`
+	// Revision is the full VCS revision: the build's own, else the linked
+	// one; empty when neither is known.
+	Revision string `json:"revision,omitempty"`
+	// Modified says whether the build's tree had uncommitted changes; nil
+	// when that is not known (no VCS information in the build: a linked
+	// revision says nothing of the tree).
+	Modified *bool `json:"modified,omitempty"`
+	// Time is the revision's commit time (RFC 3339), when the build knows it.
+	Time string `json:"time,omitempty"`
+	// GoVersion is the toolchain that built the binary ("go1.26.8").
+	GoVersion string `json:"goVersion"`
+	// OS and Arch are the platform the binary was built for ("linux",
+	// "amd64"): an image built for the wrong one does not start.
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+}
+
+// Read describes the running binary, as Version does.
+func Read() Info {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return Info{Version: "unknown", GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+	}
+	return read(bi, linked{version: version, revision: revision})
+}
 
 // Version describes the binary: module version, VCS revision (12 hex
 // digits, "+dirty" when built from a modified tree) and time, Go version.
@@ -33,46 +68,54 @@ func Version() string {
 // linked is what the linker set.
 type linked struct{ version, revision string }
 
-// describe is Version for the build info bi and the linked values l: the
-// build info's VCS revision first, then l's, and l's version where the
-// build info has none ("(devel)").
-func describe(bi *debug.BuildInfo, l linked) string {
-	v := bi.Main.Version
-	if (v == "" || v == "(devel)") && l.version != "" {
-		v = l.version
+// read is Read for the build info bi and the linked values l: the build
+// info's VCS revision first, then l's, and l's version where the build
+// info has none ("(devel)").
+func read(bi *debug.BuildInfo, l linked) Info {
+	info := Info{Version: bi.Main.Version, GoVersion: bi.GoVersion, OS: runtime.GOOS, Arch: runtime.GOARCH}
+	if (info.Version == "" || info.Version == "(devel)") && l.version != "" {
+		info.Version = l.version
 	}
-	if v == "" {
-		v = "(devel)"
+	if info.Version == "" {
+		info.Version = "(devel)"
 	}
-	var rev, at string
-	modified := false
+	var modified *bool
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			rev = s.Value
+			info.Revision = s.Value
 		case "vcs.time":
-			at = s.Value
+			info.Time = s.Value
 		case "vcs.modified":
-			modified = s.Value == "true"
+			m := s.Value == "true"
+			modified = &m
 		}
 	}
-	if rev == "" {
+	if info.Revision == "" {
 		// A modified tree, if the build info says so, is not the linked
 		// revision's: say nothing of it.
-		rev, modified = l.revision, false
+		info.Revision = l.revision
+	} else {
+		info.Modified = modified
 	}
-	out := v
-	if rev != "" {
+	return info
+}
+
+// describe is Version for the build info bi and the linked values l.
+func describe(bi *debug.BuildInfo, l linked) string {
+	info := read(bi, l)
+	out := info.Version
+	if rev := info.Revision; rev != "" {
 		if len(rev) > 12 {
 			rev = rev[:12]
 		}
 		out += " " + rev
-		if modified {
+		if info.Modified != nil && *info.Modified {
 			out += "+dirty"
 		}
 	}
-	if at != "" {
-		out += " " + at
+	if info.Time != "" {
+		out += " " + info.Time
 	}
-	return out + " " + bi.GoVersion
+	return out + " " + info.GoVersion
 }

@@ -1,6 +1,7 @@
 package buildinfo
 
 import (
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -50,5 +51,35 @@ func TestVersion(t *testing.T) {
 	t.Parallel()
 	if got := Version(); !strings.HasSuffix(got, " "+runtime.Version()) {
 		t.Errorf("Version() = %q, want it to end in %s", got, runtime.Version())
+	}
+}
+
+// read gives Version's parts one by one: the full revision, the modified
+// flag only when the build's own VCS information says it, the platform.
+func TestRead(t *testing.T) {
+	t.Parallel()
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	yes, no := true, false
+	cases := []struct {
+		name     string
+		version  string
+		settings []debug.BuildSetting
+		linked   linked
+		want     Info
+	}{
+		{"vcs clean", "v1.2.3", []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.time", Value: "2026-11-19T08:00:00Z"}, {Key: "vcs.modified", Value: "false"}}, linked{},
+			Info{Version: "v1.2.3", Revision: rev, Modified: &no, Time: "2026-11-19T08:00:00Z"}},
+		{"vcs dirty", "(devel)", []debug.BuildSetting{{Key: "vcs.revision", Value: rev}, {Key: "vcs.modified", Value: "true"}}, linked{},
+			Info{Version: "(devel)", Revision: rev, Modified: &yes}},
+		{"linked", "(devel)", []debug.BuildSetting{{Key: "vcs.modified", Value: "true"}}, linked{version: "v1.4.0", revision: rev},
+			Info{Version: "v1.4.0", Revision: rev}},
+		{"nothing", "", nil, linked{}, Info{Version: "(devel)"}},
+	}
+	for _, tc := range cases {
+		bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: tc.version}, Settings: tc.settings}
+		tc.want.GoVersion, tc.want.OS, tc.want.Arch = "go1.26.8", runtime.GOOS, runtime.GOARCH
+		if got := read(bi, tc.linked); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: read = %+v, want %+v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -70,6 +72,51 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ErrPortTaken is PortFree's error for a port something already listens on.
+var ErrPortTaken = errors.New("port in use")
+
+// PortFree reports whether port is free on the loopback interface right
+// now: nil, or an error matching ErrPortTaken (or why it could not tell).
+func PortFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return ErrPortTaken
+		}
+		return err
+	}
+	return l.Close()
+}
+
+// Serve is the whole of a tool that keeps a server running in the
+// foreground for a person (`make emulator`): it starts the server with
+// start, bounded by two minutes, prints on out that it is ready and the
+// export lines that hand it to another shell — the server's Env, then
+// also (NAME=value each) — and stops it when ctx ends (the tool cancels
+// ctx on SIGINT or SIGTERM). It returns 0 once the server is stopped, 1
+// when it did not start or did not stop cleanly.
+func Serve(ctx context.Context, tool string, out io.Writer, start func(ctx context.Context) (Server, error), also ...string) int {
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	began := time.Now()
+	srv, err := start(sctx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(out, "%s: %v\n", tool, err)
+		return 1
+	}
+	fmt.Fprintf(out, "%s: %s (%.1fs); it runs until Ctrl-C. In another shell:\n", tool, srv.Ready, time.Since(began).Seconds())
+	for _, kv := range append([]string{srv.Env}, also...) {
+		fmt.Fprintf(out, "  export %s\n", kv)
+	}
+	<-ctx.Done()
+	fmt.Fprintf(out, "%s: stopping\n", tool)
+	if err := srv.Stop(); err != nil {
+		fmt.Fprintf(out, "%s: %v\n", tool, err)
+		return 1
+	}
+	return 0
 }
 
 // Tail is the last n bytes of s, marked as cut when it is.

@@ -1,10 +1,12 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +76,70 @@ func TestFreePortAndTail(t *testing.T) {
 	}
 	if got := Tail("ab", 3); got != "ab" {
 		t.Errorf("Tail = %q", got)
+	}
+}
+
+// Serve starts the server, prints the ready line and the export lines
+// (the server's Env first, then the extra ones), keeps the server until
+// its context ends, then stops it; a server that does not start is exit 1
+// with nothing to stop.
+func TestServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	stopped := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		done <- Serve(ctx, "test", &out, func(context.Context) (Server, error) {
+			return Server{Ready: "up on 127.0.0.1:1", Env: "HARNESS_SERVER=127.0.0.1:1", Stop: func() error { close(stopped); return nil }}, nil
+		}, "GOOGLE_CLOUD_PROJECT=demo")
+	}()
+	select {
+	case <-stopped:
+		t.Fatal("stopped before its context ended")
+	case code := <-done:
+		t.Fatalf("returned %d before its context ended", code)
+	default:
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d; want 0", code)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Error("server not stopped")
+	}
+	got := out.String()
+	for _, want := range []string{
+		"test: up on 127.0.0.1:1 (",
+		"it runs until Ctrl-C",
+		"\n  export HARNESS_SERVER=127.0.0.1:1\n  export GOOGLE_CLOUD_PROJECT=demo\n",
+		"test: stopping\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+
+	out.Reset()
+	if code := Serve(context.Background(), "test", &out, func(context.Context) (Server, error) {
+		return Server{}, errors.New("no server")
+	}); code != 1 || !strings.Contains(out.String(), "test: no server") {
+		t.Errorf("failed start: exit %d, output %q; want 1 and the reason", code, out.String())
+	}
+}
+
+func TestPortFree(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := PortFree(port); !errors.Is(err, ErrPortTaken) {
+		t.Errorf("PortFree(%d) with a listener = %v; want ErrPortTaken", port, err)
+	}
+	l.Close()
+	if err := PortFree(port); err != nil {
+		t.Errorf("PortFree(%d) after closing = %v; want nil", port, err)
 	}
 }
