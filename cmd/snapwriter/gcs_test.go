@@ -300,7 +300,7 @@ func TestBackfillNothingToDo(t *testing.T) {
 		{[]string{"--input-dir", empty, "--allow-empty"}, exitOK, ""},
 		{[]string{"--input-dir", "gs://exports/snapshots", "--from", "today", "--to", "today"}, exitNotReady,
 			"no dated input in gs://exports/snapshots for " + time.Now().UTC().Format(time.DateOnly)},
-		{[]string{"--input-dir", "gs://exports/snapshots", "--from", "2026-02-01"}, exitNotReady, "(1 lie outside it, 2026-01-01 to 2026-01-01)"},
+		{[]string{"--input-dir", "gs://exports/snapshots", "--from", "2026-02-01"}, exitNotReady, "(1 lies outside it, 2026-01-01 to 2026-01-01)"},
 		{[]string{"--input-dir", "gs://exports/nothing/"}, exitNotReady, "looked for YYYY-MM-DD.json files and YYYY-MM-DD/ folders"},
 		{[]string{"--input-dir", "gs://nobucket/x"}, exitUsage, "bucket nobucket does not exist"},
 		{[]string{"--input-dir", "gs://exports/snapshots", "--from", "today-x"}, exitUsage, `--from "today-x"`},

@@ -107,7 +107,7 @@ func TestInvalidInputRefusedBeforeAnyIO(t *testing.T) {
 		{"reserved collection: repair", good, []string{"repair", "--date", day, "--input", "-", "--collection", "__x__"}, nil, "reserved collection name"},
 		{"reserved collection: backfill", "", []string{"backfill", "--input-dir", backfillDir, "--collection", "__x__"}, nil, "reserved collection name"},
 		{"reserved collection from the environment", good, []string{"write", "--input", "-"}, map[string]string{"SNAPWRITER_COLLECTION": "__x__"},
-			`--collection "__x__": reserved collection name`},
+			`SNAPWRITER_COLLECTION=__x__: reserved collection name`},
 		{"collection .", good, []string{"write", "--input", "-", "--collection", "."}, nil, `"." and ".." are not collection ids`},
 		{"collection ..", "", []string{"list", "--collection", ".."}, nil, `"." and ".." are not collection ids`},
 		{"collection with /", "", []string{"list", "--collection", "a/b"}, nil, `contains "/"`},

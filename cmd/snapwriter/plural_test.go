@@ -43,7 +43,7 @@ func TestCountsOfOneAreSingular(t *testing.T) {
 		"ran as few as 1 chunk at once, and paused once",
 		"removed 1 district document the snapshot",
 		"the store pushed back once",
-		"NOT INTACT — 1 problem, complete — 1 district, 1 written, 1 document;",
+		"NOT INTACT — 1 problem, complete — 1 district, 1 written, 0 failed, 0 pending, 1 document;",
 		"would delete 1 snapshot dated before",
 		"1 of 1 dated input cannot be used",
 		"wrote 1 district to ",

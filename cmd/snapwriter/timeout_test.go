@@ -291,8 +291,13 @@ func TestBadTimeoutExit2(t *testing.T) {
 				c.env["SNAPWRITER_TIMEOUT"] = tc.env
 			}
 			code, out, _ := timed(c, in, tc.args...)
-			if code != exitUsage || !strings.Contains(out, "timeout") {
-				t.Errorf("exit %d, want 2 naming --timeout\n%s", code, out)
+			// A value from the environment is named by its variable.
+			want := "--timeout"
+			if tc.env != "" {
+				want = "SNAPWRITER_TIMEOUT=" + tc.env
+			}
+			if code != exitUsage || !strings.Contains(out, want) {
+				t.Errorf("exit %d, want 2 naming %s\n%s", code, want, out)
 			}
 			if n := c.docCount(); n != 0 {
 				t.Errorf("%d documents written", n)
