@@ -158,7 +158,7 @@ func nextStep(s snapshot.Summary) string {
 	case snapshot.StateUnsuccessful:
 		return fmt.Sprintf("every district is written, but its input's status is %q: readers of the newest successful snapshot skip it; nothing to repair", s.Status)
 	case snapshot.StateDeleting:
-		return "a prune is deleting it, or was stopped midway (readers skip it); run `snapwriter prune` again (any --keep-days or --before) to finish it"
+		return "a prune is deleting it, or was stopped midway (readers skip it); run `snapwriter prune` again (with any policy) to finish it"
 	case snapshot.StateUnknown:
 		switch s.LockBackend {
 		case "":
