@@ -180,7 +180,13 @@ func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
 	worst := rep.Worst()
 	rep.ExitCode = dateExit(worst, nil)
 	n := rep.Count()
-	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.Stringer("policy", rep.Policy), zap.String("before", rep.Before),
+	// A cutoff only where the policy is one: the period rules prune no
+	// dates before a date.
+	before := zap.Skip()
+	if rep.Before != "" {
+		before = zap.String("before", rep.Before)
+	}
+	a.log.Log(levelFor(rep.ExitCode), "prune finished", zap.Stringer("policy", rep.Policy), before,
 		zap.Bool("dryRun", rep.DryRun), zap.Int("kept", len(rep.Kept)), zap.Int("selected", len(rep.Snapshots)), zap.Int("pruned", n[outcome.Pruned]+n[outcome.Gone]), zap.Int("exitCode", rep.ExitCode))
 	if err := a.output(asJSON, rep, rep.WriteText); err != nil || rep.ExitCode == exitOK {
 		return err
