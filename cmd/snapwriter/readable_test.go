@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/internal/logging"
+	"github.com/snapwriter/snapwriter/internal/progress/termtest"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
@@ -161,39 +163,11 @@ func TestThousands(t *testing.T) {
 // consoleLine matches a console log line: time, level, message.
 var consoleLine = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)\t(DEBUG|INFO|WARN|ERROR)\t[^\t]+`)
 
-// screen is what a terminal shows after out: carriage returns, the
-// erasing of a line (ESC [K) and newlines followed, trailing spaces
-// trimmed.
+// screen is what a terminal shows after out (termtest.Render), its
+// empty lines left out.
 func screen(out string) []string {
-	lines := [][]rune{nil}
-	col := 0
-	rs := []rune(out)
-	for i := 0; i < len(rs); i++ {
-		cur := &lines[len(lines)-1]
-		switch r := rs[i]; {
-		case r == '\r':
-			col = 0
-		case r == '\n':
-			lines = append(lines, nil)
-			col = 0
-		case r == '\x1b' && i+2 < len(rs) && rs[i+1] == '[' && rs[i+2] == 'K':
-			*cur = (*cur)[:min(col, len(*cur))]
-			i += 2
-		default:
-			for len(*cur) <= col {
-				*cur = append(*cur, ' ')
-			}
-			(*cur)[col] = r
-			col++
-		}
-	}
-	var got []string
-	for _, l := range lines {
-		if s := strings.TrimRight(string(l), " "); s != "" {
-			got = append(got, s)
-		}
-	}
-	return got
+	lines, _ := termtest.Render(out)
+	return slices.DeleteFunc(lines, func(l string) bool { return l == "" })
 }
 
 // The log format: console where stderr is a terminal, JSON elsewhere, by

@@ -6,46 +6,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/snapwriter/snapwriter/internal/progress/termtest"
 )
 
-// render is what a terminal shows after out: carriage returns, the
-// erasing of a line (ESC [K) and newlines followed, trailing spaces
-// trimmed. Any other escape sequence fails the test.
+// render is what a terminal shows after out (termtest.Render); any
+// escape sequence other than ESC [K fails the test.
 func render(t *testing.T, out string) []string {
 	t.Helper()
-	lines := [][]rune{nil}
-	col := 0
-	rs := []rune(out)
-	for i := 0; i < len(rs); i++ {
-		cur := &lines[len(lines)-1]
-		switch r := rs[i]; r {
-		case '\r':
-			col = 0
-		case '\n':
-			lines = append(lines, nil)
-			col = 0
-		case '\x1b':
-			if i+2 >= len(rs) || rs[i+1] != '[' || rs[i+2] != 'K' {
-				t.Fatalf("an escape sequence other than ESC [K at %d: %q", i, string(rs[i:min(i+8, len(rs))]))
-			}
-			*cur = (*cur)[:min(col, len(*cur))]
-			i += 2
-		default:
-			for len(*cur) <= col {
-				*cur = append(*cur, ' ')
-			}
-			(*cur)[col] = r
-			col++
-		}
+	lines, err := termtest.Render(out)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var got []string
-	for _, l := range lines {
-		got = append(got, strings.TrimRight(string(l), " "))
-	}
-	for len(got) > 0 && got[len(got)-1] == "" {
-		got = got[:len(got)-1]
-	}
-	return got
+	return lines
 }
 
 // Lines written while a bar shows appear above it, whole, and the bar
