@@ -161,7 +161,15 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		return a.backfillPlan(ctx, client, f, b, backfillDates{mine: mine, complete: complete, shard: shard, loader: loader})
 	}
 	log := a.log.With(zap.Int("taskIndex", shard.Index), zap.Int("taskCount", shard.Count))
-	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", len(complete)),
+	// Of this task's dates: the listing holds every complete snapshot
+	// stored, other dates' too.
+	done := 0
+	for _, in := range mine {
+		if _, ok := complete[in.Date]; ok {
+			done++
+		}
+	}
+	log.Info("backfill starting", zap.Int("dates", len(mine)), zap.Int("alreadyComplete", done),
 		zap.Int("datesInDir", len(all)), zap.String("from", b.from), zap.String("to", b.to), zap.Bool("skipComplete", b.skipComplete))
 
 	// The tasks divide the collection's write budget among themselves.

@@ -277,6 +277,12 @@ func TestBackfillFlagsAndBadInput(t *testing.T) {
 		!strings.Contains(out, "3 skipped") || !strings.Contains(out, "2 complete") {
 		t.Errorf("table summary: exit %d\n%s", code, out)
 	}
+	// The starting line counts the complete dates among the run's own,
+	// not every complete snapshot stored (five by now).
+	if code, _, errs := c.run("", "backfill", "--input-dir", dir, "--from", "2026-03-01", "--skip-complete"); code != exitOK ||
+		!strings.Contains(errs, `"dates":2,"alreadyComplete":2,`) {
+		t.Errorf("--from 2026-03-01: exit %d, want the starting line to count 2 dates, 2 complete\n%s", code, errs)
+	}
 
 	for name, args := range map[string][]string{
 		"from after to":  {"--from", "2026-03-02", "--to", "2026-03-01"},
