@@ -14,7 +14,7 @@ import (
 )
 
 // TestReadCommandsIgnoreAbandonedTransaction: get, list and verify of a
-// complete snapshot exit 0 with the right answer within a sixth of
+// complete snapshot exit 0 with the right answer within a quarter of
 // Firestore's idle-transaction expiry while a read-write transaction a
 // killed writer left open (it read the root, the fence and every district,
 // and never committed) holds its locks; a write of the root after them is
