@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
@@ -110,19 +111,12 @@ func Acquire(ctx context.Context, b Backend, key string, opts ...AcquireOption) 
 		return nil, aborted()
 	case errors.Is(err, errHeld):
 		return nil, &Error{Code: AcquisitionTimeout, Op: op, KeyHash: keyHash,
-			Err: fmt.Errorf("lock still held after %s in %s", attemptsText(attempts), time.Since(start).Round(time.Millisecond))}
+			Err: fmt.Errorf("lock still held after %s in %s", plural.N(attempts, "attempt"), time.Since(start).Round(time.Millisecond))}
 	case retryable(err):
-		return nil, fmt.Errorf("%w (gave up after %s in %s)", err, attemptsText(attempts), time.Since(start).Round(time.Millisecond))
+		return nil, fmt.Errorf("%w (gave up after %s in %s)", err, plural.N(attempts, "attempt"), time.Since(start).Round(time.Millisecond))
 	}
 	return nil, err
 }
 
 // errHeld is an attempt's outcome when another holder has the lock.
 var errHeld = errors.New("lock held")
-
-func attemptsText(n int) string {
-	if n == 1 {
-		return "1 attempt"
-	}
-	return fmt.Sprintf("%d attempts", n)
-}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
@@ -397,7 +398,7 @@ func (l *Lease) renew(ctx context.Context, expiresAt time.Time) (r ExtendResult,
 // with lastErr. When it was unanswered, lastErr is an earlier attempt's
 // failure, if any.
 func expiredErr(attempts int, took time.Duration, inFlight bool, lastErr error) error {
-	what := fmt.Sprintf("the lock expired before its renewal succeeded (%s in %s)", attemptsText(attempts), took.Round(time.Millisecond))
+	what := fmt.Sprintf("the lock expired before its renewal succeeded (%s in %s)", plural.N(attempts, "attempt"), took.Round(time.Millisecond))
 	if !inFlight {
 		return fmt.Errorf("%w: %s; the last failed: %w", ErrLeaseLost, what, lastErr)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/retry/policy"
 	"google.golang.org/grpc/codes"
 )
@@ -125,12 +126,5 @@ func Do(ctx context.Context, p Policy, op func(ctx context.Context) error, opts 
 	case n == 0:
 		return st, fmt.Errorf("not attempted: %w", err)
 	}
-	return st, fmt.Errorf("after %s: %w", attempts(n), err)
-}
-
-func attempts(n int) string {
-	if n == 1 {
-		return "1 attempt"
-	}
-	return fmt.Sprintf("%d attempts", n)
+	return st, fmt.Errorf("after %s: %w", plural.N(n, "attempt"), err)
 }
