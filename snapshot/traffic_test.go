@@ -104,7 +104,7 @@ func budgetOf(t testing.TB, r pacing.Ramp, share int) *pacing.Budget {
 }
 
 // A write follows the store's ramp: the store refuses (almost) none of
-// its commits, and its busiest second stays near the ramp's rate. The
+// its commits, and its busiest two seconds stay near the ramp's rate. The
 // ramp is scaled to 40/s, ×1.5 every 4 s (chunks of 4, a tenth of a
 // second of it; 8 in flight), so that the emulator outruns it even on a
 // busy machine. The control: a writer without the ramp (1,000/s) into a
@@ -124,16 +124,23 @@ func TestWriteFollowsTheStoresRamp(t *testing.T) {
 	if refused*100 > st.Commits {
 		t.Errorf("the store refused %d of %d commits for its ramp, want ≤ 1 %%", refused, st.Commits)
 	}
-	// The busiest second stays within 1.3 times the highest step the
-	// ramp reached, and one chunk.
-	if top := s.p.Rate(); float64(st.PeakRampWrites) > 1.3*top+4 {
-		t.Errorf("busiest second: %d district writes, over 1.3 × the ramp's %v/s + a chunk", st.PeakRampWrites, top)
+	// The busiest two seconds stay within 1.3 times two seconds of the
+	// highest step the ramp reached, and one chunk. Two seconds, not one:
+	// on a loaded machine goroutines the budget released on time can be
+	// scheduled late and send together — once in CI, 84 writes in one
+	// second at 60/s, 64 in the busiest whole second — and that bunching
+	// is the machine's, not the writer's pace. A writer that ignores the
+	// ramp still fails this by far, and one whose bucket held a second of
+	// the rate (3 × the rate in two seconds) fails it too.
+	const over = 2 * time.Second
+	if top, peak := s.p.Rate(), s.p.PeakRampWritesOver(over); float64(peak) > 1.3*top*over.Seconds()+4 {
+		t.Errorf("busiest %v: %d district writes, over 1.3 × %v of the ramp's %v/s + a chunk", over, peak, over, top)
 	}
 	if got := len(s.stored(id)); got != 300 {
 		t.Errorf("%d districts stored, want 300", got)
 	}
-	t.Logf("300 districts: %d commits, %d refused, busiest second %d (ramp at %v/s), per second %v, %d ms, chunks waited %d ms",
-		st.Commits, refused, st.PeakRampWrites, s.p.Rate(), s.p.RampWritesPerSecond(), res.TotalDurationMs, res.WriteRate.WaitedMs)
+	t.Logf("300 districts: %d commits, %d refused, busiest second %d, busiest 2 s %d (ramp at %v/s), per second %v, %d ms, chunks waited %d ms",
+		st.Commits, refused, st.PeakRampWrites, s.p.PeakRampWritesOver(over), s.p.Rate(), s.p.RampWritesPerSecond(), res.TotalDurationMs, res.WriteRate.WaitedMs)
 
 	control, _ := scaledRamp(5, time.Hour)
 	c := newStoreEnv(t, fsproxy.Config{Ramp: control})

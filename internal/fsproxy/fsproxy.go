@@ -246,6 +246,16 @@ func (p *Proxy) Rate() float64 {
 	return p.core.ramp.rateAt(time.Now())
 }
 
+// PeakRampWritesOver returns the most ramp-counted writes accepted in any
+// window of length d (sliding, to the ms): Stats.PeakRampWrites for a
+// window other than a second. Over a few seconds it measures a writer's
+// pace without the sub-second bunching a loaded machine's scheduling adds.
+func (p *Proxy) PeakRampWritesOver(d time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.core.rampW.peak(d)
+}
+
 // RampWritesPerSecond returns the accepted ramp-counted writes in each
 // whole second since the first of them (by the moment each commit was
 // decided on), for benchmark tables.

@@ -222,12 +222,12 @@ func (w *window) add(at time.Duration, n int) {
 	w.ev[i] = event{at: at, n: n}
 }
 
-// peak is the most writes in any one-second window [s, s+1s).
-func (w *window) peak() int {
+// peak is the most writes in any window [s, s+d).
+func (w *window) peak(d time.Duration) int {
 	best, sum, lo := 0, 0, 0
 	for _, e := range w.ev {
 		sum += e.n
-		for w.ev[lo].at <= e.at-time.Second {
+		for w.ev[lo].at <= e.at-d {
 			sum -= w.ev[lo].n
 			lo++
 		}
@@ -468,13 +468,13 @@ func (c *core) snapshot() Stats {
 	for k, v := range c.stats.Codes {
 		s.Codes[k] = v
 	}
-	s.PeakRampWrites = c.rampW.peak()
+	s.PeakRampWrites = c.rampW.peak(time.Second)
 	s.Docs = map[string]DocStats{}
 	for name, d := range c.docs {
 		if d.writes == 0 {
 			continue
 		}
-		s.Docs[name] = DocStats{Writes: d.writes, Peak1s: d.win.peak(), First: d.first, Last: d.last}
+		s.Docs[name] = DocStats{Writes: d.writes, Peak1s: d.win.peak(time.Second), First: d.first, Last: d.last}
 	}
 	return s
 }

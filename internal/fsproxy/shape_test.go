@@ -216,14 +216,18 @@ func TestWindow(t *testing.T) {
 		t.Errorf("events = %v, want 6 (same ms merged)", w.ev)
 	}
 	// [0,1000) = 8; [999,1999) = 7; [2500,3500) = 11; [2999,3999) = 10.
-	if got := w.peak(); got != 11 {
+	if got := w.peak(time.Second); got != 11 {
 		t.Errorf("peak = %d, want 11", got)
+	}
+	// [0,2000) = 12; [999,2999) = 8; [1000,3000) = 7; [2500,4500) = 11.
+	if got := w.peak(2 * time.Second); got != 12 {
+		t.Errorf("peak over 2 s = %d, want 12", got)
 	}
 	if got := w.perSecond(); !slices.Equal(got, []int{8, 4, 3, 8}) {
 		t.Errorf("perSecond = %v, want [8 4 3 8]", got)
 	}
 	var empty window
-	if empty.peak() != 0 || empty.perSecond() != nil {
+	if empty.peak(time.Second) != 0 || empty.perSecond() != nil {
 		t.Error("an empty window has a peak or seconds")
 	}
 }
