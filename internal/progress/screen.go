@@ -3,7 +3,11 @@ package progress
 import (
 	"bytes"
 	"io"
+	"os"
 	"sync"
+	"unicode/utf8"
+
+	"golang.org/x/term"
 )
 
 // clearLine takes the cursor to the start of its line and erases the
@@ -28,10 +32,28 @@ type Screen struct {
 	// midLine: the last text written did not end its line; the bar waits
 	// until it does, so as not to be drawn into the middle of it.
 	midLine bool
+	// cols is the terminal's width now, 0 when unknown (not a terminal).
+	cols func() int
 }
 
 // NewScreen returns the Screen writing to w.
-func NewScreen(w io.Writer) *Screen { return &Screen{w: w} }
+func NewScreen(w io.Writer) *Screen { return &Screen{w: w, cols: termCols(w)} }
+
+// termCols returns the width of w's terminal, asked at each call so that
+// a resized window is followed, or 0 when w is not a terminal.
+func termCols(w io.Writer) func() int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return func() int { return 0 }
+	}
+	return func() int {
+		cols, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return cols
+	}
+}
 
 // Write writes p, a line or part of one, above the bar when one shows.
 func (s *Screen) Write(p []byte) (int, error) {
@@ -65,6 +87,14 @@ func (b barWriter) Write(p []byte) (int, error) {
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := len(p)
+	if cols := s.cols(); cols > 1 {
+		// A drawing wider than the terminal would wrap, and the carriage
+		// return that starts the next one goes back to the start of its
+		// last row only: every redraw would leave a row behind. The last
+		// column stays free too, where some terminals wrap already.
+		p = fit(p, cols-1)
+	}
 	switch {
 	case bytes.HasSuffix(p, []byte("\n")):
 		s.bar = nil
@@ -74,9 +104,34 @@ func (b barWriter) Write(p []byte) (int, error) {
 	}
 	if s.midLine {
 		// Drawn after the line ends (Write), from s.bar.
-		return len(p), nil
+		return n, nil
 	}
-	n, err := s.w.Write(p)
+	if _, err := s.w.Write(p); err != nil {
+		return 0, err
+	}
 	s.onScreen = s.bar != nil
-	return n, err
+	return n, nil
+}
+
+// fit cuts each run of p between carriage returns and newlines to at most
+// cols characters. A bar's drawing is plain text: no escape sequences,
+// one column a character.
+func fit(p []byte, cols int) []byte {
+	out := make([]byte, 0, len(p))
+	run := 0
+	for len(p) > 0 {
+		r, size := utf8.DecodeRune(p)
+		switch {
+		case r == '\r' || r == '\n':
+			run = 0
+		case run == cols:
+			p = p[size:]
+			continue
+		default:
+			run++
+		}
+		out = append(out, p[:size]...)
+		p = p[size:]
+	}
+	return out
 }

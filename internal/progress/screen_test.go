@@ -114,3 +114,50 @@ func TestScreenConcurrent(t *testing.T) {
 		t.Errorf("%d bars on the screen, the last line %q: want one, at the end, full", bars, got[len(got)-1])
 	}
 }
+
+// On a terminal narrower than the bar's line, the bar is cut to the
+// terminal's width (less its last column) rather than wrapped: a wrapped
+// bar leaves a row behind at every redraw, since a carriage return goes
+// back to the start of the last row only. Lines of text are not cut.
+func TestScreenBarFitsTerminal(t *testing.T) {
+	for _, cols := range []int{40, 60, 80} {
+		t.Run(fmt.Sprint(cols), func(t *testing.T) {
+			var out bytes.Buffer
+			s := &Screen{w: &out, cols: func() int { return cols }}
+			bar := New(s, ModeBar, 2000, "write 2026-11-20 ≤500/s (store pushed back 3×)", Rate("districts"))
+			bar.Start()
+			long := strings.Repeat("x", cols+10)
+			for i := range 40 {
+				_ = bar.Add(50)
+				if i%10 == 0 {
+					fmt.Fprintln(s, long)
+				}
+			}
+			got, err := termtest.RenderCols(out.String(), cols)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 4 long lines of 2 rows each, and the bar's one row.
+			if len(got) != 9 || !strings.HasPrefix(got[8], "write 2026-11-20") {
+				t.Fatalf("screen %d wide: %d rows, want 9:\n%s", cols, len(got), strings.Join(got, "\n"))
+			}
+			if n := len([]rune(got[8])); n > cols-1 {
+				t.Errorf("bar row of %d characters on a screen %d wide", n, cols)
+			}
+			// From 80 columns the bar itself narrows to leave room for its
+			// count, which is what is read.
+			if cols >= 80 && !strings.Contains(got[8], "(2000/2000") {
+				t.Errorf("bar row %q on a screen %d wide: want its count", got[8], cols)
+			}
+		})
+	}
+	// The same bar on an unbounded screen is wider than 80 columns: the
+	// cases above cut it.
+	var out bytes.Buffer
+	s := NewScreen(&out)
+	bar := New(s, ModeBar, 2000, "write 2026-11-20 ≤500/s (store pushed back 3×)", Rate("districts"))
+	_ = bar.Add(1000)
+	if got := render(t, out.String()); len(got) != 1 || len([]rune(got[0])) <= 80 {
+		t.Errorf("unbounded: %q, want one row over 80 characters", got)
+	}
+}

@@ -14,7 +14,13 @@ import (
 // trailing empty lines trimmed. Any other escape sequence is shown as its
 // characters and reported in err (the first of them), for a test that
 // allows none to fail on it; lines is complete either way.
-func Render(out string) (lines []string, err error) {
+func Render(out string) (lines []string, err error) { return RenderCols(out, 0) }
+
+// RenderCols is Render on a terminal cols characters wide (0: unbounded),
+// which wraps a line at its width, as terminals do: a carriage return
+// then goes back to the start of the last row only, and a bar redrawn
+// with carriage returns leaves its wrapped rows behind.
+func RenderCols(out string, cols int) (lines []string, err error) {
 	screen := [][]rune{nil}
 	col := 0
 	rs := []rune(out)
@@ -32,6 +38,10 @@ func Render(out string) (lines []string, err error) {
 		default:
 			if r == '\x1b' && err == nil {
 				err = fmt.Errorf("an escape sequence other than ESC [K at %d: %q", i, string(rs[i:min(i+8, len(rs))]))
+			}
+			if cols > 0 && col == cols {
+				screen = append(screen, nil)
+				cur, col = &screen[len(screen)-1], 0
 			}
 			for len(*cur) <= col {
 				*cur = append(*cur, ' ')
