@@ -293,6 +293,26 @@ func TestBinaryTerminal(t *testing.T) {
 		t.Errorf("%d console log lines, %d bars; want some, and one\n%s", logs, bars, outb)
 	}
 
+	// A terminal 60 columns wide, narrower than the bar's line: the bar
+	// keeps to one row, its count on it; wrapped, each redraw would leave
+	// a row behind.
+	const cols = 60
+	cmd = exec.Command(scriptPath, "-qfec", fmt.Sprintf("stty cols %d rows 24; %s write --input %s", cols, bin, in), "/dev/null")
+	cmd.Env = binaryEnv(project)
+	if outb, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, outb)
+	}
+	rows, _ := termtest.RenderCols(strings.ReplaceAll(string(outb), "\r\n", "\n"), cols)
+	var barRows []string
+	for _, r := range rows {
+		if strings.ContainsAny(r, "█|") || strings.Contains(r, "districts/s") {
+			barRows = append(barRows, r)
+		}
+	}
+	if len(barRows) != 1 || !strings.HasPrefix(barRows[0], "write "+day) || !strings.Contains(barRows[0], "(60/60") {
+		t.Errorf("at %d columns, the bar's rows %q: want one, whole, with its count\n%s", cols, barRows, strings.Join(rows, "\n"))
+	}
+
 	// A pipe: JSON, no bar.
 	cmd = exec.Command(bin, "write", "--input", in)
 	cmd.Env = binaryEnv(project)
