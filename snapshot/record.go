@@ -45,6 +45,11 @@ type recorder struct {
 	// started (the root transaction): the first record keeps the
 	// interval from it, as every record does from the one before.
 	since time.Time
+	// sent is when the last record's commit returned (zero: none was
+	// tried), kept by run and read after close: the finish keeps its
+	// distance from it. Its end, not its start: a commit lands at the
+	// store before it returns, and one abandoned by close may land still.
+	sent time.Time
 
 	mu      sync.Mutex
 	set     *written      // what the chunks did so far
@@ -114,7 +119,8 @@ func (r *recorder) add(b BatchResult) {
 
 // close stops the recorder, abandoning a record in flight, and waits for
 // it to return, so that the finish, which comes next, is the last commit
-// to the root; it returns the written set. An abandoned record that lands anyway cannot land after the
+// to the root; it returns the written set. After it, r.sent is when the
+// last record's commit returned. An abandoned record that lands anyway cannot land after the
 // finish: it read the root, which the finish writes, so one of the two
 // would be aborted.
 func (r *recorder) close() *written {
@@ -217,6 +223,7 @@ func (r *recorder) record(ctx context.Context) error {
 	defer cancel()
 	t0 := time.Now()
 	err := r.commit(actx, st, pages)
+	r.sent = time.Now()
 	if err != nil {
 		// Not recorded: put the news back for the next record.
 		r.mu.Lock()
