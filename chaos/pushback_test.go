@@ -153,13 +153,16 @@ func TestBackfillSharesTheRamp(t *testing.T) {
 // stay under it, the root's contention is not taken for a dead writer,
 // and the write completes.
 //
-// "Under it" twice: the store refuses no commit for the document rate, and
-// each hot document's writes, over the span from its first to its last,
-// average at most 1/s. The root gets its creation, a progress record at
-// most once a second from it, and the finish, which keeps a second from
-// the last record's return: before it did, a finish a few milliseconds
-// after a record was refused in 1 write of 8 (and the average came out
-// over 1/s in 3 runs of 5) when 13c ran alone.
+// "Under it" is the store's verdict: it refuses no commit for the
+// document rate. The root gets its creation, progress records that land
+// at least a second apart (each waits the interval from the previous
+// one's return), and the finish, which may follow the last record at
+// once, within the burst. Records spaced from their starts landed closer
+// when a record was slower than the next, and the store refused the
+// finish then in 1 write of 8 (13c alone). Writes−1 over the span from
+// first to last is reported, not judged: that final pair is a burst, not
+// a rate, and a write of 4–5 s came out over 1/s in 3 of 5 runs for it.
+// A recorder every 600 ms is refused (1–3 commits in each of 3 runs).
 func TestHotDocumentRate(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "13c. a store that sustains 1 write/s per document")
@@ -179,11 +182,7 @@ func TestHotDocumentRate(t *testing.T) {
 			continue
 		}
 		span := max(d.Last.Sub(d.First), time.Second)
-		rate := float64(d.Writes-1) / span.Seconds()
-		worst = append(worst, fmt.Sprintf("%s %d writes %.2f/s", what, d.Writes, rate))
-		if d.Writes > 2 && rate > 1 {
-			t.Errorf("%s: %d writes in %s, %.2f/s: over the sustained rate", what, d.Writes, span, rate)
-		}
+		worst = append(worst, fmt.Sprintf("%s %d writes %.2f/s", what, d.Writes, float64(d.Writes-1)/span.Seconds()))
 	}
 	slices.Sort(worst)
 	if n := st.Rejected[fsproxy.CauseDocumentRate]; n > 0 {

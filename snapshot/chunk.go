@@ -111,7 +111,6 @@ func (j *job) commitChunks(ops []op) error {
 		return r
 	})
 	j.written = rec.close()
-	j.lastRecord = rec.sent
 	res.BatchResults = append(res.BatchResults, results...)
 	return nil
 }

@@ -94,7 +94,6 @@ func (w *Writer) finishTimeout() time.Duration {
 func (j *job) finish() error {
 	stop := j.watchSuperseded()
 	defer stop()
-	j.awayFromRecord()
 	j.log.Info("recording the manifest")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), j.w.finishTimeout())
 	defer cancel()
@@ -126,38 +125,6 @@ func (j *job) finish() error {
 	j.rootCommits.Add(1)
 	*j.res, j.written = done, doneSet
 	return nil
-}
-
-// rootWriteGap is the least time between two writes of the root that
-// keeps it within what Firestore sustains for one document: about a write
-// a second.
-const rootWriteGap = time.Second
-
-// awayFromRecord waits, before the finish writes the root, until the
-// record interval (at most rootWriteGap) has passed since the last
-// progress record's commit returned, as each record keeps it from the
-// one before.
-// The last chunk often ends a few milliseconds after a record, and a
-// finish that followed at once was a burst on the root: a store that
-// sustains 1 write/s per document with a burst of 2 refused it in 1 write
-// of 8. It does not wait once the job's ctx or wctx has ended (stopped,
-// or the lease lost): recording the outcome before the process ends
-// comes first then.
-func (j *job) awayFromRecord() {
-	if j.lastRecord.IsZero() {
-		return
-	}
-	wait := time.Until(j.lastRecord.Add(min(j.w.cfg.recordEvery, rootWriteGap)))
-	if wait <= 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-j.ctx.Done():
-	case <-j.wctx.Done():
-	}
 }
 
 // recordOutcome is the writes that record the job's outcome, given the

@@ -48,10 +48,6 @@ type job struct {
 	// on (commitChunks), as the finish decided it once it recorded it;
 	// the Result's district counts are read from it.
 	written *written
-	// lastRecord is when the last progress record's commit returned
-	// (zero: none was tried); the finish keeps its distance from it
-	// (awayFromRecord).
-	lastRecord time.Time
 
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration

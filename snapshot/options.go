@@ -149,7 +149,8 @@ func WithGracePeriod(d time.Duration) Option { return func(c *config) { c.grace 
 // the root: one recorder per write commits every outcome since its last
 // record in one fenced transaction, so the root is written about once per
 // interval whatever the concurrency, and lags the district documents by
-// at most one interval plus one commit.
+// at most one interval plus two commits (the record under way when a
+// chunk committed, and the next).
 func WithRecordInterval(d time.Duration) Option { return func(c *config) { c.recordEvery = d } }
 
 // WithSkipComplete makes Write leave a snapshot alone when the stored one is

@@ -24,7 +24,9 @@ import (
 //
 // What the root says is therefore never more than what is stored — a
 // district is recorded only after its chunk committed — and lags the
-// documents by at most one interval plus a commit. A writer killed in
+// documents by at most one interval plus two commits: the record under
+// way when a chunk committed, and the next, which starts an interval
+// after that one returned. A writer killed in
 // between leaves districts written but not recorded: their documents carry
 // the root's writerFence, which is how Repair and a rerun find them and
 // record them without writing them again, and how Verify tells them from
@@ -45,11 +47,6 @@ type recorder struct {
 	// started (the root transaction): the first record keeps the
 	// interval from it, as every record does from the one before.
 	since time.Time
-	// sent is when the last record's commit returned (zero: none was
-	// tried), kept by run and read after close: the finish keeps its
-	// distance from it. Its end, not its start: a commit lands at the
-	// store before it returns, and one abandoned by close may land still.
-	sent time.Time
 
 	mu      sync.Mutex
 	set     *written      // what the chunks did so far
@@ -119,8 +116,7 @@ func (r *recorder) add(b BatchResult) {
 
 // close stops the recorder, abandoning a record in flight, and waits for
 // it to return, so that the finish, which comes next, is the last commit
-// to the root; it returns the written set. After it, r.sent is when the
-// last record's commit returned. An abandoned record that lands anyway cannot land after the
+// to the root; it returns the written set. An abandoned record that lands anyway cannot land after the
 // finish: it read the root, which the finish writes, so one of the two
 // would be aborted.
 func (r *recorder) close() *written {
@@ -135,10 +131,10 @@ const maxRecordBackoff = 8
 
 // run records whenever districts were written since the last record, at
 // most once per interval: it waits for news, then for the interval since
-// its last record (or the root's commit) to pass, then commits everything
-// known by then. When the store refuses a record for load — ABORTED,
-// contention on the root, which Firestore sustains about one write a
-// second of; or RESOURCE_EXHAUSTED — the interval doubles, up to
+// its last record returned (or the root's commit did) to pass, then
+// commits everything known by then. When the store refuses a record for
+// load — ABORTED, contention on the root, which Firestore sustains about
+// one write a second of; or RESOURCE_EXHAUSTED — the interval doubles, up to
 // maxRecordBackoff times the configured one, and each record that
 // succeeds takes one configured interval off again: the root is written
 // less often while the store asks for it.
@@ -160,8 +156,14 @@ func (r *recorder) run(ctx context.Context) {
 				return
 			}
 		}
-		last = time.Now()
 		err := r.record(ctx)
+		// The interval counts from the record's return, not its start:
+		// a commit lands at the store before it returns, so records land
+		// at least the interval apart whatever their latency (from their
+		// starts, a slow record and a quick one land closer). The root
+		// then has its burst to spare for the finish, which may follow
+		// the last record at once.
+		last = time.Now()
 		every = r.nextInterval(every, err)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -223,7 +225,6 @@ func (r *recorder) record(ctx context.Context) error {
 	defer cancel()
 	t0 := time.Now()
 	err := r.commit(actx, st, pages)
-	r.sent = time.Now()
 	if err != nil {
 		// Not recorded: put the news back for the next record.
 		r.mu.Lock()

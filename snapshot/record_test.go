@@ -21,11 +21,12 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// The recorder's pacing, on a fake clock: records start at least an
-// interval apart whatever the chunks do, each district is recorded within
-// max(interval, commit) + commit of its chunk's commit (one interval plus
-// one commit while commits are shorter than the interval), and a record
-// that fails is retried with what came since.
+// The recorder's pacing, on a fake clock: each record starts at least an
+// interval after the one before returned, whatever the chunks do — so
+// that records land at the store at least that far apart whatever their
+// latency — each district is recorded within interval + 2 commits of its
+// chunk's commit (the record under way then, and the next), and a
+// record that fails is retried with what came since.
 func TestRecorderPacing(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
@@ -90,13 +91,13 @@ func TestRecorderPacing(t *testing.T) {
 					t.Errorf("%d records for 40 chunks over %s, want at most %d", len(records), 40*tc.gap, tc.wantMaxRecords+1)
 				}
 				for i := 1; i < len(records); i++ {
-					if d := records[i].start.Sub(records[i-1].start); d < tc.every {
-						t.Errorf("records %d and %d started %s apart, under the interval %s", i-1, i, d, tc.every)
+					if d := records[i].start.Sub(records[i-1].end); d < tc.every {
+						t.Errorf("record %d started %s after record %d returned, under the interval %s", i, d, i-1, tc.every)
 					}
 				}
-				bound := max(tc.every, tc.commit) + tc.commit
+				bound := tc.every + 2*tc.commit
 				if tc.failEveryNth > 0 {
-					bound += max(tc.every, tc.commit) + tc.commit // the failed record's turn
+					bound += tc.every + tc.commit // the failed record's turn
 				}
 				for id, at := range added {
 					first := -1
@@ -471,82 +472,4 @@ func TestRecorderBacksOffOnContention(t *testing.T) {
 			}
 		}
 	})
-}
-
-// The finish keeps the record interval (at most rootWriteGap) from the
-// last progress record, as the records keep it from each other: a last
-// chunk that ends just after a record does not make the root's finish
-// follow that record at once, a burst on the root. A write that was
-// stopped does not wait: recording its outcome before the process ends
-// comes first.
-func TestFinishKeepsAwayFromTheLastRecord(t *testing.T) {
-	t.Parallel()
-	const every = time.Second
-	for _, stopped := range []bool{false, true} {
-		t.Run(fmt.Sprintf("stopped=%v", stopped), func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			in := gen(100, 1)
-			last := districtIDs(in)[99] // in the second and last chunk of 50
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			recorded := make(chan struct{})
-			var once sync.Once
-			e.f.setAfter(func(c *commitCall) error {
-				if c.root && !c.rootSet && c.state == stateWriting {
-					once.Do(func() { close(recorded) })
-				}
-				return nil
-			})
-			// The last chunk commits once the first chunk is recorded: the
-			// chunks end a few milliseconds after a record.
-			e.f.setRule(func(c *commitCall) error {
-				if c.has(last) {
-					select {
-					case <-recorded:
-					case <-time.After(time.Minute):
-						t.Error("no progress record within a minute")
-					}
-					if stopped {
-						cancel()
-					}
-				}
-				return nil
-			})
-			w := e.writer(WithConcurrency(1), WithBatchSize(50), WithRecordInterval(every))
-			res, err := w.Write(ctx, day, in)
-			if !stopped && (err != nil || res.Outcome != OutcomeComplete) {
-				t.Fatalf("write: %s, %v", brief(res), err)
-			}
-			var record, chunk, finish *commitCall
-			for _, c := range e.f.commits() {
-				switch {
-				case c.err != nil:
-				case c.has(last):
-					chunk = &c
-				case !c.root:
-				case c.state == stateWriting && !c.rootSet:
-					record = &c
-				case c.state == stateFinished:
-					finish = &c
-				}
-			}
-			if record == nil || chunk == nil || finish == nil {
-				t.Fatalf("a progress record %v, the last chunk %v and a finish %v: want all three", record != nil, chunk != nil, finish != nil)
-			}
-			// The wait counts from the record's return, which its
-			// commit's end at the store precedes: a gap of at least the
-			// interval, exactly.
-			if gap := finish.start.Sub(record.end); !stopped && gap < every {
-				t.Errorf("the finish followed the last record by %s: want at least the interval, %s", gap, every)
-			}
-			// Stopped, the finish follows the last chunk at once: it only
-			// reads before its commit.
-			if gap := finish.start.Sub(chunk.end); stopped && gap >= every/2 {
-				t.Errorf("stopped, the finish followed the last chunk by %s: want no wait", gap)
-			}
-			t.Logf("finish %s after the last record's commit, %s after the last chunk's",
-				finish.start.Sub(record.end).Round(time.Millisecond), finish.start.Sub(chunk.end).Round(time.Millisecond))
-		})
-	}
 }
