@@ -69,7 +69,7 @@ func New(w io.Writer, mode string, n int, desc string, opts ...Option) *Bar {
 	}
 	width := 30
 	if s, ok := w.(*Screen); ok {
-		if cols := s.cols(); cols > 0 {
+		if cols := s.width(); cols > 0 {
 			width = fitWidth(cols, desc)
 		}
 		w = barWriter{s}

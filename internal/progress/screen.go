@@ -32,8 +32,17 @@ type Screen struct {
 	// midLine: the last text written did not end its line; the bar waits
 	// until it does, so as not to be drawn into the middle of it.
 	midLine bool
-	// cols is the terminal's width now, 0 when unknown (not a terminal).
+	// cols is the terminal's width now, 0 when unknown (not a terminal);
+	// nil counts as 0.
 	cols func() int
+}
+
+// width is the terminal's width now, 0 when unknown.
+func (s *Screen) width() int {
+	if s.cols == nil {
+		return 0
+	}
+	return s.cols()
 }
 
 // NewScreen returns the Screen writing to w.
@@ -88,7 +97,7 @@ func (b barWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := len(p)
-	if cols := s.cols(); cols > 1 {
+	if cols := s.width(); cols > 1 {
 		// A drawing wider than the terminal would wrap, and the carriage
 		// return that starts the next one goes back to the start of its
 		// last row only: every redraw would leave a row behind. The last
