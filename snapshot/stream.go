@@ -13,8 +13,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -48,20 +46,9 @@ const streamBatch = 100
 // writer lives (Summary asks the lock backend).
 func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent bool) (int, Summary, error) {
 	ref := r.client.Collection(r.collection).Doc(id)
-	root, v, err := r.openRoot(ctx, ref)
-	if status.Code(err) == codes.NotFound {
-		return 0, Summary{}, fmt.Errorf("%s: %w", id, ErrNotFound)
-	}
+	rd, v, err := r.openWhole(ctx, ref)
 	if err != nil {
-		return 0, Summary{}, fmt.Errorf("reading snapshot %s: %w", id, err)
-	}
-	rd := readRoot(root)
-	if rd.Manifest.paged() {
-		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
-		if err != nil {
-			return 0, Summary{}, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
-		}
-		rd.expandPages(pages)
+		return 0, Summary{}, err
 	}
 	// With the manifest whole: the pending districts of a root that says
 	// "writing" are told from its failed ones.
