@@ -76,7 +76,7 @@ func (p Policy) Validate() error {
 			return &PolicyError{Field: r.field, Value: r.left, Reason: "want 0 or more (0: the rule off)"}
 		}
 	}
-	keep := p.KeepDays != nil || p.Daily > 0 || p.Weekly > 0 || p.Monthly > 0 || p.Yearly > 0
+	keep := p.KeepDays != nil || p.anyPeriod()
 	switch {
 	case p.Before != "" && !model.ValidDate(p.Before):
 		return &PolicyError{Field: "Before", Value: p.Before, Reason: "want a real YYYY-MM-DD date"}
@@ -96,10 +96,15 @@ func (p Policy) Cutoff(today time.Time) string {
 	switch {
 	case p.Before != "":
 		return p.Before
-	case p.KeepDays != nil && p.Daily <= 0 && p.Weekly <= 0 && p.Monthly <= 0 && p.Yearly <= 0:
+	case p.KeepDays != nil && !p.anyPeriod():
 		return keepFrom(today, *p.KeepDays)
 	}
 	return ""
+}
+
+// anyPeriod reports whether a period rule is on: a count above 0.
+func (p Policy) anyPeriod() bool {
+	return slices.ContainsFunc(p.periodRules(), func(r periodRule) bool { return r.left > 0 })
 }
 
 // keepFrom is the first date, YYYY-MM-DD, within days of today (UTC).
