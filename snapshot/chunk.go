@@ -9,8 +9,6 @@ import (
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/batching"
 	"github.com/snapwriter/snapwriter/model"
@@ -200,31 +198,16 @@ func (j *job) notStarted() error {
 	return nil
 }
 
-// fencedCommit is what commitFenced tells of a chunk's transaction: its
-// retries, whether a commit may have been applied although no attempt was
-// seen to succeed, how many attempts retried an aborted one
-// (contention), and how long its attempts waited for the write budget.
-type fencedCommit struct {
-	retry.Stats
-	unsure  bool
-	aborted int
-	waited  time.Duration // for the write budget, before its attempts
-}
-
-// commitFenced commits a chunk of n writes, under ctx, as one transaction
-// on the Firestore API (apiTxn) that first reads the snapshot's fence
-// document and requires it to carry this job's fence, retried by the
-// write's policy; an attempt after an aborted one retries that
-// transaction, which the server then gives priority. Every attempt first
-// takes its n writes from the writer's budget, outside the attempt's
-// timeout, and the store's answer goes back to the budget (pacer).
-// encode makes the chunk's writes, once, while the first attempt's fence
-// read is on its way: every attempt commits the same messages. A write's
-// chunks and a prune's delete chunks both commit through it.
-func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
-	fence := j.w.fenceRef(j.in.id).Path
+// commitFenced commits a chunk of n writes, under ctx, as one fenced
+// transaction (transact) that reads only the snapshot's fence document,
+// retried by the write's policy, each attempt first taking its n writes
+// from the writer's budget. encode makes the chunk's writes, once, while
+// the first attempt's fence read is on its way: every attempt commits the
+// same messages. A write's chunks and a prune's delete chunks both commit
+// through it.
+func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (txnStats, error) {
 	var writes []*pb.Write
-	tx := apiTx{docs: []string{fence},
+	return j.transact(ctx, j.w.cfg.retry, txn{fenced: true, paced: n,
 		prepare: func() error {
 			if writes != nil {
 				return nil
@@ -235,33 +218,10 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 			}
 			return nil
 		},
-		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
-			if err := j.in.fenceProblem(found[fence]); err != nil {
-				return nil, retry.Permanent(err)
-			}
-			return writes, nil
-		}}
-	var c fencedCommit
-	var prev []byte // the last attempt's transaction, when it was aborted
-	var err error
-	c.Stats, c.unsure, err = j.retry(ctx, j.w.cfg.retry, func(ctx context.Context) error {
-		if prev != nil {
-			c.aborted++ // this attempt retries an aborted one
-		}
-		sent := time.Now()
-		tid, _, err := j.w.apiTxn(ctx, tx, prev)
-		j.pace.answered(ctx, err, sent, n)
-		prev = nil
-		if status.Code(err) == codes.Aborted {
-			prev = tid
-		}
-		return err
-	}, retry.WithGate(func(ctx context.Context) error {
-		d, err := j.pace.wait(ctx, n)
-		c.waited += d
-		return err
-	}))
-	return c, err
+		body: func(_ context.Context, a *attempt) error {
+			a.write(writes...)
+			return nil
+		}})
 }
 
 // deleteBytes is what a delete counts against a commit's bytes

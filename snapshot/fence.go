@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/retry"
 )
 
 // refusedByPrior reports whether err is checkPrior's refusal to replace the
@@ -110,28 +106,11 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 	return nil
 }
 
-// requireFence is the check the progress records and the finish make
-// inside their transaction (chunks make it on the Firestore API, see
-// fenceProblem): the snapshot must still carry this writer's fence. It
-// reads the fence document, which every chunk reads too: a newer writer's
-// root commit writes it, and so conflicts with the read.
-func (j *job) requireFence(tx *firestore.Transaction) error {
-	doc, err := tx.Get(j.w.fenceRef(j.in.id))
-	if status.Code(err) == codes.NotFound {
-		return retry.Permanent(j.in.fenceProblem(nil))
-	}
-	if err != nil {
-		return err
-	}
-	f := readFence(doc)
-	if err := j.in.fenceMismatch(f.WriterFence, f.WriterLockBackend); err != nil {
-		return retry.Permanent(err)
-	}
-	return nil
-}
-
-// fenceProblem is requireFence's check on the fence document as the
-// Firestore API returns it (nil when it is missing).
+// fenceProblem is ErrFencedOut unless the snapshot's fence document, as
+// the Firestore API returns it (nil when it is missing), carries this
+// writer's fence: the check of every fenced transaction (txn.fenced). A
+// newer writer's root commit writes that document, and so conflicts with
+// the read.
 func (in rootInput) fenceProblem(doc *pb.Document) error {
 	if doc == nil {
 		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
@@ -157,13 +136,6 @@ func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
 	return w.root(id).Collection(fenceCollection).Doc(fenceDocID)
 }
 
-// setFence adds to tx the write of the fence document with this writer's
-// fence, as of at: every transaction that moves the root to this writer or
-// records its outcome makes it, so chunk transactions in flight conflict.
-func (j *job) setFence(tx *firestore.Transaction, at time.Time) error {
-	return tx.Set(j.w.fenceRef(j.in.id), j.in.fenceDoc(at))
-}
-
 // fenceNewer reports whether fence a is newer than b. Fences compare as
 // equal-width decimal strings; a longer one is larger.
 func fenceNewer(a, b string) bool {
@@ -171,18 +143,4 @@ func fenceNewer(a, b string) bool {
 		return len(a) > len(b)
 	}
 	return a > b
-}
-
-// setRoot writes, in tx, what a write or repair under a new fence starts
-// with: the root document, its manifest pages (deleting the stored pages,
-// stored, beyond them) and the fence document, all stamped with the job's
-// fence.
-func (j *job) setRoot(tx *firestore.Transaction, root rootDocument, pages []pageDocument, stored []string) error {
-	if err := tx.Set(j.w.root(j.in.id), root); err != nil {
-		return err
-	}
-	if err := j.w.setPages(tx, j.in.id, pages, stored); err != nil {
-		return err
-	}
-	return j.setFence(tx, j.in.startedAt)
 }

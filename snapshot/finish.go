@@ -11,7 +11,6 @@ import (
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/retry"
 )
 
 // errSuperseded ends a finish whose lease, already lost, has passed to a
@@ -109,16 +108,15 @@ func (j *job) finish() error {
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
 	// One read begins the transaction: the fence document, and the
 	// documents of the chunks whose outcome is unknown (resolve).
-	fence := j.w.fenceRef(j.in.id).Path
-	st, _, _, err := j.retryAPI(ctx, p, apiTx{docs: append([]string{fence}, j.unsureDocs()...),
-		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
-			r, set, writes, err := j.recordOutcome(found)
+	st, err := j.transact(ctx, p, txn{fenced: true, reads: j.unsureDocs(),
+		body: func(_ context.Context, a *attempt) error {
+			r, set, err := j.recordOutcome(a)
 			if err == nil {
 				done, doneSet = r, set
 			}
-			return writes, err
+			return err
 		}})
-	endStep(span, st, err)
+	endStep(span, st.Stats, err)
 	if err != nil {
 		return err
 	}
@@ -127,20 +125,16 @@ func (j *job) finish() error {
 	return nil
 }
 
-// recordOutcome is the writes that record the job's outcome, given the
-// documents the finish's transaction read (found, by name): it requires
-// the fence document to carry this writer's fence; chunks whose outcome
-// is unknown are decided from their documents, read in the same
-// transaction, so the manifest it records is exact; and it writes the
-// fence document, so that no chunk commit still in flight can land after
+// recordOutcome adds to the finish's attempt a (whose transaction checked
+// the fence) the writes that record the job's outcome: chunks whose
+// outcome is unknown are decided from their documents, read in the same
+// transaction, so the manifest it records is exact; and then it writes
+// the fence document too, so that no such chunk commit can land after
 // it. It returns the Result and the written set as recorded, the
 // Result's Outcome complete or partial.
-func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []*pb.Write, error) {
+func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
 	in := &j.in
-	if err := in.fenceProblem(found[j.w.fenceRef(in.id).Path]); err != nil {
-		return Result{}, nil, nil, retry.Permanent(err)
-	}
-	r, set := j.resolve(found)
+	r, set := j.resolve(a.found)
 	now := j.w.cfg.now()
 	st := set.finished(in.snap.Status, r.FailedBatches == 0, now)
 	for _, id := range districtIDs(in.snap) {
@@ -149,29 +143,17 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 	if !st.complete {
 		st.status = statusPartial
 	}
-	md, err := in.metadata(st)
+	writes, err := j.rootRecord(st, nil)
 	if err != nil {
-		return Result{}, nil, nil, retry.Permanent(err)
+		return Result{}, nil, err
 	}
+	a.write(writes...)
 	r.Outcome = OutcomePartial
 	if st.complete {
 		r.Outcome = OutcomeComplete
 	}
-	mf, pages := in.split(in.manifest(st))
-	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
-	if err != nil {
-		return Result{}, nil, nil, retry.Permanent(err)
-	}
-	writes := []*pb.Write{root}
-	for i, p := range pages {
-		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p)
-		if err != nil {
-			return Result{}, nil, nil, retry.Permanent(err)
-		}
-		writes = append(writes, w)
-	}
 	if !anyUnsure(j.res) {
-		return r, set, writes, nil
+		return r, set, nil
 	}
 	// A chunk whose commit outcome is unknown may still land: writing the
 	// fence document, which every chunk reads, makes such a commit
@@ -179,11 +161,10 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 	// then: a chunk whose fence read began its transaction and lost its
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
-	fw, err := layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(now))
-	if err != nil {
-		return Result{}, nil, nil, retry.Permanent(err)
+	if err := a.set(j.w.fenceRef(in.id).Path, in.fenceDoc(now)); err != nil {
+		return Result{}, nil, err
 	}
-	return r, set, append(writes, fw), nil
+	return r, set, nil
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,7 +14,6 @@ import (
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
-	"github.com/snapwriter/snapwriter/retry"
 )
 
 // job is one write or repair of a snapshot, from the lock's acquisition
@@ -132,27 +130,6 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 	return j.res, err
 }
 
-// retry is how a job retries: it runs try, one transaction per call,
-// under policy p (the writer's retry policy, or the finish's). Contention
-// (ABORTED) is retried for the contention wait, and the first time it
-// happens in this write one WARNING says why. A commit whose outcome is
-// unknown is retried as a fresh transaction: every write is a set or a
-// delete, so repeating one that was applied changes nothing. Once the job
-// is superseded no attempt starts. unsure reports whether any attempt's
-// commit had an unknown outcome.
-func (j *job) retry(ctx context.Context, p retry.Policy, try func(context.Context) error, opts ...retry.Option) (st retry.Stats, unsure bool, err error) {
-	opts = append(opts, retry.WithNotify(j.notify(ctx)))
-	st, err = retry.Do(ctx, p, func(ctx context.Context) error {
-		if j.superseded.Load() {
-			return retry.Permanent(errSuperseded)
-		}
-		err := try(ctx)
-		unsure = unsure || errors.As(err, new(*unknownOutcome))
-		return err
-	}, opts...)
-	return st, unsure, err
-}
-
 // notify is what a job's retry does before each wait: count the retry,
 // and explain contention once. Before the job's first root commit,
 // ABORTED on the root or the lock may be another writer's transaction,
@@ -176,12 +153,6 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 		j.log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
 			zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))
 	}
-}
-
-// retryTxn runs fn as retry does, one client transaction per attempt
-// (txn).
-func (j *job) retryTxn(ctx context.Context, p retry.Policy, fn func(context.Context, *firestore.Transaction) error) (retry.Stats, bool, error) {
-	return j.retry(ctx, p, func(ctx context.Context) error { return j.w.txn(ctx, fn) })
 }
 
 // write writes the whole snapshot once the lock is held: root, chunks,

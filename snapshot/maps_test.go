@@ -37,7 +37,7 @@ func expandPages(root map[string]any, pages []*firestore.DocumentSnapshot) {
 	if mf == nil || !r.Manifest.paged() {
 		return
 	}
-	r.expandPages(pages)
+	r.expandPages(snapshotPages(pages))
 	entries := make([]any, len(r.Manifest.Districts))
 	for i, e := range r.Manifest.Districts {
 		entries[i] = encodeFields(e)

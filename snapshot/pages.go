@@ -5,10 +5,10 @@ import (
 	"strconv"
 
 	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
-	"github.com/snapwriter/snapwriter/retry"
 )
 
 // The manifest's two forms. Inline, the application's layout, the root's
@@ -111,27 +111,6 @@ func (w *Writer) pagesRef(id string) *firestore.CollectionRef {
 	return w.root(id).Collection(pagesCollection)
 }
 
-// setPages adds to tx the writes of pages and the deletes of the stored
-// pages (stored, by id) it does not replace: those of an earlier write with
-// more districts, or every one when the manifest is inline now.
-func (w *Writer) setPages(tx *firestore.Transaction, id string, pages []pageDocument, stored []string) error {
-	keep := make(map[string]bool, len(pages))
-	for i, p := range pages {
-		keep[pageID(i)] = true
-		if err := tx.Set(w.pagesRef(id).Doc(pageID(i)), p); err != nil {
-			return retry.Permanent(err)
-		}
-	}
-	for _, sid := range stored {
-		if !keep[sid] {
-			if err := tx.Delete(w.pagesRef(id).Doc(sid)); err != nil {
-				return retry.Permanent(err)
-			}
-		}
-	}
-	return nil
-}
-
 // paged reports whether a stored manifest keeps its entries in manifest
 // pages.
 func (m *manifest) paged() bool { return m.EntriesIn == entriesInPages }
@@ -140,20 +119,47 @@ func (m *manifest) paged() bool { return m.EntriesIn == entriesInPages }
 // manifest's Districts, in page order, so that code reading the root sees
 // the manifest whole in either form. pages are the stored page documents,
 // in id order; those the root does not count (stale) are left out.
-func (r *rootDocument) expandPages(pages []*firestore.DocumentSnapshot) {
+func (r *rootDocument) expandPages(pages []storedPage) {
 	if !r.Manifest.paged() {
 		return
 	}
 	entries := []manifestEntry{}
 	for _, p := range pages {
-		if !r.Manifest.counts(p.Ref.ID) {
+		if !r.Manifest.counts(p.id) {
 			continue
 		}
-		for _, e := range readPage(p).Districts {
+		var page pageDocument
+		decodeFields(p.fields, &page)
+		for _, e := range page.Districts {
 			entries = append(entries, e.entry())
 		}
 	}
 	r.Manifest.Districts = entries
+}
+
+// storedPage is a stored manifest page: its id and its fields, as
+// DocumentSnapshot.Data gives them (fieldsOf, on the Firestore API).
+type storedPage struct {
+	id     string
+	fields map[string]any
+}
+
+// snapshotPages are the stored pages docs, read by the Firestore client.
+func snapshotPages(docs []*firestore.DocumentSnapshot) []storedPage {
+	pages := make([]storedPage, len(docs))
+	for i, d := range docs {
+		pages[i] = storedPage{id: d.Ref.ID, fields: d.Data()}
+	}
+	return pages
+}
+
+// apiPages are the stored pages docs, read on the Firestore API.
+func apiPages(docs []*pb.Document) []storedPage {
+	pages := make([]storedPage, len(docs))
+	for i, d := range docs {
+		pages[i] = storedPage{id: lastSegment(d.GetName()), fields: fieldsOf(d)}
+	}
+	return pages
 }
 
 // counts reports whether a paged manifest counts the page stored under id.

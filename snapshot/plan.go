@@ -213,12 +213,12 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	}
 	inData := newInputData(in.snap, in.dataHashes, in.repairing)
 	rctx, cancel = context.WithTimeout(ctx, w.cfg.reqTimeout)
-	stored, err := readStoredDistricts(w.root(id).Collection("districts").Documents(rctx), inData)
+	stored, err := readStoredDistricts(clientDocs(w.root(id).Collection("districts").Documents(rctx)), inData)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading the district documents: %w", id, err)
 	}
-	dec, err := in.decideRepair(root, pages, inData, stored, resume || w.cfg.rewriteChanged)
+	dec, err := in.decideRepair(root, snapshotPages(pages), inData, stored, resume || w.cfg.rewriteChanged)
 	switch {
 	case errors.Is(err, errReplace):
 		return pl, p.whole(ctx, pl, in, "the input's root payload differs from the stored one, and what differs is re-written")

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
+	"sort"
 
-	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
+
 	"go.uber.org/zap"
-	"google.golang.org/api/iterator"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
@@ -175,111 +174,139 @@ func (j *job) pruneErr(err error) error {
 // snapshot, and that writes the fence document with the prune's fence.
 // found is false when there is no root.
 func (j *job) markDeleting() (found bool, err error) {
-	ref := j.w.root(j.in.id)
-	_, _, err = j.retryTxn(j.wctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if status.Code(err) == codes.NotFound {
-			found = false
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		data := snap.Data()
-		root := decodeRoot(data)
-		if err := j.checkPrior(ctx, root.meta()); err != nil {
-			return retry.Permanent(err)
-		}
-		if root.complete() {
-			newer, err := j.w.newerComplete(tx, j.in.id)
+	rootName := j.w.root(j.in.id).Path
+	_, err = j.transact(j.wctx, j.w.cfg.retry, txn{explicitBegin: true, reads: []string{rootName},
+		body: func(ctx context.Context, a *attempt) error {
+			doc := a.doc(rootName)
+			if found = doc != nil; !found {
+				return nil
+			}
+			data := fieldsOf(doc)
+			root := decodeRoot(data)
+			if err := j.checkPrior(ctx, root.meta()); err != nil {
+				return retry.Permanent(err)
+			}
+			if root.complete() {
+				newer, err := j.w.newerComplete(ctx, a, j.in.id)
+				if err != nil {
+					return err
+				}
+				if !newer {
+					return retry.Permanent(ErrNewestComplete)
+				}
+			}
+			mark, err := j.in.deletingMark(rootName, root, doc)
 			if err != nil {
-				return err
+				return retry.Permanent(err)
 			}
-			if !newer {
-				return retry.Permanent(ErrNewestComplete)
-			}
-		}
-		if err := tx.Update(ref, j.in.deletingMark(root, data)); err != nil {
-			return retry.Permanent(err)
-		}
-		return j.setFence(tx, j.w.cfg.now())
-	})
+			a.write(mark)
+			return a.set(j.w.fenceRef(j.in.id).Path, j.in.fenceDoc(j.w.cfg.now()))
+		}})
 	return found, err
 }
 
-// newerComplete reports, in tx, whether a complete snapshot newer than id
-// is stored (one whose id is a date, as package retention counts them):
-// then id is not the newest complete one. The read holds the
-// roots it returns, so a prune of that newer one cannot mark it before
-// this transaction commits.
-func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, error) {
-	q := w.client.Collection(w.cfg.collection).
-		Where(fieldPath(fieldMetadata, fieldStatus), "==", statusSuccess).
-		Select(latestFields...).
-		OrderBy(firestore.DocumentID, firestore.Asc).StartAfter(id)
-	it := tx.Documents(q)
-	defer it.Stop()
-	for {
-		doc, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
-		}
-		if model.ValidDate(doc.Ref.ID) && readRoot(doc).complete() {
+// newerComplete reports, in transaction a, whether a complete snapshot
+// newer than id is stored (one whose id is a date, as package retention
+// counts them): then id is not the newest complete one. The read holds
+// the roots it returns, so a prune of that newer one cannot mark it
+// before this transaction commits.
+func (w *Writer) newerComplete(ctx context.Context, a *attempt, id string) (bool, error) {
+	coll := w.client.Collection(w.cfg.collection)
+	parent := databaseOf(w.root(id).Path) + "/documents"
+	if coll.Parent != nil {
+		parent = coll.Parent.Path
+	}
+	fields := make([]*pb.StructuredQuery_FieldReference, len(latestFields))
+	for i, f := range latestFields {
+		fields[i] = &pb.StructuredQuery_FieldReference{FieldPath: f}
+	}
+	docs, err := a.query(ctx, parent, &pb.StructuredQuery{
+		Select: &pb.StructuredQuery_Projection{Fields: fields},
+		From:   []*pb.StructuredQuery_CollectionSelector{{CollectionId: coll.ID}},
+		Where: &pb.StructuredQuery_Filter{FilterType: &pb.StructuredQuery_Filter_FieldFilter{FieldFilter: &pb.StructuredQuery_FieldFilter{
+			Field: &pb.StructuredQuery_FieldReference{FieldPath: fieldPath(fieldMetadata, fieldStatus)},
+			Op:    pb.StructuredQuery_FieldFilter_EQUAL,
+			Value: &pb.Value{ValueType: &pb.Value_StringValue{StringValue: statusSuccess}},
+		}}},
+		OrderBy: []*pb.StructuredQuery_Order{{Field: &pb.StructuredQuery_FieldReference{FieldPath: "__name__"}, Direction: pb.StructuredQuery_ASCENDING}},
+		StartAt: &pb.Cursor{Values: []*pb.Value{{ValueType: &pb.Value_ReferenceValue{ReferenceValue: w.root(id).Path}}}},
+	})
+	if err != nil {
+		return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
+	}
+	for _, doc := range docs {
+		if model.ValidDate(lastSegment(doc.GetName())) && decodeRoot(fieldsOf(doc)).complete() {
 			return true, nil
 		}
 	}
+	return false, nil
 }
 
-// deletingMark is the update that marks stored root (data, its fields as
-// stored) as being deleted by this prune: the application's status
-// "failed", writeComplete false, no district successful (every one failed,
-// every manifest entry failed), writeState "deleting", and this prune's
-// stamp. The manifest's inline entries are rewritten from data, as they
-// are stored but for their status and errorMessage: read into
-// manifestEntry, an entry of the application's, which has no contentHash,
-// would gain one, and the root bytes it does not need. Pages are not
-// rewritten (only snapwriter reads them, and it reads none of a root
-// marked deleting).
-func (in rootInput) deletingMark(root *rootDocument, data map[string]any) []firestore.Update {
+// deletingMark is the update of the root (rootName; root as decoded from
+// doc, as stored) that marks it as being deleted by this prune: the
+// application's status "failed", writeComplete false, no district
+// successful (every one failed, every manifest entry failed), writeState
+// "deleting", and this prune's stamp. The manifest's inline entries are
+// rewritten from doc, as they are stored but for their status and
+// errorMessage: read into manifestEntry, an entry of the application's,
+// which has no contentHash, would gain one, and the root bytes it does not
+// need. Pages are not rewritten (only snapwriter reads them, and it reads
+// none of a root marked deleting).
+func (in rootInput) deletingMark(rootName string, root *rootDocument, doc *pb.Document) (*pb.Write, error) {
 	md, mf := root.meta(), root.Manifest
-	failed := markedFailed(md.FailedDistricts, md.SuccessfulDistricts)
 	st := in.stamp()
-	meta := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldMetadata, field} }
-	man := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldManifest, field} }
-	ups := []firestore.Update{
-		{FieldPath: meta(fieldStatus), Value: statusFailed},
-		{FieldPath: meta(fieldWriteState), Value: stateDeleting},
-		{FieldPath: meta(fieldWriteComplete), Value: false},
-		{FieldPath: meta(fieldSuccessfulDistricts), Value: []string{}},
-		{FieldPath: meta(fieldFailedDistricts), Value: failed},
-		{FieldPath: meta(fieldWriterFence), Value: st.WriterFence},
-		{FieldPath: meta(fieldWriterLockBackend), Value: st.WriterLockBackend},
-		{FieldPath: meta(fieldWriterLockKeyHash), Value: st.WriterLockKeyHash},
+	meta := map[string]any{
+		fieldStatus:              statusFailed,
+		fieldWriteState:          stateDeleting,
+		fieldWriteComplete:       false,
+		fieldSuccessfulDistricts: []string{},
+		fieldFailedDistricts:     markedFailed(md.FailedDistricts, md.SuccessfulDistricts),
+		fieldWriterFence:         st.WriterFence,
+		fieldWriterLockBackend:   st.WriterLockBackend,
+		fieldWriterLockKeyHash:   st.WriterLockKeyHash,
 	}
+	man := map[string]any{}
 	if mf.TotalDistricts != nil {
-		ups = append(ups, firestore.Update{FieldPath: man(fieldSuccessfulDistricts), Value: 0},
-			firestore.Update{FieldPath: man(fieldFailedDistricts), Value: *mf.TotalDistricts})
+		man[fieldSuccessfulDistricts], man[fieldFailedDistricts] = 0, *mf.TotalDistricts
 	}
-	stored, _ := data[fieldManifest].(map[string]any)
+	stored := doc.GetFields()[fieldManifest].GetMapValue()
 	// Present (an inline manifest's; a paged root has none), even empty.
-	if entries, ok := stored[fieldDistricts].([]any); ok {
-		marked := make([]any, len(entries))
-		for i, e := range entries {
-			m, _ := e.(map[string]any)
-			m = maps.Clone(m)
-			if m == nil {
-				m = map[string]any{}
+	if entries, ok := stored.GetFields()[fieldDistricts].GetValueType().(*pb.Value_ArrayValue); ok {
+		vals := entries.ArrayValue.GetValues()
+		marked := make([]any, len(vals))
+		for i, e := range vals {
+			m := &pb.MapValue{Fields: map[string]*pb.Value{}}
+			if em := e.GetMapValue(); em != nil {
+				m = proto.Clone(em).(*pb.MapValue)
+				if m.Fields == nil {
+					m.Fields = map[string]*pb.Value{}
+				}
 			}
-			m[fieldStatus], m[fieldErrorMessage] = entryFailed, deletingMessage
-			marked[i] = m
+			m.Fields[fieldStatus] = &pb.Value{ValueType: &pb.Value_StringValue{StringValue: entryFailed}}
+			m.Fields[fieldErrorMessage] = &pb.Value{ValueType: &pb.Value_StringValue{StringValue: deletingMessage}}
+			marked[i] = &pb.Value{ValueType: &pb.Value_MapValue{MapValue: m}}
 		}
-		ups = append(ups, firestore.Update{FieldPath: man(fieldDistricts), Value: marked})
+		man[fieldDistricts] = marked
 	}
-	return ups
+	fields := map[string]any{fieldMetadata: meta}
+	paths := make([]string, 0, len(meta)+len(man))
+	for f := range meta {
+		paths = append(paths, fieldPath(fieldMetadata, f))
+	}
+	if len(man) > 0 {
+		fields[fieldManifest] = man
+		for f := range man {
+			paths = append(paths, fieldPath(fieldManifest, f))
+		}
+	}
+	w, err := wireSetWrite(rootName, fields)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the deleting mark: %w", err)
+	}
+	sort.Strings(paths)
+	w.UpdateMask = &pb.DocumentMask{FieldPaths: paths}
+	w.CurrentDocument = &pb.Precondition{ConditionType: &pb.Precondition_Exists{Exists: true}}
+	return w, nil
 }
 
 // markedFailed is the failed list of a root marked deleting: its failed

@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/batching"
 	"github.com/snapwriter/snapwriter/retry"
@@ -124,29 +121,26 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 // deleting. A root already gone is done: a retried commit whose first
 // outcome was lost.
 func (j *job) deleteRoot() error {
-	ref, fence := j.w.root(j.in.id), j.w.fenceRef(j.in.id)
-	_, _, err := j.retryTxn(j.wctx, j.w.cfg.retry, func(_ context.Context, tx *firestore.Transaction) error {
-		snap, err := tx.Get(ref)
-		if status.Code(err) == codes.NotFound {
+	rootName, fenceName := j.w.root(j.in.id).Path, j.w.fenceRef(j.in.id).Path
+	_, err := j.transact(j.wctx, j.w.cfg.retry, txn{explicitBegin: true, reads: []string{rootName, fenceName},
+		body: func(_ context.Context, a *attempt) error {
+			stored := a.doc(rootName)
+			if stored == nil {
+				return nil
+			}
+			if err := j.in.fenceProblem(a.doc(fenceName)); err != nil {
+				return retry.Permanent(err)
+			}
+			md := decodeRoot(fieldsOf(stored)).meta()
+			if md.WriteState != stateDeleting {
+				return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, stateDeleting))
+			}
+			if err := j.in.fenceMismatch(md.WriterFence, md.WriterLockBackend); err != nil {
+				return retry.Permanent(err)
+			}
+			a.delete(fenceName)
+			a.delete(rootName)
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := j.requireFence(tx); err != nil {
-			return err
-		}
-		md := readRoot(snap).meta()
-		if md.WriteState != stateDeleting {
-			return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, stateDeleting))
-		}
-		if err := j.in.fenceMismatch(md.WriterFence, md.WriterLockBackend); err != nil {
-			return retry.Permanent(err)
-		}
-		if err := tx.Delete(fence); err != nil {
-			return err
-		}
-		return tx.Delete(ref)
-	})
+		}})
 	return err
 }

@@ -213,7 +213,7 @@ func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*ro
 		if err != nil {
 			return nil, v, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}
-		rd.expandPages(pages)
+		rd.expandPages(snapshotPages(pages))
 	}
 	return rd, v, nil
 }

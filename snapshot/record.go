@@ -6,10 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/retry"
 )
 
 // A write's progress reaches the root through one recorder, never through
@@ -64,9 +66,16 @@ type recorder struct {
 func (j *job) startRecorder() *recorder {
 	commit := func(ctx context.Context, st rootState, pages []int) error {
 		ctx, span := j.w.tel.start(ctx, SpanRecord, attrDistricts.Int(len(st.entries)), attrPages.Int(len(pages)))
-		err := j.w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-			return j.recordTxn(tx, st, pages)
-		})
+		rootName := j.w.root(j.in.id).Path
+		_, err := j.attempt(ctx, txn{fenced: true, explicitBegin: true, reads: []string{rootName},
+			body: func(_ context.Context, a *attempt) error {
+				if a.doc(rootName) == nil {
+					return status.Errorf(codes.NotFound, "snapshot %s: the root document is gone", j.in.id)
+				}
+				writes, err := j.rootRecord(st, pages)
+				a.write(writes...)
+				return err
+			}}, nil)
 		endSpan(span, err)
 		if err == nil {
 			j.rootCommits.Add(1)
@@ -241,33 +250,37 @@ func (r *recorder) record(ctx context.Context) error {
 	return nil
 }
 
-// recordTxn adds to tx the record of state st: the root's metadata and
-// manifest, and manifest pages (by number) whose entries changed. It reads
-// the fence document (the write must still be this writer's) and the
-// root: a record commit delayed past the finish would otherwise overwrite
-// the finished root with a stale one, whereas with the root read, the
-// finish's write of the root makes such a commit fail.
-func (j *job) recordTxn(tx *firestore.Transaction, st rootState, pages []int) error {
+// rootRecord is the writes that record state st in the root: its
+// metadata and manifest, and the manifest pages (by number) whose entries
+// changed — all of them when pages is nil. A progress record makes them
+// in a fenced transaction that also reads the root: a record commit
+// delayed past the finish would otherwise overwrite the finished root with
+// a stale one, whereas with the root read, the finish's write of the root
+// makes such a commit fail. The finish makes them with every page.
+func (j *job) rootRecord(st rootState, pages []int) ([]*pb.Write, error) {
 	in := &j.in
-	if err := j.requireFence(tx); err != nil {
-		return err
-	}
-	ref := j.w.root(in.id)
-	if _, err := tx.Get(ref); err != nil {
-		return err
-	}
 	md, err := in.metadata(st)
 	if err != nil {
-		return err
+		return nil, retry.Permanent(err)
 	}
 	mf, all := in.split(in.manifest(st))
-	if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
-		return err
+	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
+	if err != nil {
+		return nil, retry.Permanent(err)
 	}
-	for _, p := range pages {
-		if err := tx.Set(j.w.pagesRef(in.id).Doc(pageID(p)), all[p]); err != nil {
-			return err
+	writes := []*pb.Write{root}
+	if pages == nil {
+		pages = make([]int, len(all))
+		for i := range all {
+			pages[i] = i
 		}
 	}
-	return nil
+	for _, p := range pages {
+		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(p)).Path, all[p])
+		if err != nil {
+			return nil, retry.Permanent(err)
+		}
+		writes = append(writes, w)
+	}
+	return writes, nil
 }

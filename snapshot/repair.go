@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/firestore"
+	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 	"google.golang.org/api/iterator"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
@@ -134,49 +134,55 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	inData := newInputData(in.snap, in.dataHashes, in.repairing)
 	t0 := time.Now()
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot, attrTakeover.Bool(true))
-	st, _, err := j.retryTxn(sctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
-		doc, err := tx.Get(ref)
-		if status.Code(err) == codes.NotFound {
-			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
-		}
-		if err != nil {
-			return err
-		}
-		storedRoot := readRoot(doc)
-		if err := j.checkPrior(ctx, storedRoot.meta()); err != nil {
-			return retry.Permanent(err)
-		}
-		stored, err := readStoredDistricts(tx.Documents(ref.Collection(districtsCollection)), inData)
-		if err != nil {
-			return err
-		}
-		// The pages of a paged root hold its entries; any other page is
-		// stale and deleted below.
-		pages, err := tx.Documents(j.w.pagesRef(in.id)).GetAll()
-		if err != nil {
-			return fmt.Errorf("reading manifest pages: %w", err)
-		}
-		storedPages := make([]string, len(pages))
-		for i, p := range pages {
-			storedPages[i] = p.Ref.ID
-		}
-		dec, err := in.decideRepair(storedRoot, pages, inData, stored, rewrite)
-		switch {
-		case errors.Is(err, errSkip):
-			return retry.Permanent(errSkip)
-		case err != nil:
-			refused = err
-			return retry.Permanent(err)
-		}
-		todo, kept = dec.todo(), dec.kept
-		root, newPages, err := in.keeping(kept).rootDoc()
-		if err != nil {
-			return retry.Permanent(err)
-		}
-		return j.setRoot(tx, root, newPages, storedPages)
-	})
+	rootName := ref.Path
+	st, err := j.transact(sctx, j.w.cfg.retry, txn{explicitBegin: true, reads: []string{rootName},
+		body: func(ctx context.Context, a *attempt) error {
+			doc := a.doc(rootName)
+			if doc == nil {
+				return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
+			}
+			storedRoot := decodeRoot(fieldsOf(doc))
+			if err := j.checkPrior(ctx, storedRoot.meta()); err != nil {
+				return retry.Permanent(err)
+			}
+			districts := a.stream(ctx, rootName, &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: districtsCollection}}})
+			stored, err := readStoredDistricts(apiDocs(districts), inData)
+			if err != nil {
+				return err
+			}
+			// The pages of a paged root hold its entries; any other page is
+			// stale and deleted below.
+			pageDocs, err := a.query(ctx, rootName, &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: pagesCollection}}})
+			if err != nil {
+				return fmt.Errorf("reading manifest pages: %w", err)
+			}
+			pages := apiPages(pageDocs)
+			storedPages := make([]string, len(pages))
+			for i, p := range pages {
+				storedPages[i] = p.id
+			}
+			dec, err := in.decideRepair(storedRoot, pages, inData, stored, rewrite)
+			switch {
+			case errors.Is(err, errSkip):
+				return retry.Permanent(errSkip)
+			case err != nil:
+				refused = err
+				return retry.Permanent(err)
+			}
+			todo, kept = dec.todo(), dec.kept
+			root, newPages, err := in.keeping(kept).rootDoc()
+			if err != nil {
+				return retry.Permanent(err)
+			}
+			sets, err := j.rootWrites(root, newPages)
+			if err != nil {
+				return err
+			}
+			a.write(j.withPageDeletes(sets, len(newPages), storedPages)...)
+			return nil
+		}})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
-	endStep(span, st, err)
+	endStep(span, st.Stats, err)
 	switch {
 	case errors.Is(err, errSkip):
 		return takeover{}, err
@@ -223,32 +229,72 @@ type storedDistrict struct {
 // time: only their hashes are kept, so that a snapshot of 20,000 districts
 // is never held whole. in (nil when there is none) is the input the data
 // is compared with.
-func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[string]storedDistrict, error) {
-	defer it.Stop()
+func readStoredDistricts(docs iter.Seq2[storedDoc, error], in *inputData) (map[string]storedDistrict, error) {
 	out := map[string]storedDistrict{}
-	for {
-		d, err := it.Next()
-		if errors.Is(err, iterator.Done) {
-			return out, nil
-		}
+	for d, err := range docs {
 		if err != nil {
 			return nil, err
 		}
-		data := d.Data()
-		h, dh, err := districtHashes(data)
+		h, dh, err := districtHashes(d.fields)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
+			return nil, fmt.Errorf("%s: %w", d.id, err)
 		}
-		id := strings.TrimPrefix(d.Ref.ID, districtDocPrefix)
-		s := storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(data)), fence: fenceOf(data), updated: d.UpdateTime}
+		id := strings.TrimPrefix(d.id, districtDocPrefix)
+		s := storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(d.fields)), fence: fenceOf(d.fields), updated: d.updated}
 		if in.needsNumbers(id, dh) {
 			// Only here: data equal to the input's to the byte, the
 			// usual case, needs no second hash.
-			if s.numbersHash, err = numbersHash(data[fieldData], dh); err != nil {
-				return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
+			if s.numbersHash, err = numbersHash(d.fields[fieldData], dh); err != nil {
+				return nil, fmt.Errorf("%s: %w", d.id, err)
 			}
 		}
 		out[id] = s
+	}
+	return out, nil
+}
+
+// storedDoc is a stored document as read: its id, its fields as
+// DocumentSnapshot.Data gives them, and when it was last written.
+type storedDoc struct {
+	id      string
+	fields  map[string]any
+	updated time.Time
+}
+
+// clientDocs are the documents of it, read by the Firestore client, one
+// at a time.
+func clientDocs(it *firestore.DocumentIterator) iter.Seq2[storedDoc, error] {
+	return func(yield func(storedDoc, error) bool) {
+		defer it.Stop()
+		for {
+			d, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return
+			}
+			if err != nil {
+				yield(storedDoc{}, err)
+				return
+			}
+			if !yield(storedDoc{id: d.Ref.ID, fields: d.Data(), updated: d.UpdateTime}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// apiDocs are the documents of docs, read on the Firestore API, one at a
+// time.
+func apiDocs(docs iter.Seq2[*pb.Document, error]) iter.Seq2[storedDoc, error] {
+	return func(yield func(storedDoc, error) bool) {
+		for d, err := range docs {
+			if err != nil {
+				yield(storedDoc{}, err)
+				return
+			}
+			if !yield(storedDoc{id: lastSegment(d.GetName()), fields: fieldsOf(d), updated: d.GetUpdateTime().AsTime()}, nil) {
+				return
+			}
+		}
 	}
 }
 
@@ -298,7 +344,7 @@ func (d repairDecision) todo() map[string]bool {
 // The repair's root transaction and its dry run (PlanRepair) both call it,
 // so that a plan says what the repair does. It returns errSkip for a
 // snapshot that is complete and needs nothing, and repairSet's errors.
-func (in rootInput) decideRepair(root *rootDocument, pages []*firestore.DocumentSnapshot, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+func (in rootInput) decideRepair(root *rootDocument, pages []storedPage, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
 	root.expandPages(pages)
 	d, err := in.repairSet(root, inData, stored, rewrite)
 	if err != nil {

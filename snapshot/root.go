@@ -87,7 +87,7 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 // writeRoot commits the root document in a transaction that refuses to
 // replace a root written under a newer fence: two round trips, a read of
 // the root and the fence document that begins the transaction, and the
-// commit (see apitxn.go).
+// commit (see txn.go).
 //
 // A fresh write — the transaction finds neither a root nor a fence
 // document — also needs no round trip of its own for the listings a write
@@ -121,19 +121,19 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot)
 	lists := j.startListings(sctx)
 	var fresh bool // the attempt that committed found no root and no fence document
-	st, unsure, _, err := j.retryAPI(sctx, j.w.cfg.retry, apiTx{docs: []string{rootName, fenceName},
-		decide: func(ctx context.Context, tid []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
-			stored, isFresh := found[rootName], found[rootName] == nil && found[fenceName] == nil
+	st, err := j.transact(sctx, j.w.cfg.retry, txn{reads: []string{rootName, fenceName},
+		body: func(ctx context.Context, a *attempt) error {
+			stored, isFresh := a.doc(rootName), a.doc(rootName) == nil && a.doc(fenceName) == nil
 			if stored != nil {
 				root := decodeRoot(fieldsOf(stored))
 				if j.w.cfg.skipComplete && root.complete() {
-					return nil, retry.Permanent(errSkip)
+					return retry.Permanent(errSkip)
 				}
 				if err := j.checkPrior(ctx, root.meta()); err != nil {
-					return nil, retry.Permanent(err)
+					return retry.Permanent(err)
 				}
 				if resume && resumable(root, *in) {
-					return nil, retry.Permanent(errResume)
+					return retry.Permanent(errResume)
 				}
 			}
 			var storedPages []string
@@ -142,15 +142,16 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 				storedPages, err = lists.pages.wait()
 			}
 			if !isFresh || err != nil {
-				if storedPages, err = j.w.queryIDs(ctx, tid, rootName, pagesCollection); err != nil {
-					return nil, fmt.Errorf("listing manifest pages: %w", err)
+				if storedPages, err = a.ids(ctx, rootName, pagesCollection); err != nil {
+					return fmt.Errorf("listing manifest pages: %w", err)
 				}
 			}
 			fresh = isFresh
-			return j.withPageDeletes(sets, len(pages), storedPages), nil
+			a.write(j.withPageDeletes(sets, len(pages), storedPages)...)
+			return nil
 		}})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
-	endStep(span, st, err)
+	endStep(span, st.Stats, err)
 	if err == nil && fresh {
 		j.stale = lists.districts
 	} else {
@@ -158,7 +159,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	}
 	lists.pages.cancel()
 	if err != nil {
-		r.Err, r.unsure = err, unsure
+		r.Err, r.unsure = err, st.unsure
 		if errors.Is(err, errSkip) || errors.Is(err, errResume) {
 			return r, err
 		}
@@ -173,7 +174,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 }
 
 // rootWrites are the writes every attempt of the root transaction makes
-// whatever it finds stored, as setRoot makes them: the root document, its
+// whatever it finds stored (and a repair's takeover makes): the root document, its
 // manifest pages, and the fence document, stamped with the job's fence.
 func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, error) {
 	in := &j.in
@@ -197,8 +198,7 @@ func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, 
 
 // withPageDeletes is sets, the root transaction's writes (rootWrites) for
 // n manifest pages, with the deletes of the stored pages (stored, by id)
-// they do not replace before the fence document's write, as setPages
-// orders them.
+// they do not replace before the fence document's write.
 func (j *job) withPageDeletes(sets []*pb.Write, n int, stored []string) []*pb.Write {
 	out := slices.Clone(sets[:len(sets)-1])
 	for _, sid := range stored {

@@ -106,7 +106,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	}
 	// Everything after the root is read as it was when the root was (see
 	// view): a writer at work cannot make the documents disagree with it.
-	stored, err := readStoredDistricts(v.collection(ref, districtsCollection).Documents(ctx), inData)
+	stored, err := readStoredDistricts(clientDocs(v.collection(ref, districtsCollection).Documents(ctx)), inData)
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
@@ -116,7 +116,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 	}
-	root.expandPages(pages)
+	root.expandPages(snapshotPages(pages))
 	md, mf := root.meta(), &root.Manifest
 	// The state as List says it: a root that says "writing" is settled
 	// against its lock backend, when the Reader has it. The report is of

@@ -7,6 +7,7 @@ import (
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -136,6 +137,10 @@ func appendWireValue(dst []byte, v any) ([]byte, error) {
 			dst = endNested(appendWireString(dst, s), el)
 		}
 		return endNested(dst, arr), nil
+	case *pb.Value:
+		// A value as stored, kept as it is (a prune's mark rewrites
+		// stored manifest entries it does not decode).
+		return proto.MarshalOptions{Deterministic: true}.MarshalAppend(dst, x)
 	case map[string]any:
 		if x == nil {
 			return appendNull(dst), nil
