@@ -96,9 +96,11 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 	return w.newJob(ctx, op, id).run(snap)
 }
 
-// run validates snap before any I/O, takes the snapshot's lock, builds
-// the documents, writes or repairs under the lock (see lock for the job's
-// ctx and wctx) and releases the lock after.
+// run is the spine of a write or repair, one stage after another: it
+// validates snap before any I/O, takes the snapshot's lock (see lock for
+// the job's ctx and wctx), builds the documents, runs the root stage —
+// which decides what this run is and commits the root — then the chunks
+// and the finish (writeDistricts), and releases the lock.
 func (j *job) run(snap *model.Snapshot) (*Result, error) {
 	id := j.id
 	prep, err := model.PrepareWrite(snap, id)
@@ -121,13 +123,106 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 	}
 	j.in.repairing = j.op == opRepair
 	j.w.paginate(&j.in)
-	if j.op == opRepair {
-		err = j.complete(false)
-	} else {
-		err = j.write(true)
-	}
+	err = j.underLock()
 	j.progress.settle(j.progressDone())
 	return j.res, err
+}
+
+// underLock is what a job does once it holds the lock and its documents
+// are built: the root stage, then, unless that stage found nothing to do
+// or failed, the chunks and the finish.
+func (j *job) underLock() error {
+	rs, err := j.rootStage()
+	if rs.skip != "" {
+		j.skip(rs.skip)
+		return nil
+	}
+	j.log = j.log.With(zap.String("fence", j.in.fence))
+	if err := j.startResult(rs.root, err); err != nil {
+		return err
+	}
+	if rs.kind == takeOverStored {
+		j.res.DistrictsKept = len(rs.kept)
+		j.progress.add(len(rs.kept)) // stored already: done, as far as a bar goes
+		j.log.Info("writing the districts not stored", zap.Int("districts", len(rs.todo)), zap.Int("districtsKept", len(rs.kept)))
+		j.in.kept = rs.kept
+	} else if j.w.cfg.beforeChunks != nil {
+		j.w.cfg.beforeChunks(j.wctx)
+	}
+	return j.writeDistricts(j.in.ops(rs.todo))
+}
+
+// runKind is what a run is, as the root stage decides it: a write of the
+// whole snapshot, or a takeover of the stored one that keeps the
+// districts it stored as they are.
+type runKind int
+
+const (
+	// writeWhole writes every district. A write first tries it resuming:
+	// its root transaction turns it into a takeover when it finds an
+	// unfinished write of the same input stored.
+	writeWhole runKind = iota
+	// takeOverStored replaces the stored root by this writer's, keeping
+	// the districts stored that match the input (a repair, or a write
+	// resuming its own unfinished write).
+	takeOverStored
+)
+
+// rooted is what the root stage did: its root transaction's result, the
+// districts the chunks write, those kept as stored, or why nothing is to
+// be done.
+type rooted struct {
+	kind runKind
+	root *BatchResult // nil when no root transaction ran
+	// todo selects the districts to write (nil: all of them).
+	todo map[string]bool
+	// kept are the districts a takeover keeps as stored.
+	kept map[string]keptDistrict
+	// skip, when set, says why nothing was written: the stored snapshot
+	// is complete.
+	skip string
+}
+
+// rootStage decides what this run is and commits its root: a write starts
+// as writeWhole (resuming), a repair as takeOverStored. A whole write whose root
+// transaction finds an unfinished write of its own input stored becomes a
+// takeover that resumes it; a takeover that finds nothing stored, a root
+// payload that differs (WithRewriteChanged), or — resuming — other
+// districts, becomes a whole write that does not resume. So at most two
+// root transactions run, and the second always settles it.
+func (j *job) rootStage() (rooted, error) {
+	kind, resume, rewrite := writeWhole, true, false
+	if j.op == opRepair {
+		kind, resume, rewrite = takeOverStored, false, j.w.cfg.rewriteChanged
+	}
+	for {
+		if kind == writeWhole {
+			r, err := j.writeRoot(resume)
+			switch {
+			case errors.Is(err, errResume):
+				j.log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
+				kind, resume, rewrite = takeOverStored, true, true
+				continue
+			case errors.Is(err, errSkip):
+				return rooted{skip: "stored snapshot is complete; skipped"}, nil
+			}
+			return rooted{root: &r}, err
+		}
+		t, err := j.takeOver(rewrite)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			j.log.Info("nothing is stored under this date; writing the whole snapshot")
+		case errors.Is(err, errReplace):
+			j.log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
+		case resume && errors.Is(err, ErrMismatch):
+			j.log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
+		case errors.Is(err, errSkip):
+			return rooted{skip: "snapshot is complete; nothing to repair"}, nil
+		default:
+			return rooted{kind: takeOverStored, root: t.root, todo: t.todo, kept: t.kept}, err
+		}
+		kind, resume = writeWhole, false
+	}
 }
 
 // notify is what a job's retry does before each wait: count the retry,
@@ -153,31 +248,6 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 		j.log.Warn("root locked by another transaction — a writer that stopped mid-chunk? Firestore releases it within 60 s; retrying",
 			zap.Duration("contentionWait", j.w.cfg.contention), zap.Error(err))
 	}
-}
-
-// write writes the whole snapshot once the lock is held: root, chunks,
-// finish — unless resume and the root transaction finds an unfinished
-// write of the same input stored (a writer killed, or a partial write),
-// which it then completes (complete): the districts it stored are
-// recorded as they are, and only what is missing is written.
-func (j *job) write(resume bool) error {
-	rootRes, err := j.writeRoot(resume)
-	switch {
-	case errors.Is(err, errResume):
-		j.log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
-		return j.complete(true)
-	case errors.Is(err, errSkip):
-		j.skip("stored snapshot is complete; skipped")
-		return nil
-	}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
-	if err := j.startResult(&rootRes, err); err != nil {
-		return err
-	}
-	if j.w.cfg.beforeChunks != nil {
-		j.w.cfg.beforeChunks(j.wctx)
-	}
-	return j.writeDistricts(j.in.ops(nil))
 }
 
 // writeDistricts writes ops in chunks after the root, then records the

@@ -11,7 +11,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
-	"go.uber.org/zap"
 	"google.golang.org/api/iterator"
 
 	"github.com/snapwriter/snapwriter/internal/plural"
@@ -68,37 +67,6 @@ func (e *ChangedError) Error() string {
 // stored manifest is ErrMismatch. Errors are those of Write.
 func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*Result, error) {
 	return w.run(ctx, opRepair, id, snap)
-}
-
-// complete takes the stored root over, writes what is missing and
-// finishes: a repair once the lock is held, or (resume) a Write that found an unfinished write
-// of its own input stored, which rewrites what differs instead of
-// refusing it and writes the whole snapshot when the district sets differ.
-func (j *job) complete(resume bool) error {
-	t, err := j.takeOver(resume || j.w.cfg.rewriteChanged)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		j.log.Info("nothing is stored under this date; writing the whole snapshot")
-		return j.write(false)
-	case errors.Is(err, errReplace):
-		j.log.Info("the input's root payload differs from the stored one; rewriting the whole snapshot")
-		return j.write(false)
-	case resume && errors.Is(err, ErrMismatch):
-		j.log.Info("the stored snapshot has other districts; rewriting the whole snapshot")
-		return j.write(false)
-	case errors.Is(err, errSkip):
-		j.skip("snapshot is complete; nothing to repair")
-		return nil
-	}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
-	if err := j.startResult(t.root, err); err != nil {
-		return err
-	}
-	j.res.DistrictsKept = len(t.kept)
-	j.progress.add(len(t.kept)) // stored already: done, as far as a bar goes
-	j.log.Info("writing the districts not stored", zap.Int("districts", len(t.todo)), zap.Int("districtsKept", len(t.kept)))
-	j.in.kept = t.kept
-	return j.writeDistricts(j.in.ops(t.todo))
 }
 
 // takeover is what takeOver found: the districts to write, those kept as
