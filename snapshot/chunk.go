@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
@@ -48,11 +50,11 @@ type op struct {
 // ops are the sets of the districts want selects (every district when
 // want is nil), in input order.
 func (in rootInput) ops(want map[string]bool) []op {
-	ops := make([]op, 0, len(in.snap.Payload.Districts))
-	for i := range in.snap.Payload.Districts {
-		d := &in.snap.Payload.Districts[i]
+	ops := make([]op, 0, len(in.Snap.Payload.Districts))
+	for i := range in.Snap.Payload.Districts {
+		d := &in.Snap.Payload.Districts[i]
 		if want == nil || want[d.DistrictID] {
-			ops = append(ops, op{districtID: d.DistrictID, district: d, bytes: in.opBytes[d.DistrictID]})
+			ops = append(ops, op{districtID: d.DistrictID, district: d, bytes: in.OpBytes[d.DistrictID]})
 		}
 	}
 	return ops
@@ -65,7 +67,7 @@ func (in rootInput) document(o op) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 	}
-	return districtDoc(in.snap, *o.district, data, in.fence), nil
+	return layout.DistrictDoc(in.Snap, *o.district, data, in.Fence), nil
 }
 
 // commitChunks adds deletes of the stale district documents to ops and
@@ -81,11 +83,11 @@ func (j *job) commitChunks(ops []op) error {
 	ops = withDeletes(ops, stale)
 	planned, err := j.w.chunks(ops)
 	if err != nil {
-		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
+		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.ID, err)
 	}
 	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
-	districts := j.w.root(j.in.id).Collection(districtsCollection)
+	districts := j.w.root(j.in.ID).Collection(layout.DistrictsCollection)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
 		// Fewer at once while the store answers slowly (shedder).
@@ -131,16 +133,16 @@ type chunk struct {
 func (c chunk) writes() ([]*pb.Write, error) {
 	writes := make([]*pb.Write, 0, len(c.ops))
 	for _, o := range c.ops {
-		name := c.districts.Doc(districtDocID(o.districtID)).Path
+		name := c.districts.Doc(layout.DistrictDocID(o.districtID)).Path
 		if o.district == nil {
-			writes = append(writes, deleteWrite(name))
+			writes = append(writes, layout.DeleteWrite(name))
 			continue
 		}
 		doc, err := c.in.document(o)
 		if err != nil {
 			return nil, err
 		}
-		set, err := wireSetWrite(name, doc)
+		set, err := layout.WireSetWrite(name, doc)
 		if err != nil {
 			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 		}
@@ -222,7 +224,7 @@ type fencedCommit struct {
 // read is on its way: every attempt commits the same messages. A write's
 // chunks and a prune's delete chunks both commit through it.
 func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
-	fence := j.w.fenceRef(j.in.id).Path
+	fence := j.w.fenceRef(j.in.ID).Path
 	var writes []*pb.Write
 	tx := apiTx{docs: []string{fence},
 		prepare: func() error {

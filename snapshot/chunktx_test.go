@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/api/option"
@@ -210,7 +212,7 @@ func twoRoundTrips(t *testing.T, e *env) {
 	if len(calls) != len(want) || calls["BatchGetDocuments"] != 3 || calls["Commit"] != 3 {
 		t.Fatalf("the chunks' API calls %v, want exactly %v", calls, want)
 	}
-	fence := e.clean.Collection(DefaultCollection).Doc(day).Collection(fenceCollection).Doc(fenceDocID).Path
+	fence := e.clean.Collection(DefaultCollection).Doc(day).Collection(layout.FenceCollection).Doc(layout.FenceDocID).Path
 	for i, g := range gets {
 		rw := g.GetNewTransaction().GetReadWrite()
 		if rw == nil || len(g.GetDocuments()) != 1 || g.GetDocuments()[0] != fence {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/model"
@@ -28,11 +30,11 @@ func (e *env) abandonTransaction(id string, districts []string) time.Time {
 	root := DefaultCollection + "/" + id
 	docs := []string{root, root + "/snapwriter/fence"}
 	for _, d := range districts {
-		docs = append(docs, root+"/districts/"+districtDocID(d))
+		docs = append(docs, root+"/districts/"+layout.DistrictDocID(d))
 	}
 	opened := time.Now()
 	_, n, err := emu.AbandonTransaction(context.Background(), e.project, docs,
-		[]string{root + "/districts", root + "/" + pagesCollection})
+		[]string{root + "/districts", root + "/" + layout.PagesCollection})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -143,7 +145,7 @@ func TestReadsIgnoreAbandonedTransaction(t *testing.T) {
 		for _, open := range []bool{false, true} {
 			when := "no transaction open"
 			if open {
-				opened = e.abandonTransaction(day, districtIDs(in))
+				opened = e.abandonTransaction(day, layout.DistrictIDs(in))
 				when = "a transaction left open"
 			}
 			for _, rd := range reads {

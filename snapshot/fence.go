@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc/codes"
@@ -35,18 +37,18 @@ func refusedByPrior(err error) bool {
 //     holds that key on our backend — a writer of that version at work —
 //     which is ErrLockHeld (see checkLegacy);
 //   - our key: ErrFencedOut when the stored fence is newer than ours.
-func (j *job) checkPrior(ctx context.Context, md *rootMetadata) error {
+func (j *job) checkPrior(ctx context.Context, md *layout.Metadata) error {
 	in := &j.in
 	switch prior, err := j.w.checkSwitch(md, *in); {
 	case err != nil:
 		return err
 	case prior == priorLegacy:
-		return j.w.checkLegacy(ctx, in.id)
+		return j.w.checkLegacy(ctx, in.ID)
 	case prior == priorSwitched:
 		return nil
 	}
-	if fenceNewer(md.WriterFence, in.fence) {
-		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, md.WriterFence, in.fence)
+	if fenceNewer(md.WriterFence, in.Fence) {
+		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, md.WriterFence, in.Fence)
 	}
 	return nil
 }
@@ -70,22 +72,22 @@ const (
 // ErrLockKeySwitch for a root stored by a writer of another lock backend
 // or key, unless WithAllowLockBackendSwitch. md is the stored root's
 // metadata.
-func (w *Writer) checkSwitch(md *rootMetadata, in rootInput) (priorWriter, error) {
+func (w *Writer) checkSwitch(md *layout.Metadata, in rootInput) (priorWriter, error) {
 	storedBackend, storedFence, storedKey := md.WriterLockBackend, md.WriterFence, md.WriterLockKeyHash
 	switch {
-	case storedBackend != "" && storedBackend != in.backend:
+	case storedBackend != "" && storedBackend != in.Backend:
 		if w.cfg.allowSwitch {
 			return priorSwitched, nil
 		}
-		return priorOurs, fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.backend)
+		return priorOurs, fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.Backend)
 	case storedKey == "" && storedFence != "":
 		return priorLegacy, nil
-	case storedKey != "" && storedKey != in.keyHash:
+	case storedKey != "" && storedKey != in.KeyHash:
 		if w.cfg.allowSwitch {
 			return priorSwitched, nil
 		}
 		return priorOurs, fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable",
-			ErrLockKeySwitch, storedKey, in.keyHash)
+			ErrLockKeySwitch, storedKey, in.KeyHash)
 	}
 	return priorOurs, nil
 }
@@ -116,14 +118,14 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 // reads the fence document, which every chunk reads too: a newer writer's
 // root commit writes it, and so conflicts with the read.
 func (j *job) requireFence(tx *firestore.Transaction) error {
-	doc, err := tx.Get(j.w.fenceRef(j.in.id))
+	doc, err := tx.Get(j.w.fenceRef(j.in.ID))
 	if status.Code(err) == codes.NotFound {
 		return retry.Permanent(j.in.fenceProblem(nil))
 	}
 	if err != nil {
 		return err
 	}
-	f := readFence(doc)
+	f := layout.ReadFence(doc)
 	if err := j.in.fenceMismatch(f.WriterFence, f.WriterLockBackend); err != nil {
 		return retry.Permanent(err)
 	}
@@ -137,16 +139,16 @@ func (in rootInput) fenceProblem(doc *pb.Document) error {
 		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
 	}
 	f := doc.GetFields()
-	return in.fenceMismatch(f[fieldWriterFence].GetStringValue(), f[fieldWriterLockBackend].GetStringValue())
+	return in.fenceMismatch(f[layout.FieldWriterFence].GetStringValue(), f[layout.FieldWriterLockBackend].GetStringValue())
 }
 
 // fenceMismatch is ErrFencedOut unless the snapshot's fence document names
 // this writer's fence and lock backend.
 func (in rootInput) fenceMismatch(fence, backend string) error {
-	if fence != in.fence {
-		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.fence)
+	if fence != in.Fence {
+		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.Fence)
 	}
-	if backend != in.backend {
+	if backend != in.Backend {
 		return fmt.Errorf("%w: the snapshot was taken over by a %q-locked writer", ErrFencedOut, backend)
 	}
 	return nil
@@ -154,14 +156,14 @@ func (in rootInput) fenceMismatch(fence, backend string) error {
 
 // fenceRef is snapshot id's fence document.
 func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
-	return w.root(id).Collection(fenceCollection).Doc(fenceDocID)
+	return w.root(id).Collection(layout.FenceCollection).Doc(layout.FenceDocID)
 }
 
 // setFence adds to tx the write of the fence document with this writer's
 // fence, as of at: every transaction that moves the root to this writer or
 // records its outcome makes it, so chunk transactions in flight conflict.
 func (j *job) setFence(tx *firestore.Transaction, at time.Time) error {
-	return tx.Set(j.w.fenceRef(j.in.id), j.in.fenceDoc(at))
+	return tx.Set(j.w.fenceRef(j.in.ID), j.in.FenceDoc(at))
 }
 
 // fenceNewer reports whether fence a is newer than b. Fences compare as
@@ -177,12 +179,12 @@ func fenceNewer(a, b string) bool {
 // with: the root document, its manifest pages (deleting the stored pages,
 // stored, beyond them) and the fence document, all stamped with the job's
 // fence.
-func (j *job) setRoot(tx *firestore.Transaction, root rootDocument, pages []pageDocument, stored []string) error {
-	if err := tx.Set(j.w.root(j.in.id), root); err != nil {
+func (j *job) setRoot(tx *firestore.Transaction, root layout.Root, pages []layout.Page, stored []string) error {
+	if err := tx.Set(j.w.root(j.in.ID), root); err != nil {
 		return err
 	}
-	if err := j.w.setPages(tx, j.in.id, pages, stored); err != nil {
+	if err := j.w.setPages(tx, j.in.ID, pages, stored); err != nil {
 		return err
 	}
-	return j.setFence(tx, j.in.startedAt)
+	return j.setFence(tx, j.in.StartedAt)
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/locking"
@@ -109,7 +111,7 @@ func (j *job) finish() error {
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
 	// One read begins the transaction: the fence document, and the
 	// documents of the chunks whose outcome is unknown (resolve).
-	fence := j.w.fenceRef(j.in.id).Path
+	fence := j.w.fenceRef(j.in.ID).Path
 	st, _, _, err := j.retryAPI(ctx, p, apiTx{docs: append([]string{fence}, j.unsureDocs()...),
 		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
 			r, set, writes, err := j.recordOutcome(found)
@@ -137,34 +139,34 @@ func (j *job) finish() error {
 // Result's Outcome complete or partial.
 func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []*pb.Write, error) {
 	in := &j.in
-	if err := in.fenceProblem(found[j.w.fenceRef(in.id).Path]); err != nil {
+	if err := in.fenceProblem(found[j.w.fenceRef(in.ID).Path]); err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	r, set := j.resolve(found)
 	now := j.w.cfg.now()
-	st := set.finished(in.snap.Status, r.FailedBatches == 0, now)
-	for _, id := range districtIDs(in.snap) {
-		st.complete = st.complete && in.stored(st, id)
+	st := set.finished(in.Snap.Status, r.FailedBatches == 0, now)
+	for _, id := range layout.DistrictIDs(in.Snap) {
+		st.Complete = st.Complete && in.Stored(st, id)
 	}
-	if !st.complete {
-		st.status = statusPartial
+	if !st.Complete {
+		st.Status = layout.StatusPartial
 	}
-	md, err := in.metadata(st)
+	md, err := in.Metadata(st)
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	r.Outcome = OutcomePartial
-	if st.complete {
+	if st.Complete {
 		r.Outcome = OutcomeComplete
 	}
-	mf, pages := in.split(in.manifest(st))
-	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
+	mf, pages := in.Split(in.Manifest(st))
+	root, err := layout.LayoutUpdateWrite(j.w.root(in.ID).Path, map[string]any{"metadata": layout.EncodeFields(md), "manifest": layout.EncodeFields(mf)})
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	writes := []*pb.Write{root}
 	for i, p := range pages {
-		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p)
+		w, err := layout.LayoutSetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p)
 		if err != nil {
 			return Result{}, nil, nil, retry.Permanent(err)
 		}
@@ -179,7 +181,7 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 	// then: a chunk whose fence read began its transaction and lost its
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
-	fw, err := layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(now))
+	fw, err := layout.LayoutSetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(now))
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
@@ -201,11 +203,11 @@ func anyUnsure(res *Result) bool {
 // them from.
 func (j *job) unsureDocs() []string {
 	var names []string
-	districts := j.w.root(j.in.id).Collection(districtsCollection)
+	districts := j.w.root(j.in.ID).Collection(layout.DistrictsCollection)
 	for _, b := range j.res.BatchResults {
 		if b.unsure {
 			for _, o := range b.ops {
-				names = append(names, districts.Doc(districtDocID(o.districtID)).Path)
+				names = append(names, districts.Doc(layout.DistrictDocID(o.districtID)).Path)
 			}
 		}
 	}
@@ -230,7 +232,7 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 		j.written.tally(&r)
 		return r, j.written
 	}
-	districts := j.w.root(in.id).Collection(districtsCollection)
+	districts := j.w.root(in.ID).Collection(layout.DistrictsCollection)
 	decided := j.written.clone()
 	decided.decided = true
 	for i := range r.BatchResults {
@@ -240,12 +242,12 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 		}
 		ok := true
 		for _, o := range b.ops {
-			d := found[districts.Doc(districtDocID(o.districtID)).Path]
+			d := found[districts.Doc(layout.DistrictDocID(o.districtID)).Path]
 			if o.district == nil {
 				ok = ok && d == nil
 				continue
 			}
-			mine := d != nil && fenceOf(fieldsOf(d)) == in.fence
+			mine := d != nil && fenceOf(layout.FieldsOf(d)) == in.Fence
 			ok = ok && mine
 			end := districtEnd{ok: true}
 			if !mine {
@@ -267,7 +269,7 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 // fenceOf is the fence a district document, given its fields, was
 // written under.
 func fenceOf(doc map[string]any) string {
-	var env districtEnvelope
-	decodeFields(doc, &env)
+	var env layout.Envelope
+	layout.DecodeFields(doc, &env)
 	return env.WriterFence
 }

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -117,11 +119,11 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	stamp := writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}
+	stamp := layout.Stamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}
 	if j.in, err = j.w.buildInput(id, snap, prep, stamp, start); err != nil {
 		return nil, err
 	}
-	j.in.repairing = j.op == opRepair
+	j.in.Repairing = j.op == opRepair
 	j.w.paginate(&j.in)
 	if j.op == opRepair {
 		err = j.complete(false)
@@ -199,7 +201,7 @@ func (j *job) write(resume bool) error {
 		j.skip("stored snapshot is complete; skipped")
 		return nil
 	}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
+	j.log = j.log.With(zap.String("fence", j.in.Fence))
 	if err := j.startResult(&rootRes, err); err != nil {
 		return err
 	}
@@ -236,7 +238,7 @@ func (j *job) writeDistricts(ops []op) error {
 // conclude is the error a write or repair that got as far as its chunks
 // ends with, most telling first, and the log line that says so.
 func (j *job) conclude(finishErr error, fenced bool) error {
-	id, res, log := j.in.id, j.res, j.log
+	id, res, log := j.in.ID, j.res, j.log
 	lost := j.lease.Err()
 	res.LockRenewals.Lost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
 	switch {

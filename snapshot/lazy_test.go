@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -56,12 +58,12 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 	lazy := lazyCopy(t, mem)
 	const fence = "000000000000042"
 	for i, d := range mem.Payload.Districts {
-		doc := districtDoc(mem, d, memData(d), fence)
-		h, dh, err := districtHashes(doc)
+		doc := layout.DistrictDoc(mem, d, memData(d), fence)
+		h, dh, err := layout.DistrictHashes(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: model.EncodedSize(doc)}
+		want := layout.DistrictSummary{Hash: h, DataHash: dh, Size: model.FirestoreSize(doc), Bytes: model.EncodedSize(doc)}
 		for _, s := range []*model.Snapshot{mem, lazy} {
 			if memData(d) == nil && s == lazy {
 				continue // read from the file, it has the minimal data
@@ -70,7 +72,7 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := new(docHasher).summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
+			got, err := new(layout.Hasher).SummarizeDistrict(s, s.Payload.Districts[i], sum, fence)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,7 +187,7 @@ func TestRepairLazyInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	src := gen(132, 7)
-	e.deny(districtIDs(src)[60])
+	e.deny(layout.DistrictIDs(src)[60])
 	mustPartial(t)(e.writer().Write(context.Background(), day, lazyCopy(t, src)))
 	e.f.setRule(nil)
 
@@ -205,7 +207,7 @@ func TestRepairLazyInput(t *testing.T) {
 	other := gen(132, 7)
 	memData(other.Payload.Districts[3])["membership"].(model.Object)["total"] = int64(-1)
 	lo := lazyCopy(t, other)
-	if _, err := e.writer().Repair(context.Background(), day, lo); err == nil || !bytes.Contains([]byte(err.Error()), []byte("district "+districtIDs(src)[3])) {
+	if _, err := e.writer().Repair(context.Background(), day, lo); err == nil || !bytes.Contains([]byte(err.Error()), []byte("district "+layout.DistrictIDs(src)[3])) {
 		t.Errorf("repair with another district's data: %v", err)
 	}
 	if n := lo.DataLoads(); n != 0 {

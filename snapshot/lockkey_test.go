@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/option"
 
@@ -530,7 +532,7 @@ func TestReaderLivenessLegacyRoot(t *testing.T) {
 	locker := e.locker()
 	live := NewReader(e.clean, "", WithLockBackends(locker))
 	mustWrite(t, e.writer(), day, gen(5, 1))
-	writing := []firestore.Update{{Path: "metadata.writeState", Value: stateWriting}, {Path: "metadata.writeComplete", Value: false}}
+	writing := []firestore.Update{{Path: "metadata.writeState", Value: layout.StateWriting}, {Path: "metadata.writeComplete", Value: false}}
 	e.setRoot(day, writing...)
 	if st := states(t, live, day); st != StateInterrupted {
 		t.Errorf("our root, no lock: %s, want interrupted", st)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -30,7 +32,7 @@ func firestoreEqual(t *testing.T, a, b any) bool {
 
 func mustHash(t *testing.T, v any) string {
 	t.Helper()
-	h, err := contentHash(v)
+	h, err := layout.ContentHash(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestContentHashStaysExact(t *testing.T) {
 		t.Error("contentHash of 39.0 equals that of 39")
 	}
 	d := model.NewDistrict(model.Object{"districtId": "1", "asOfDate": day, "n": 39.0})
-	h, err := dataHash(d)
+	h, err := layout.DataHash(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"go.uber.org/zap"
 
@@ -89,8 +91,8 @@ func defaultConfig() config {
 		log:         zap.NewNop(),
 		now:         time.Now,
 
-		pageThreshold: defaultPageThreshold,
-		pageSize:      defaultPageSize,
+		pageThreshold: layout.DefaultPageThreshold,
+		pageSize:      layout.DefaultPageSize,
 	}
 }
 

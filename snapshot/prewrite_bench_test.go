@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -31,10 +33,10 @@ func BenchmarkPrewrite(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := summarizeDistricts(s, data, fence); err != nil {
+		if _, err := layout.SummarizeDistricts(s, data, fence); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := payloadHash(s); err != nil {
+		if _, err := layout.PayloadHash(s); err != nil {
 			b.Fatal(err)
 		}
 	}

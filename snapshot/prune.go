@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/api/iterator"
@@ -107,9 +109,9 @@ func (w *Writer) prune(ctx context.Context, id string, afterMark func(context.Co
 		return nil, err
 	}
 	defer unlock()
-	j.in = rootInput{id: id, fence: j.lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
-	res := &PruneResult{SnapshotID: id, Fence: j.in.fence, LockWaitMs: j.lockWait.Milliseconds()}
+	j.in = rootInput{layout.Input{ID: id, Fence: j.lease.Fence(), Backend: w.lockName, KeyHash: locking.HashKey(j.lease.Key()), StartedAt: start}}
+	j.log = j.log.With(zap.String("fence", j.in.Fence))
+	res := &PruneResult{SnapshotID: id, Fence: j.in.Fence, LockWaitMs: j.lockWait.Milliseconds()}
 	err = j.pruneSteps(res, afterMark)
 	res.DurationMs = w.cfg.now().Sub(start).Milliseconds()
 	if err != nil {
@@ -155,7 +157,7 @@ func (j *job) pruneSteps(res *PruneResult, afterMark func(context.Context) error
 
 // pruneErr is the error a prune ends with, as Prune documents it.
 func (j *job) pruneErr(err error) error {
-	id := j.in.id
+	id := j.in.ID
 	switch {
 	case errors.Is(err, ErrFencedOut):
 		j.log.Warn("fenced out: a newer writer has taken the snapshot over; the prune deleted nothing of its documents", zap.Error(err))
@@ -175,7 +177,7 @@ func (j *job) pruneErr(err error) error {
 // snapshot, and that writes the fence document with the prune's fence.
 // found is false when there is no root.
 func (j *job) markDeleting() (found bool, err error) {
-	ref := j.w.root(j.in.id)
+	ref := j.w.root(j.in.ID)
 	_, _, err = j.retryTxn(j.wctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
@@ -187,12 +189,12 @@ func (j *job) markDeleting() (found bool, err error) {
 		}
 		found = true
 		data := snap.Data()
-		root := decodeRoot(data)
-		if err := j.checkPrior(ctx, root.meta()); err != nil {
+		root := layout.DecodeRoot(data)
+		if err := j.checkPrior(ctx, root.Meta()); err != nil {
 			return retry.Permanent(err)
 		}
-		if root.complete() {
-			newer, err := j.w.newerComplete(tx, j.in.id)
+		if root.Complete() {
+			newer, err := j.w.newerComplete(tx, j.in.ID)
 			if err != nil {
 				return err
 			}
@@ -215,7 +217,7 @@ func (j *job) markDeleting() (found bool, err error) {
 // this transaction commits.
 func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, error) {
 	q := w.client.Collection(w.cfg.collection).
-		Where(fieldPath(fieldMetadata, fieldStatus), "==", statusSuccess).
+		Where(layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), "==", layout.StatusSuccess).
 		Select(latestFields...).
 		OrderBy(firestore.DocumentID, firestore.Asc).StartAfter(id)
 	it := tx.Documents(q)
@@ -228,7 +230,7 @@ func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, erro
 		if err != nil {
 			return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
 		}
-		if model.ValidDate(doc.Ref.ID) && readRoot(doc).complete() {
+		if model.ValidDate(doc.Ref.ID) && layout.ReadRoot(doc).Complete() {
 			return true, nil
 		}
 	}
@@ -240,33 +242,33 @@ func (w *Writer) newerComplete(tx *firestore.Transaction, id string) (bool, erro
 // every manifest entry failed), writeState "deleting", and this prune's
 // stamp. The manifest's inline entries are rewritten from data, as they
 // are stored but for their status and errorMessage: read into
-// manifestEntry, an entry of the application's, which has no contentHash,
+// layout.Entry, an entry of the application's, which has no contentHash,
 // would gain one, and the root bytes it does not need. Pages are not
 // rewritten (only snapwriter reads them, and it reads none of a root
 // marked deleting).
-func (in rootInput) deletingMark(root *rootDocument, data map[string]any) []firestore.Update {
-	md, mf := root.meta(), root.Manifest
+func (in rootInput) deletingMark(root *layout.Root, data map[string]any) []firestore.Update {
+	md, mf := root.Meta(), root.Manifest
 	failed := markedFailed(md.FailedDistricts, md.SuccessfulDistricts)
-	st := in.stamp()
-	meta := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldMetadata, field} }
-	man := func(field string) firestore.FieldPath { return firestore.FieldPath{fieldManifest, field} }
+	st := in.Stamp()
+	meta := func(field string) firestore.FieldPath { return firestore.FieldPath{layout.FieldMetadata, field} }
+	man := func(field string) firestore.FieldPath { return firestore.FieldPath{layout.FieldManifest, field} }
 	ups := []firestore.Update{
-		{FieldPath: meta(fieldStatus), Value: statusFailed},
-		{FieldPath: meta(fieldWriteState), Value: stateDeleting},
-		{FieldPath: meta(fieldWriteComplete), Value: false},
-		{FieldPath: meta(fieldSuccessfulDistricts), Value: []string{}},
-		{FieldPath: meta(fieldFailedDistricts), Value: failed},
-		{FieldPath: meta(fieldWriterFence), Value: st.WriterFence},
-		{FieldPath: meta(fieldWriterLockBackend), Value: st.WriterLockBackend},
-		{FieldPath: meta(fieldWriterLockKeyHash), Value: st.WriterLockKeyHash},
+		{FieldPath: meta(layout.FieldStatus), Value: layout.StatusFailed},
+		{FieldPath: meta(layout.FieldWriteState), Value: layout.StateDeleting},
+		{FieldPath: meta(layout.FieldWriteComplete), Value: false},
+		{FieldPath: meta(layout.FieldSuccessfulDistricts), Value: []string{}},
+		{FieldPath: meta(layout.FieldFailedDistricts), Value: failed},
+		{FieldPath: meta(layout.FieldWriterFence), Value: st.WriterFence},
+		{FieldPath: meta(layout.FieldWriterLockBackend), Value: st.WriterLockBackend},
+		{FieldPath: meta(layout.FieldWriterLockKeyHash), Value: st.WriterLockKeyHash},
 	}
 	if mf.TotalDistricts != nil {
-		ups = append(ups, firestore.Update{FieldPath: man(fieldSuccessfulDistricts), Value: 0},
-			firestore.Update{FieldPath: man(fieldFailedDistricts), Value: *mf.TotalDistricts})
+		ups = append(ups, firestore.Update{FieldPath: man(layout.FieldSuccessfulDistricts), Value: 0},
+			firestore.Update{FieldPath: man(layout.FieldFailedDistricts), Value: *mf.TotalDistricts})
 	}
-	stored, _ := data[fieldManifest].(map[string]any)
+	stored, _ := data[layout.FieldManifest].(map[string]any)
 	// Present (an inline manifest's; a paged root has none), even empty.
-	if entries, ok := stored[fieldDistricts].([]any); ok {
+	if entries, ok := stored[layout.FieldDistricts].([]any); ok {
 		marked := make([]any, len(entries))
 		for i, e := range entries {
 			m, _ := e.(map[string]any)
@@ -274,10 +276,10 @@ func (in rootInput) deletingMark(root *rootDocument, data map[string]any) []fire
 			if m == nil {
 				m = map[string]any{}
 			}
-			m[fieldStatus], m[fieldErrorMessage] = entryFailed, deletingMessage
+			m[layout.FieldStatus], m[layout.FieldErrorMessage] = layout.EntryFailed, deletingMessage
 			marked[i] = m
 		}
-		ups = append(ups, firestore.Update{FieldPath: man(fieldDistricts), Value: marked})
+		ups = append(ups, firestore.Update{FieldPath: man(layout.FieldDistricts), Value: marked})
 	}
 	return ups
 }

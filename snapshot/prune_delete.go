@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
@@ -27,22 +29,22 @@ import (
 // committed before the mark's fence write or is refused after it.
 func (j *job) listBelow() ([3][]string, error) {
 	var groups [3][]string
-	root := j.w.root(j.in.id)
-	fence := j.w.fenceRef(j.in.id).Path
+	root := j.w.root(j.in.ID)
+	fence := j.w.fenceRef(j.in.ID).Path
 	colls, err := root.Collections(j.wctx).GetAll()
 	if err != nil {
-		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.id, err)
+		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.ID, err)
 	}
 	for _, c := range colls {
 		refs, err := c.DocumentRefs(j.wctx).GetAll()
 		if err != nil {
-			return groups, fmt.Errorf("listing %s/%s: %w", j.in.id, c.ID, err)
+			return groups, fmt.Errorf("listing %s/%s: %w", j.in.ID, c.ID, err)
 		}
 		g := 2
 		switch c.ID {
-		case districtsCollection:
+		case layout.DistrictsCollection:
 			g = 0
-		case pagesCollection:
+		case layout.PagesCollection:
 			g = 1
 		}
 		for _, r := range refs {
@@ -112,7 +114,7 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 	c, err := j.commitFenced(j.wctx, len(names), func() ([]*pb.Write, error) {
 		writes := make([]*pb.Write, len(names))
 		for i, name := range names {
-			writes[i] = deleteWrite(name)
+			writes[i] = layout.DeleteWrite(name)
 		}
 		return writes, nil
 	})
@@ -124,7 +126,7 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 // deleting. A root already gone is done: a retried commit whose first
 // outcome was lost.
 func (j *job) deleteRoot() error {
-	ref, fence := j.w.root(j.in.id), j.w.fenceRef(j.in.id)
+	ref, fence := j.w.root(j.in.ID), j.w.fenceRef(j.in.ID)
 	_, _, err := j.retryTxn(j.wctx, j.w.cfg.retry, func(_ context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
@@ -136,9 +138,9 @@ func (j *job) deleteRoot() error {
 		if err := j.requireFence(tx); err != nil {
 			return err
 		}
-		md := readRoot(snap).meta()
-		if md.WriteState != stateDeleting {
-			return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, stateDeleting))
+		md := layout.ReadRoot(snap).Meta()
+		if md.WriteState != layout.StateDeleting {
+			return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, layout.StateDeleting))
 		}
 		if err := j.in.fenceMismatch(md.WriterFence, md.WriterLockBackend); err != nil {
 			return retry.Permanent(err)

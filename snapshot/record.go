@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -38,7 +40,7 @@ import (
 type recorder struct {
 	// commit records state st and the manifest pages (by number) that
 	// changed, as one attempt bounded by ctx.
-	commit  func(ctx context.Context, st rootState, pages []int) error
+	commit  func(ctx context.Context, st layout.State, pages []int) error
 	paged   func(id string) (page int, ok bool) // the page of a district, in the paged form
 	log     *zap.Logger
 	every   time.Duration
@@ -62,8 +64,8 @@ type recorder struct {
 // records under the job's wctx: when the lease is lost or the grace
 // period ends, recording stops, and the finish records all.
 func (j *job) startRecorder() *recorder {
-	commit := func(ctx context.Context, st rootState, pages []int) error {
-		ctx, span := j.w.tel.start(ctx, SpanRecord, attrDistricts.Int(len(st.entries)), attrPages.Int(len(pages)))
+	commit := func(ctx context.Context, st layout.State, pages []int) error {
+		ctx, span := j.w.tel.start(ctx, SpanRecord, attrDistricts.Int(len(st.Entries)), attrPages.Int(len(pages)))
 		err := j.w.txn(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
 			return j.recordTxn(tx, st, pages)
 		})
@@ -73,7 +75,7 @@ func (j *job) startRecorder() *recorder {
 		}
 		return err
 	}
-	paged := func(id string) (int, bool) { p, ok := j.in.pageOf[id]; return p, ok }
+	paged := func(id string) (int, bool) { p, ok := j.in.PageOf[id]; return p, ok }
 	r := &recorder{commit: commit, paged: paged, log: j.log, every: j.w.cfg.recordEvery, timeout: j.w.cfg.retry.AttemptTimeout, since: time.Now()}
 	return r.start(j.wctx)
 }
@@ -236,7 +238,7 @@ func (r *recorder) record(ctx context.Context) error {
 		r.log.Debug("progress not recorded", zap.Int64("durationMs", time.Since(t0).Milliseconds()), zap.Error(err))
 		return err
 	}
-	r.log.Debug("progress recorded", zap.Int("districtsRecorded", len(st.entries)), zap.Int("new", fresh),
+	r.log.Debug("progress recorded", zap.Int("districtsRecorded", len(st.Entries)), zap.Int("new", fresh),
 		zap.Int("pages", len(pages)), zap.Int64("durationMs", time.Since(t0).Milliseconds()))
 	return nil
 }
@@ -247,25 +249,25 @@ func (r *recorder) record(ctx context.Context) error {
 // root: a record commit delayed past the finish would otherwise overwrite
 // the finished root with a stale one, whereas with the root read, the
 // finish's write of the root makes such a commit fail.
-func (j *job) recordTxn(tx *firestore.Transaction, st rootState, pages []int) error {
+func (j *job) recordTxn(tx *firestore.Transaction, st layout.State, pages []int) error {
 	in := &j.in
 	if err := j.requireFence(tx); err != nil {
 		return err
 	}
-	ref := j.w.root(in.id)
+	ref := j.w.root(in.ID)
 	if _, err := tx.Get(ref); err != nil {
 		return err
 	}
-	md, err := in.metadata(st)
+	md, err := in.Metadata(st)
 	if err != nil {
 		return err
 	}
-	mf, all := in.split(in.manifest(st))
+	mf, all := in.Split(in.Manifest(st))
 	if err := tx.Update(ref, []firestore.Update{{Path: "metadata", Value: md}, {Path: "manifest", Value: mf}}); err != nil {
 		return err
 	}
 	for _, p := range pages {
-		if err := tx.Set(j.w.pagesRef(in.id).Doc(pageID(p)), all[p]); err != nil {
+		if err := tx.Set(j.w.pagesRef(in.ID).Doc(layout.PageID(p)), all[p]); err != nil {
 			return err
 		}
 	}

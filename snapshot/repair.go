@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/api/iterator"
@@ -90,14 +92,14 @@ func (j *job) complete(resume bool) error {
 		j.skip("snapshot is complete; nothing to repair")
 		return nil
 	}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
+	j.log = j.log.With(zap.String("fence", j.in.Fence))
 	if err := j.startResult(t.root, err); err != nil {
 		return err
 	}
 	j.res.DistrictsKept = len(t.kept)
 	j.progress.add(len(t.kept)) // stored already: done, as far as a bar goes
 	j.log.Info("writing the districts not stored", zap.Int("districts", len(t.todo)), zap.Int("districtsKept", len(t.kept)))
-	j.in.kept = t.kept
+	j.in.Kept = t.kept
 	return j.writeDistricts(j.in.ops(t.todo))
 }
 
@@ -106,7 +108,7 @@ func (j *job) complete(resume bool) error {
 // was refused).
 type takeover struct {
 	todo map[string]bool
-	kept map[string]keptDistrict
+	kept map[string]layout.Kept
 	root *BatchResult
 }
 
@@ -121,9 +123,9 @@ type takeover struct {
 // complete snapshot.
 func (j *job) takeOver(rewrite bool) (takeover, error) {
 	in := &j.in
-	ref := j.w.root(in.id)
+	ref := j.w.root(in.ID)
 	var todo map[string]bool
-	var kept map[string]keptDistrict
+	var kept map[string]layout.Kept
 	var refused error // repairSet's ErrMismatch or errReplace
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	// A repair keeps stored data that equals the input's as Firestore
@@ -131,28 +133,28 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	// Write resuming its own unfinished write keeps only what it would
 	// write, to the byte. Made once, outside the transaction: what it
 	// learns of the input outlives the transaction's retries.
-	inData := newInputData(in.snap, in.dataHashes, in.repairing)
+	inData := newInputData(in.Snap, in.DataHashes, in.Repairing)
 	t0 := time.Now()
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot, attrTakeover.Bool(true))
 	st, _, err := j.retryTxn(sctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
 		doc, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {
-			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
+			return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.ID, ErrNotFound))
 		}
 		if err != nil {
 			return err
 		}
-		storedRoot := readRoot(doc)
-		if err := j.checkPrior(ctx, storedRoot.meta()); err != nil {
+		storedRoot := layout.ReadRoot(doc)
+		if err := j.checkPrior(ctx, storedRoot.Meta()); err != nil {
 			return retry.Permanent(err)
 		}
-		stored, err := readStoredDistricts(tx.Documents(ref.Collection(districtsCollection)), inData)
+		stored, err := readStoredDistricts(tx.Documents(ref.Collection(layout.DistrictsCollection)), inData)
 		if err != nil {
 			return err
 		}
 		// The pages of a paged root hold its entries; any other page is
 		// stale and deleted below.
-		pages, err := tx.Documents(j.w.pagesRef(in.id)).GetAll()
+		pages, err := tx.Documents(j.w.pagesRef(in.ID)).GetAll()
 		if err != nil {
 			return fmt.Errorf("reading manifest pages: %w", err)
 		}
@@ -169,7 +171,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 			return retry.Permanent(err)
 		}
 		todo, kept = dec.todo(), dec.kept
-		root, newPages, err := in.keeping(kept).rootDoc()
+		root, newPages, err := in.keeping(kept).RootDoc()
 		if err != nil {
 			return retry.Permanent(err)
 		}
@@ -183,15 +185,15 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	case refused != nil:
 		// The input's own problem, found on the first attempt: no
 		// "after 1 attempt" prefix.
-		return takeover{}, withID(in.id, refused)
+		return takeover{}, withID(in.ID, refused)
 	case errors.Is(err, ErrNotFound):
 		return takeover{}, err
 	case err != nil:
 		r.Err = err
 		if refusedByPrior(err) {
-			return takeover{root: &r}, withID(in.id, err)
+			return takeover{root: &r}, withID(in.ID, err)
 		}
-		return takeover{root: &r}, newError(in.id, ErrRootFailed, err)
+		return takeover{root: &r}, newError(in.ID, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)
@@ -201,8 +203,8 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 // keeping is in as the root of a takeover records it: with the districts
 // it keeps as they are stored. in holds no state of the write (the job
 // does), so the copy shares nothing that changes.
-func (in rootInput) keeping(kept map[string]keptDistrict) rootInput {
-	in.kept = kept
+func (in rootInput) keeping(kept map[string]layout.Kept) rootInput {
+	in.Kept = kept
 	return in
 }
 
@@ -235,16 +237,16 @@ func readStoredDistricts(it *firestore.DocumentIterator, in *inputData) (map[str
 			return nil, err
 		}
 		data := d.Data()
-		h, dh, err := districtHashes(data)
+		h, dh, err := layout.DistrictHashes(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 		}
-		id := strings.TrimPrefix(d.Ref.ID, districtDocPrefix)
+		id := strings.TrimPrefix(d.Ref.ID, layout.DistrictDocPrefix)
 		s := storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(data)), fence: fenceOf(data), updated: d.UpdateTime}
 		if in.needsNumbers(id, dh) {
 			// Only here: data equal to the input's to the byte, the
 			// usual case, needs no second hash.
-			if s.numbersHash, err = numbersHash(data[fieldData], dh); err != nil {
+			if s.numbersHash, err = numbersHash(data[layout.FieldData], dh); err != nil {
 				return nil, fmt.Errorf("%s: %w", d.Ref.ID, err)
 			}
 		}
@@ -279,7 +281,7 @@ const (
 // they are stored.
 type repairDecision struct {
 	rewrite map[string]RewriteReason
-	kept    map[string]keptDistrict
+	kept    map[string]layout.Kept
 }
 
 // todo is the set of districts d writes.
@@ -298,13 +300,13 @@ func (d repairDecision) todo() map[string]bool {
 // The repair's root transaction and its dry run (PlanRepair) both call it,
 // so that a plan says what the repair does. It returns errSkip for a
 // snapshot that is complete and needs nothing, and repairSet's errors.
-func (in rootInput) decideRepair(root *rootDocument, pages []*firestore.DocumentSnapshot, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
-	root.expandPages(pages)
+func (in rootInput) decideRepair(root *layout.Root, pages []*firestore.DocumentSnapshot, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+	root.ExpandPages(pages)
 	d, err := in.repairSet(root, inData, stored, rewrite)
 	if err != nil {
 		return repairDecision{}, err
 	}
-	if md := root.meta(); len(d.rewrite) == 0 && md.writtenWhole() && !md.legacy() {
+	if md := root.Meta(); len(d.rewrite) == 0 && md.WrittenWhole() && !md.Legacy() {
 		return repairDecision{}, errSkip
 	}
 	return d, nil
@@ -317,13 +319,13 @@ func (in rootInput) decideRepair(root *rootDocument, pages []*firestore.Document
 // intact with other data than the input's (inData compares them), or
 // another root payload, is ErrMismatch — or, WithRewriteChanged, a
 // district to write again and errReplace.
-func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+func (in rootInput) repairSet(root *layout.Root, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
 	entries := root.Manifest.Districts
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
 		ids = append(ids, e.DistrictID)
 	}
-	given := districtIDs(in.snap)
+	given := layout.DistrictIDs(in.Snap)
 	slices.Sort(ids)
 	slices.Sort(given)
 	if !slices.Equal(ids, given) {
@@ -333,9 +335,9 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 	var diffs []string
 	// Roots written before content hashes (or by the TypeScript
 	// application) did not record one: their payload is not compared.
-	md := root.meta()
+	md := root.Meta()
 	if md.PayloadHash != "" {
-		same, err := samePayload(root, in.snap)
+		same, err := samePayload(root, in.Snap)
 		if err != nil {
 			return repairDecision{}, err
 		}
@@ -347,22 +349,22 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 		}
 	}
 	todo := map[string]RewriteReason{}
-	kept := map[string]keptDistrict{}
+	kept := map[string]layout.Kept{}
 	rootFence := md.WriterFence
 	for _, e := range entries {
 		id, recorded := e.DistrictID, e.ContentHash
 		s, present := stored[id]
 		switch st := e.Status; {
-		case st != entrySuccess && present && md.unrecorded(s) && s.hash == in.hashUnder(id, rootFence):
+		case st != layout.EntrySuccess && present && md.Unrecorded(s.fence) && s.hash == in.HashUnder(id, rootFence):
 			// Written by the root's writer, which died (or lost its
 			// lease) before recording it: its document is this input's,
 			// to the byte, so it is recorded as it is, not written again.
 			// (Byte-exact, not as Firestore compares: one that is not is
 			// written again, which is never wrong.)
-			kept[id] = keptDistrict{modified: isoMillis(s.updated), hash: s.hash, size: s.size}
-		case st != entrySuccess:
+			kept[id] = layout.Kept{Modified: layout.IsoMillis(s.updated), Hash: s.hash, Size: s.size}
+		case st != layout.EntrySuccess:
 			todo[id] = RewriteFailed
-			if e.ErrorMessage == notWrittenYet {
+			if e.ErrorMessage == layout.NotWrittenYet {
 				todo[id] = RewritePending
 			}
 		case !present:
@@ -375,7 +377,7 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 			case err != nil:
 				return repairDecision{}, fmt.Errorf("district %s: %w", id, err)
 			case same:
-				kept[id] = keptDistrict{modified: e.LastModified, hash: s.hash, size: s.size}
+				kept[id] = layout.Kept{Modified: e.LastModified, Hash: s.hash, Size: s.size}
 			case rewrite:
 				todo[id] = RewriteChanged
 			default:

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -15,10 +17,10 @@ import (
 // canonical JSON was written without encoding/json (commit f737ccb):
 // stored content hashes may never change.
 func TestSummariesGolden(t *testing.T) {
-	want := []districtSummary{
-		{hash: "ymyAtJAUVycK7RMiKuB3_Q", dataHash: "aKXv7oiMcqULZgVkGHkR1A", size: 6689, bytes: 12595},
-		{hash: "qx-ziybpUBiFyUMVIV0pbw", dataHash: "M9Up5Zx4J_97rncEqdi1Tg", size: 8768, bytes: 16443},
-		{hash: "gfi1kE4Cl_-YD5amJW7hwg", dataHash: "f6du1-KjKv3VghvxZ92UOA", size: 5539, bytes: 10446},
+	want := []layout.DistrictSummary{
+		{Hash: "ymyAtJAUVycK7RMiKuB3_Q", DataHash: "aKXv7oiMcqULZgVkGHkR1A", Size: 6689, Bytes: 12595},
+		{Hash: "qx-ziybpUBiFyUMVIV0pbw", DataHash: "M9Up5Zx4J_97rncEqdi1Tg", Size: 8768, Bytes: 16443},
+		{Hash: "gfi1kE4Cl_-YD5amJW7hwg", DataHash: "f6du1-KjKv3VghvxZ92UOA", Size: 5539, Bytes: 10446},
 	}
 	const wantPayload = "7BhJK2FF6fUIWFKnzH8U6w"
 	mem := model.Generate(day, 3, 7)
@@ -28,7 +30,7 @@ func TestSummariesGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got, err := summarizeDistricts(s, data, "000000000000007")
+		got, err := layout.SummarizeDistricts(s, data, "000000000000007")
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -37,7 +39,7 @@ func TestSummariesGolden(t *testing.T) {
 				t.Errorf("%s: district %d: summary %+v, want %+v", name, i, got[i], want[i])
 			}
 		}
-		if h, err := payloadHash(s); err != nil || h != wantPayload {
+		if h, err := layout.PayloadHash(s); err != nil || h != wantPayload {
 			t.Errorf("%s: payloadHash = %q, %v; want %q", name, h, err, wantPayload)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -214,7 +216,7 @@ func classify(calls []*rpcCall) map[*rpcCall]string {
 				return rpcRoot
 			case len(segs) == 2:
 				state := w.GetUpdate().GetFields()["metadata"].GetMapValue().GetFields()["writeState"].GetStringValue()
-				if state == stateFinished {
+				if state == layout.StateFinished {
 					return rpcFinish
 				}
 				return rpcRecord
@@ -229,7 +231,7 @@ func classify(calls []*rpcCall) map[*rpcCall]string {
 		switch c.query {
 		case "districts":
 			return rpcStale
-		case pagesCollection:
+		case layout.PagesCollection:
 			return rpcPages
 		}
 		for _, d := range c.docs {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -49,7 +51,7 @@ func TestWriteJSONIsGet(t *testing.T) {
 
 		const partialDay, emptyDay = "2026-11-21", "2026-11-22"
 		partial := model.Generate(partialDay, 120, 8)
-		e.deny(districtIDs(partial)[70])
+		e.deny(layout.DistrictIDs(partial)[70])
 		mustPartial(t)(e.writer().Write(ctx, partialDay, partial))
 		e.f.setRule(func(c *commitCall) error {
 			if len(c.districts) > 0 {

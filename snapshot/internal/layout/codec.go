@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import (
 	"fmt"
@@ -7,15 +7,15 @@ import (
 	"sync"
 )
 
-// The layout types (rootDocument, pageDocument, fenceDocument,
-// districtDocument and what they hold) are written by their firestore
+// The layout types (Root, Page, Fence,
+// District and what they hold) are written by their firestore
 // tags: by the Firestore client (DocumentRef.Set, Transaction.Set and
 // Update encode them by reflection), or, for a district document, through
-// encodeFields. Stored documents are read back into them by decodeFields,
+// EncodeFields. Stored documents are read back into them by DecodeFields,
 // from the fields DocumentSnapshot.Data gives, by the same tags: one list
 // of field names per type, for writes and reads.
 //
-// decodeFields is not DocumentSnapshot.DataTo, which converts a whole
+// DecodeFields is not DocumentSnapshot.DataTo, which converts a whole
 // double to an int64 field and fails a whole document on one value of an
 // unexpected type. Reads of the layout take what is stored as it is:
 //
@@ -40,31 +40,31 @@ import (
 
 // layoutField is one stored field of a layout type.
 type layoutField struct {
-	name      string
-	index     []int // reflect.Value.FieldByIndex's
+	Name      string
+	Index     []int // reflect.Value.FieldByIndex's
 	omitEmpty bool
 }
 
 var layoutFieldCache sync.Map // reflect.Type → []layoutField
 
-// layoutFields lists the stored fields of struct type t by their firestore
+// LayoutFields lists the stored fields of struct type t by their firestore
 // tags, as the Firestore client does: untagged exported fields by their
 // Go name, "-" left out, the fields of an untagged embedded struct as the
 // outer struct's own.
-func layoutFields(t reflect.Type) []layoutField {
+func LayoutFields(t reflect.Type) []layoutField {
 	if fs, ok := layoutFieldCache.Load(t); ok {
 		return fs.([]layoutField)
 	}
 	fs := collectFields(t, nil)
 	seen := map[string]bool{}
 	for _, f := range fs {
-		if seen[f.name] {
-			panic(fmt.Sprintf("snapshot: layout type %s names field %q twice", t, f.name))
+		if seen[f.Name] {
+			panic(fmt.Sprintf("snapshot: layout type %s names field %q twice", t, f.Name))
 		}
-		seen[f.name] = true
-		if !supportedKind(t.FieldByIndex(f.index).Type) {
+		seen[f.Name] = true
+		if !supportedKind(t.FieldByIndex(f.Index).Type) {
 			panic(fmt.Sprintf("snapshot: layout type %s: field %q has type %s, which the layout codec does not handle",
-				t, f.name, t.FieldByIndex(f.index).Type))
+				t, f.Name, t.FieldByIndex(f.Index).Type))
 		}
 	}
 	layoutFieldCache.Store(t, fs)
@@ -91,7 +91,7 @@ func collectFields(t reflect.Type, index []int) []layoutField {
 		if name == "" {
 			name = sf.Name
 		}
-		fs = append(fs, layoutField{name: name, index: at, omitEmpty: opts == "omitempty"})
+		fs = append(fs, layoutField{Name: name, Index: at, omitEmpty: opts == "omitempty"})
 	}
 	return fs
 }
@@ -116,8 +116,8 @@ func supportedKind(t reflect.Type) bool {
 	case reflect.Pointer:
 		return supportedKind(t.Elem())
 	case reflect.Struct:
-		for _, f := range layoutFields(t) {
-			if !supportedKind(t.FieldByIndex(f.index).Type) {
+		for _, f := range LayoutFields(t) {
+			if !supportedKind(t.FieldByIndex(f.Index).Type) {
 				return false
 			}
 		}
@@ -126,10 +126,10 @@ func supportedKind(t reflect.Type) bool {
 	return false
 }
 
-// decodeFields sets *dst, a layout struct, from a stored document's (or
+// DecodeFields sets *dst, a layout struct, from a stored document's (or
 // map's) fields m, by the rules above. dst should be a zero value: fields
 // m does not set are left as they are.
-func decodeFields(m map[string]any, dst any) {
+func DecodeFields(m map[string]any, dst any) {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		panic(fmt.Sprintf("snapshot: decodeFields into %T, want a pointer to a struct", dst))
@@ -138,9 +138,9 @@ func decodeFields(m map[string]any, dst any) {
 }
 
 func decodeStruct(m map[string]any, dst reflect.Value) {
-	for _, f := range layoutFields(dst.Type()) {
-		if x, ok := m[f.name]; ok {
-			decodeValue(x, dst.FieldByIndex(f.index))
+	for _, f := range LayoutFields(dst.Type()) {
+		if x, ok := m[f.Name]; ok {
+			decodeValue(x, dst.FieldByIndex(f.Index))
 		}
 	}
 }
@@ -202,12 +202,12 @@ func assign[T any](x any, set func(T)) bool {
 	return ok
 }
 
-// encodeFields is layout struct v as the Firestore client writes it (its
+// EncodeFields is layout struct v as the Firestore client writes it (its
 // firestore tags, omitempty, a nil pointer, list or map as null), in the
 // values DocumentSnapshot.Data gives of it once stored: strings, bools,
 // int64, float64, []any and map[string]any. The district document is
 // written from it (envelope).
-func encodeFields(v any) map[string]any {
+func EncodeFields(v any) map[string]any {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
@@ -219,14 +219,14 @@ func encodeFields(v any) map[string]any {
 }
 
 func encodeStruct(v reflect.Value) map[string]any {
-	fs := layoutFields(v.Type())
+	fs := LayoutFields(v.Type())
 	m := make(map[string]any, len(fs))
 	for _, f := range fs {
-		fv := v.FieldByIndex(f.index)
+		fv := v.FieldByIndex(f.Index)
 		if f.omitEmpty && emptyValue(fv) {
 			continue
 		}
-		m[f.name] = encodeValue(fv)
+		m[f.Name] = encodeValue(fv)
 	}
 	return m
 }
