@@ -48,44 +48,6 @@ func lazyCopy(t *testing.T, s *model.Snapshot) *model.Snapshot {
 	return l
 }
 
-// A district's hash and sizes, from its data's summary, are those of its
-// whole document, for a district in memory and one left in its file.
-func TestSummarizeDistrictIsTheDocument(t *testing.T) {
-	t.Parallel()
-	mem := gen(30, 4)
-	memData(mem.Payload.Districts[2])["odd"] = model.Object{"f": 2.0, "s": "<é>", "l": []any{nil, true, int64(-3)}}
-	mem.Payload.Districts = append(mem.Payload.Districts, model.DistrictStatistics{DistrictID: "77"}) // no data at all
-	lazy := lazyCopy(t, mem)
-	const fence = "000000000000042"
-	for i, d := range mem.Payload.Districts {
-		doc := layout.DistrictDoc(mem, d, memData(d), fence)
-		h, dh, err := layout.DistrictHashes(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := layout.DistrictSummary{Hash: h, DataHash: dh, Size: model.FirestoreSize(doc), Bytes: model.EncodedSize(doc)}
-		for _, s := range []*model.Snapshot{mem, lazy} {
-			if memData(d) == nil && s == lazy {
-				continue // read from the file, it has the minimal data
-			}
-			sum, err := s.Payload.Districts[i].Summary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := new(layout.Hasher).SummarizeDistrict(s, s.Payload.Districts[i], sum, fence)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != want {
-				t.Errorf("district %s (lazy %v): %+v, want %+v", d.DistrictID, s == lazy, got, want)
-			}
-		}
-	}
-	if n := lazy.DataLoads(); n != 0 {
-		t.Errorf("summaries read %d districts back from the file", n)
-	}
-}
-
 // storedDocs is every district document of snapshot id, without the
 // writer's fence, as canonical JSON by district id.
 func (e *env) storedDocs(id string) map[string]string {

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 
@@ -136,20 +135,4 @@ func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
 	f.failed = layout.Root{Metadata: &md, Manifest: mf, InputExtra: layout.InputExtra(s), Rankings: f.start.Rankings}
 	f.failedPages = pages
 	return f
-}
-
-// A failed entry's errorMessage is cut to model.MaxEntryMessageBytes, on
-// a character boundary, and says it was cut; a short one is kept whole.
-func TestEntryMessage(t *testing.T) {
-	t.Parallel()
-	short := "rpc error: code = PermissionDenied desc = no"
-	if got := layout.EntryMessage(short); got != short {
-		t.Errorf("short message changed: %q", got)
-	}
-	long := "not written (rpc error: code = Unavailable desc = connection reset: " + strings.Repeat("é", 40) + ")"
-	got := layout.EntryMessage(long)
-	if len(got) > model.MaxEntryMessageBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") ||
-		!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
-		t.Errorf("entryMessage(%q) = %q (%d bytes)", long, got, len(got))
-	}
 }

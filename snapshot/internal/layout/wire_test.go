@@ -1,12 +1,10 @@
-package snapshot
+package layout
 
 import (
 	"fmt"
 	"math"
 	"strings"
 	"testing"
-
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/protobuf/proto"
@@ -22,7 +20,7 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 	snap := model.Generate(day, 5, 11)
 	var docs []map[string]any
 	for _, d := range snap.Payload.Districts {
-		docs = append(docs, layout.DistrictDoc(snap, d, memData(d), "000000000000003"))
+		docs = append(docs, DistrictDoc(snap, d, memData(d), "000000000000003"))
 	}
 	docs = append(docs, map[string]any{
 		"nil": nil, "t": true, "f": false, "empty": "", "é – 😀": "\u2028\x00",
@@ -33,7 +31,7 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 		"deep": map[string]any{"a": []any{map[string]any{"b": []any{int64(1), "x", nil, []string{"y"}}}, strings.Repeat("z", 300)}},
 	}, map[string]any{})
 	for i, doc := range docs {
-		got, err := layout.WireSetWrite(name, doc)
+		got, err := WireSetWrite(name, doc)
 		if err != nil {
 			t.Fatalf("doc %d: %v", i, err)
 		}
@@ -61,13 +59,13 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 		}
 	}
 	for _, bad := range []map[string]any{{"nan": math.NaN()}, {"a": []any{math.Inf(-1)}}, {"f": func() {}}} {
-		if _, err := layout.WireSetWrite(name, bad); err == nil {
+		if _, err := WireSetWrite(name, bad); err == nil {
 			t.Errorf("wireSetWrite(%v) = nil error", bad)
 		}
 	}
 }
 
-// The reference encoding layout.WireSetWrite is held to: the Firestore API's
+// The reference encoding WireSetWrite is held to: the Firestore API's
 // protobuf messages, built as the Firestore client builds them for these
 // types (int64 as integerValue, float64 as doubleValue, a nil list or map
 // as null).
