@@ -40,31 +40,31 @@ import (
 
 // layoutField is one stored field of a layout type.
 type layoutField struct {
-	Name      string
-	Index     []int // reflect.Value.FieldByIndex's
+	name      string
+	index     []int // reflect.Value.FieldByIndex's
 	omitEmpty bool
 }
 
 var layoutFieldCache sync.Map // reflect.Type → []layoutField
 
-// LayoutFields lists the stored fields of struct type t by their firestore
+// layoutFields lists the stored fields of struct type t by their firestore
 // tags, as the Firestore client does: untagged exported fields by their
 // Go name, "-" left out, the fields of an untagged embedded struct as the
 // outer struct's own.
-func LayoutFields(t reflect.Type) []layoutField {
+func layoutFields(t reflect.Type) []layoutField {
 	if fs, ok := layoutFieldCache.Load(t); ok {
 		return fs.([]layoutField)
 	}
 	fs := collectFields(t, nil)
 	seen := map[string]bool{}
 	for _, f := range fs {
-		if seen[f.Name] {
-			panic(fmt.Sprintf("snapshot: layout type %s names field %q twice", t, f.Name))
+		if seen[f.name] {
+			panic(fmt.Sprintf("snapshot: layout type %s names field %q twice", t, f.name))
 		}
-		seen[f.Name] = true
-		if !supportedKind(t.FieldByIndex(f.Index).Type) {
+		seen[f.name] = true
+		if !supportedKind(t.FieldByIndex(f.index).Type) {
 			panic(fmt.Sprintf("snapshot: layout type %s: field %q has type %s, which the layout codec does not handle",
-				t, f.Name, t.FieldByIndex(f.Index).Type))
+				t, f.name, t.FieldByIndex(f.index).Type))
 		}
 	}
 	layoutFieldCache.Store(t, fs)
@@ -91,7 +91,7 @@ func collectFields(t reflect.Type, index []int) []layoutField {
 		if name == "" {
 			name = sf.Name
 		}
-		fs = append(fs, layoutField{Name: name, Index: at, omitEmpty: opts == "omitempty"})
+		fs = append(fs, layoutField{name: name, index: at, omitEmpty: opts == "omitempty"})
 	}
 	return fs
 }
@@ -116,8 +116,8 @@ func supportedKind(t reflect.Type) bool {
 	case reflect.Pointer:
 		return supportedKind(t.Elem())
 	case reflect.Struct:
-		for _, f := range LayoutFields(t) {
-			if !supportedKind(t.FieldByIndex(f.Index).Type) {
+		for _, f := range layoutFields(t) {
+			if !supportedKind(t.FieldByIndex(f.index).Type) {
 				return false
 			}
 		}
@@ -138,9 +138,9 @@ func DecodeFields(m map[string]any, dst any) {
 }
 
 func decodeStruct(m map[string]any, dst reflect.Value) {
-	for _, f := range LayoutFields(dst.Type()) {
-		if x, ok := m[f.Name]; ok {
-			decodeValue(x, dst.FieldByIndex(f.Index))
+	for _, f := range layoutFields(dst.Type()) {
+		if x, ok := m[f.name]; ok {
+			decodeValue(x, dst.FieldByIndex(f.index))
 		}
 	}
 }
@@ -219,14 +219,14 @@ func EncodeFields(v any) map[string]any {
 }
 
 func encodeStruct(v reflect.Value) map[string]any {
-	fs := LayoutFields(v.Type())
+	fs := layoutFields(v.Type())
 	m := make(map[string]any, len(fs))
 	for _, f := range fs {
-		fv := v.FieldByIndex(f.Index)
+		fv := v.FieldByIndex(f.index)
 		if f.omitEmpty && emptyValue(fv) {
 			continue
 		}
-		m[f.Name] = encodeValue(fv)
+		m[f.name] = encodeValue(fv)
 	}
 	return m
 }

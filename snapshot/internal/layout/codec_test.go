@@ -8,35 +8,35 @@ import (
 )
 
 // layoutTypes are the stored documents' types.
-var layoutTypes = []any{Root{}, Page{}, Fence{}, District{}}
+var layoutTypes = []any{Root{}, Page{}, Fence{}, districtDocument{}}
 
 // fieldConstants are the constants of fields.go.
 var fieldConstants = []string{
-	FieldMetadata, FieldManifest, FieldRankings, FieldInputExtra,
-	FieldExtraSnapshot, FieldExtraPayload,
-	FieldSnapshotID, FieldCreatedAt, FieldSchemaVersion, FieldCalculationVersion, FieldStatus,
-	FieldConfiguredDistricts, FieldSuccessfulDistricts, FieldFailedDistricts, FieldErrors, FieldProcessingDuration,
-	FieldSource, FieldDataAsOfDate, FieldDistrictErrors, FieldIsClosingPeriodData, FieldCollectionDate,
-	FieldLogicalDate, FieldRankingVersion,
-	FieldInputSnapshotID, FieldWriteState, FieldWriteComplete, FieldWriteFailedDistricts, FieldWriterFence,
-	FieldWriterLockBackend, FieldWriterLockKeyHash, FieldWriteStartedAt, FieldWriteFinishedAt, FieldRepairStartedAt,
-	FieldRepairedAt, FieldPayloadHash, FieldPayloadMetadata,
-	FieldDistricts, FieldTotalDistricts, FieldAllDistrictsRankings, FieldEntriesIn, FieldPages, FieldPageSize,
-	FieldDistrictID, FieldFileName, FieldFileSize, FieldContentHash, FieldLastModified, FieldErrorMessage,
-	FieldFilename, FieldSize,
-	FieldUpdatedAt,
-	FieldPage, FieldFirst,
-	FieldPageEntryID, FieldPageEntryStatus, FieldPageEntrySize, FieldPageEntryHash, FieldPageEntryModified,
-	FieldPageEntryErrorMessage,
+	FieldMetadata, FieldManifest, fieldRankings, fieldInputExtra,
+	fieldExtraSnapshot, fieldExtraPayload,
+	FieldSnapshotID, fieldCreatedAt, fieldSchemaVersion, fieldCalculationVersion, FieldStatus,
+	FieldConfiguredDistricts, FieldSuccessfulDistricts, FieldFailedDistricts, fieldErrors, fieldProcessingDuration,
+	fieldSource, fieldDataAsOfDate, fieldDistrictErrors, fieldIsClosingPeriodData, fieldCollectionDate,
+	fieldLogicalDate, fieldRankingVersion,
+	fieldInputSnapshotID, FieldWriteState, FieldWriteComplete, FieldWriteFailedDistricts, FieldWriterFence,
+	FieldWriterLockBackend, FieldWriterLockKeyHash, fieldWriteStartedAt, FieldWriteFinishedAt, fieldRepairStartedAt,
+	fieldRepairedAt, fieldPayloadHash, fieldPayloadMetadata,
+	FieldDistricts, FieldTotalDistricts, fieldAllDistrictsRankings, fieldEntriesIn, fieldPages, fieldPageSize,
+	FieldDistrictID, fieldFileName, fieldFileSize, fieldContentHash, fieldLastModified, FieldErrorMessage,
+	fieldFilename, fieldSize,
+	fieldUpdatedAt,
+	fieldPage, fieldFirst,
+	fieldPageEntryID, fieldPageEntryStatus, fieldPageEntrySize, fieldPageEntryHash, fieldPageEntryModified,
+	fieldPageEntryErrorMessage,
 	FieldDistrictName, FieldCollectedAt, FieldData,
 }
 
 // tagNames adds the stored field names of struct type t, and of the
 // structs it holds, to names.
 func tagNames(t reflect.Type, names map[string]bool) {
-	for _, f := range LayoutFields(t) {
-		names[f.Name] = true
-		ft := t.FieldByIndex(f.Index).Type
+	for _, f := range layoutFields(t) {
+		names[f.name] = true
+		ft := t.FieldByIndex(f.index).Type
 		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
 			ft = ft.Elem()
 		}
@@ -48,7 +48,7 @@ func tagNames(t reflect.Type, names map[string]bool) {
 
 // Every firestore tag of the layout types is one of fields.go's constants,
 // and every constant a tag: a field renamed on one side only fails here.
-// (LayoutFields also checks that the codec handles every field's type.)
+// (layoutFields also checks that the codec handles every field's type.)
 func TestLayoutTagsAreFieldConstants(t *testing.T) {
 	tags := map[string]bool{}
 	for _, v := range layoutTypes {
@@ -83,21 +83,21 @@ func TestDecodeFieldsLenient(t *testing.T) {
 		FieldMetadata: map[string]any{
 			FieldSnapshotID:           int64(7),                  // not a string: ""
 			FieldStatus:               StatusSuccess,             //
-			FieldProcessingDuration:   12.0,                      // a double: not an int64's
+			fieldProcessingDuration:   12.0,                      // a double: not an int64's
 			FieldWriteComplete:        "yes",                     // not a bool: absent
-			FieldInputSnapshotID:      nil,                       // null: absent
+			fieldInputSnapshotID:      nil,                       // null: absent
 			FieldConfiguredDistricts:  []any{},                   // present, empty
 			FieldFailedDistricts:      []any{"1", int64(2), "3"}, // an element of another type: ""
-			FieldDistrictErrors:       []any{map[string]any{}},   //
-			FieldPayloadMetadata:      payload,                   // verbatim
+			fieldDistrictErrors:       []any{map[string]any{}},   //
+			fieldPayloadMetadata:      payload,                   // verbatim
 			FieldWriteFailedDistricts: "not a list",              //
 		},
 		FieldManifest: map[string]any{
 			FieldTotalDistricts:      int64(0),
 			FieldSuccessfulDistricts: 3.0,
-			FieldDistricts:           []any{map[string]any{FieldDistrictID: "9", FieldFileSize: int64(1) << 60}, "junk"},
+			FieldDistricts:           []any{map[string]any{FieldDistrictID: "9", fieldFileSize: int64(1) << 60}, "junk"},
 		},
-		FieldRankings: "not an object",
+		fieldRankings: "not an object",
 	}, &r)
 	md := r.Metadata
 	if md == nil {
@@ -120,7 +120,7 @@ func TestDecodeFieldsLenient(t *testing.T) {
 	if mf.TotalDistricts == nil || *mf.TotalDistricts != 0 || mf.SuccessfulDistricts != nil || mf.FailedDistricts != nil {
 		t.Errorf("counts %v %v %v", mf.TotalDistricts, mf.SuccessfulDistricts, mf.FailedDistricts)
 	}
-	if len(mf.Districts) != 2 || mf.Districts[0] != (Entry{DistrictID: "9", FileSize: 1 << 60}) || mf.Districts[1] != (Entry{}) {
+	if len(mf.Districts) != 2 || mf.Districts[0] != (manifestEntry{DistrictID: "9", FileSize: 1 << 60}) || mf.Districts[1] != (manifestEntry{}) {
 		t.Errorf("entries %+v", mf.Districts)
 	}
 	if r.Rankings != nil || r.InputExtra != nil {

@@ -17,81 +17,81 @@ const (
 	// The root document (Root).
 	FieldMetadata   = "metadata"
 	FieldManifest   = "manifest"
-	FieldRankings   = "rankings"
-	FieldInputExtra = "inputExtra"
+	fieldRankings   = "rankings"
+	fieldInputExtra = "inputExtra"
 
 	// inputExtra (inputExtraFields).
-	FieldExtraSnapshot = "snapshot"
-	FieldExtraPayload  = "payload"
+	fieldExtraSnapshot = "snapshot"
+	fieldExtraPayload  = "payload"
 
 	// The root's metadata (Metadata), the application's fields.
 	FieldSnapshotID          = "snapshotId" // also the manifest's and a page's
-	FieldCreatedAt           = "createdAt"  // also the manifest's
-	FieldSchemaVersion       = "schemaVersion"
-	FieldCalculationVersion  = "calculationVersion"
+	fieldCreatedAt           = "createdAt"  // also the manifest's
+	fieldSchemaVersion       = "schemaVersion"
+	fieldCalculationVersion  = "calculationVersion"
 	FieldStatus              = "status" // also an entry's, a district document's, the rankings entry's
 	FieldConfiguredDistricts = "configuredDistricts"
 	FieldSuccessfulDistricts = "successfulDistricts" // a list in metadata, a count in the manifest
 	FieldFailedDistricts     = "failedDistricts"     // a list in metadata, a count in the manifest
-	FieldErrors              = "errors"
-	FieldProcessingDuration  = "processingDuration"
-	FieldSource              = "source"
-	FieldDataAsOfDate        = "dataAsOfDate"
-	FieldDistrictErrors      = "districtErrors"
-	FieldIsClosingPeriodData = "isClosingPeriodData"
-	FieldCollectionDate      = "collectionDate"
-	FieldLogicalDate         = "logicalDate"
-	FieldRankingVersion      = "rankingVersion"
+	fieldErrors              = "errors"
+	fieldProcessingDuration  = "processingDuration"
+	fieldSource              = "source"
+	fieldDataAsOfDate        = "dataAsOfDate"
+	fieldDistrictErrors      = "districtErrors"
+	fieldIsClosingPeriodData = "isClosingPeriodData"
+	fieldCollectionDate      = "collectionDate"
+	fieldLogicalDate         = "logicalDate"
+	fieldRankingVersion      = "rankingVersion"
 
 	// The root's metadata, snapwriter's own fields.
-	FieldInputSnapshotID      = "inputSnapshotId"
+	fieldInputSnapshotID      = "inputSnapshotId"
 	FieldWriteState           = "writeState"
 	FieldWriteComplete        = "writeComplete"
 	FieldWriteFailedDistricts = "writeFailedDistricts"
 	FieldWriterFence          = "writerFence" // also the fence document's and a district document's
 	FieldWriterLockBackend    = "writerLockBackend"
 	FieldWriterLockKeyHash    = "writerLockKeyHash"
-	FieldWriteStartedAt       = "writeStartedAt"
+	fieldWriteStartedAt       = "writeStartedAt"
 	FieldWriteFinishedAt      = "writeFinishedAt"
-	FieldRepairStartedAt      = "repairStartedAt"
-	FieldRepairedAt           = "repairedAt"
-	FieldPayloadHash          = "payloadHash"
-	FieldPayloadMetadata      = "payloadMetadata"
+	fieldRepairStartedAt      = "repairStartedAt"
+	fieldRepairedAt           = "repairedAt"
+	fieldPayloadHash          = "payloadHash"
+	fieldPayloadMetadata      = "payloadMetadata"
 
 	// The manifest (manifest).
 	FieldDistricts            = "districts" // also a page's
 	FieldTotalDistricts       = "totalDistricts"
-	FieldAllDistrictsRankings = "allDistrictsRankings"
-	FieldEntriesIn            = "entriesIn"
-	FieldPages                = "pages"
-	FieldPageSize             = "pageSize"
+	fieldAllDistrictsRankings = "allDistrictsRankings"
+	fieldEntriesIn            = "entriesIn"
+	fieldPages                = "pages"
+	fieldPageSize             = "pageSize"
 
 	// A manifest entry (Entry).
 	FieldDistrictID   = "districtId" // also a district document's
-	FieldFileName     = "fileName"
-	FieldFileSize     = "fileSize"
-	FieldContentHash  = "contentHash"
-	FieldLastModified = "lastModified"
+	fieldFileName     = "fileName"
+	fieldFileSize     = "fileSize"
+	fieldContentHash  = "contentHash"
+	fieldLastModified = "lastModified"
 	FieldErrorMessage = "errorMessage"
 
 	// The manifest's rankings entry (rankingsEntry).
-	FieldFilename = "filename"
-	FieldSize     = "size"
+	fieldFilename = "filename"
+	fieldSize     = "size"
 
 	// The fence document (Fence).
-	FieldUpdatedAt = "updatedAt"
+	fieldUpdatedAt = "updatedAt"
 
 	// A manifest page (Page).
-	FieldPage  = "page"
-	FieldFirst = "first"
+	fieldPage  = "page"
+	fieldFirst = "first"
 
 	// A manifest page's entry (pageEntry): short keys.
-	FieldPageEntryID           = "id"
-	FieldPageEntryStatus       = "st"
-	FieldPageEntrySize         = "sz"
-	FieldPageEntryHash         = "h"
-	FieldPageEntryModified     = "t"
-	FieldPageEntryErrorMessage = "err"
+	fieldPageEntryID           = "id"
+	fieldPageEntryStatus       = "st"
+	fieldPageEntrySize         = "sz"
+	fieldPageEntryHash         = "h"
+	fieldPageEntryModified     = "t"
+	fieldPageEntryErrorMessage = "err"
 
 	// A district document (Envelope, District).
 	FieldDistrictName = "districtName"

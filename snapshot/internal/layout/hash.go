@@ -38,7 +38,7 @@ func DistrictHashes(doc map[string]any) (hash, dataHash string, err error) {
 	if dataHash, err = ContentHash(doc[FieldData]); err != nil {
 		return "", "", err
 	}
-	hash, err = new(Hasher).envelopeHash(doc, dataHash)
+	hash, err = new(docHasher).envelopeHash(doc, dataHash)
 	return hash, dataHash, err
 }
 
@@ -46,7 +46,7 @@ func DistrictHashes(doc map[string]any) (hash, dataHash string, err error) {
 // the map it hashes and the summarizer's space: a write hashes every
 // district's before its first commit (SummarizeDistricts). Its zero value
 // is ready; one Hasher is not for concurrent use.
-type Hasher struct {
+type docHasher struct {
 	fields map[string]any
 	sum    model.Summarizer
 }
@@ -54,7 +54,7 @@ type Hasher struct {
 // envelopeHash is the hash of a district document, given its fields
 // (whatever its data field holds) and the hash of its data: ContentHash of
 // the fields without writerFence, data standing for the data's hash.
-func (h *Hasher) envelopeHash(doc map[string]any, dataHash string) (string, error) {
+func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, error) {
 	sum, err := h.summarize(doc, dataHash)
 	if err != nil {
 		return "", err
@@ -63,8 +63,8 @@ func (h *Hasher) envelopeHash(doc map[string]any, dataHash string) (string, erro
 }
 
 // summarize is the summary of what envelopeHash hashes, from one walk: its
-// digest, and its sizes, which SummarizeDistrict makes the document's.
-func (h *Hasher) summarize(doc map[string]any, dataHash string) (model.DataSummary, error) {
+// digest, and its sizes, which summarizeDistrict makes the document's.
+func (h *docHasher) summarize(doc map[string]any, dataHash string) (model.DataSummary, error) {
 	if h.fields == nil {
 		h.fields = make(map[string]any, len(doc))
 	}
@@ -82,7 +82,7 @@ func (h *Hasher) summarize(doc map[string]any, dataHash string) (model.DataSumma
 	return sum, nil
 }
 
-// DataHash is the hash of district d's data, as DistrictHashes gives it of
+// dataHash is the hash of district d's data, as DistrictHashes gives it of
 // its document.
 func DataHash(d model.DistrictStatistics) (string, error) {
 	sum, err := d.Summary()

@@ -28,7 +28,7 @@ const NotWrittenYet = "not written yet"
 // pending reports whether manifest entry e, of a root that says
 // "writing", is of a district its writer has not reached: not written yet
 // (or, in an earlier version's root, "pending").
-func (e Entry) Pending() bool {
+func (e manifestEntry) Pending() bool {
 	return e.Status == legacyEntryPending || e.Status != EntrySuccess && e.ErrorMessage == NotWrittenYet
 }
 
@@ -97,7 +97,7 @@ type Envelope struct {
 
 // District is a stored district document: its envelope and the
 // district's statistics, stored verbatim under data.
-type District struct {
+type districtDocument struct {
 	Envelope
 	Data model.Object `firestore:"data"`
 }
@@ -210,7 +210,7 @@ type Stamp struct {
 type Manifest struct {
 	SnapshotID           string        `firestore:"snapshotId"`
 	CreatedAt            string        `firestore:"createdAt"`
-	Districts            []Entry       `firestore:"districts,omitempty"`
+	Districts            []manifestEntry       `firestore:"districts,omitempty"`
 	TotalDistricts       *int64        `firestore:"totalDistricts"`
 	SuccessfulDistricts  *int64        `firestore:"successfulDistricts"`
 	FailedDistricts      *int64        `firestore:"failedDistricts"`
@@ -224,7 +224,7 @@ type Manifest struct {
 // and add entries by value, so an entry must be built the same way every
 // time (pendingEntry). Entries of the application's roots have no
 // ContentHash ("" when read).
-type Entry struct {
+type manifestEntry struct {
 	DistrictID   string `firestore:"districtId"`
 	FileName     string `firestore:"fileName"`
 	Status       string `firestore:"status"` // EntrySuccess or EntryFailed

@@ -54,15 +54,15 @@ type pageEntry struct {
 }
 
 // toPage is manifest entry e as a page holds it.
-func toPage(e Entry) pageEntry {
+func toPage(e manifestEntry) pageEntry {
 	return pageEntry{DistrictID: e.DistrictID, Status: e.Status, FileSize: e.FileSize, ContentHash: e.ContentHash,
 		LastModified: e.LastModified, ErrorMessage: e.ErrorMessage}
 }
 
 // entry is page entry p as the manifest entry it stands for, as
 // manifest.districts holds entries (toPage's inverse).
-func (p pageEntry) entry() Entry {
-	return Entry{DistrictID: p.DistrictID, FileName: DistrictDocID(p.DistrictID), Status: p.Status,
+func (p pageEntry) entry() manifestEntry {
+	return manifestEntry{DistrictID: p.DistrictID, FileName: DistrictDocID(p.DistrictID), Status: p.Status,
 		FileSize: p.FileSize, ContentHash: p.ContentHash, LastModified: p.LastModified, ErrorMessage: p.ErrorMessage}
 }
 
@@ -117,7 +117,7 @@ func (r *Root) ExpandPages(pages []*firestore.DocumentSnapshot) {
 	if !r.Manifest.Paged() {
 		return
 	}
-	entries := []Entry{}
+	entries := []manifestEntry{}
 	for _, p := range pages {
 		if !r.Manifest.counts(p.Ref.ID) {
 			continue

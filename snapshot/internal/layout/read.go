@@ -38,8 +38,8 @@ func ReadPage(doc *firestore.DocumentSnapshot) Page {
 
 // ReadDistrict is a stored district document. Data is nil when the
 // document has no data object.
-func ReadDistrict(doc *firestore.DocumentSnapshot) District {
-	var d District
+func ReadDistrict(doc *firestore.DocumentSnapshot) districtDocument {
+	var d districtDocument
 	DecodeFields(doc.Data(), &d)
 	return d
 }

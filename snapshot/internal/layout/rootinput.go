@@ -51,56 +51,56 @@ type Input struct {
 	PageOf   map[string]int
 }
 
-// DistrictSummary is what a write needs of a district document before
+// districtSummary is what a write needs of a district document before
 // it is built (its data is read when its chunk is): its hash, the hash of
 // its data, its size in the manifest and its size in a commit request.
-type DistrictSummary struct {
-	Hash, DataHash string
-	Size, Bytes    int
+type districtSummary struct {
+	hash, dataHash string
+	size, bytes    int
 }
 
-// SummarizeDistricts is every district's DistrictSummary
-// (SummarizeDistrict), in input order, from data, its data's summaries
+// SummarizeDistricts is every district's districtSummary
+// (summarizeDistrict), in input order, from data, its data's summaries
 // (model.PrepareWrite): the data was checked, sized and hashed in one
 // walk, when the input was read or validated, and is not walked again
 // here; only each district's small envelope is, once.
-func SummarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]DistrictSummary, error) {
+func SummarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]districtSummary, error) {
 	ds := s.Payload.Districts
 	if len(data) != len(ds) {
 		return nil, fmt.Errorf("%d data %s for %s", len(data), plural.Word(len(data), "summary", "summaries"), plural.N(len(ds), "district"))
 	}
-	sums := make([]DistrictSummary, len(ds))
-	var h Hasher
+	sums := make([]districtSummary, len(ds))
+	var h docHasher
 	for i, d := range ds {
 		var err error
-		if sums[i], err = h.SummarizeDistrict(s, d, data[i], fence); err != nil {
+		if sums[i], err = h.summarizeDistrict(s, d, data[i], fence); err != nil {
 			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
 		}
 	}
 	return sums, nil
 }
 
-// SummarizeDistrict is d's DistrictSummary, from its data's summary sum
+// summarizeDistrict is d's districtSummary, from its data's summary sum
 // and one walk of its envelope, the walk that hashes it (envelopeHash)
 // and sizes it. The document's hash, size and commit size are exactly
 // those of the whole document built (DistrictHashes, FirestoreSize,
 // EncodedSize): both sizes of a map are sums over its members, so the
 // document's are those of the envelope as hashed, with the data's hash
 // replaced by the data and writerFence, which the hash leaves out, added.
-func (h *Hasher) SummarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (DistrictSummary, error) {
+func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
 	dataHash := digestHash(sum.Digest)
 	env := envelope(s, d, fence)
 	hashed, err := h.summarize(env, dataHash)
 	if err != nil {
-		return DistrictSummary{}, err
+		return districtSummary{}, err
 	}
 	const fenceKey = len(FieldWriterFence)
 	fv := env[FieldWriterFence]
-	return DistrictSummary{
-		Hash:     digestHash(hashed.Digest),
-		DataHash: dataHash,
-		Size:     hashed.FirestoreSize - model.FirestoreSize(dataHash) + sum.FirestoreSize + fenceKey + 1 + model.FirestoreSize(fv),
-		Bytes:    hashed.EncodedSize - model.EncodedSize(dataHash) + sum.EncodedSize + fenceKey + 12 + model.EncodedSize(fv),
+	return districtSummary{
+		hash:     digestHash(hashed.Digest),
+		dataHash: dataHash,
+		size:     hashed.FirestoreSize - model.FirestoreSize(dataHash) + sum.FirestoreSize + fenceKey + 1 + model.FirestoreSize(fv),
+		bytes:    hashed.EncodedSize - model.EncodedSize(dataHash) + sum.EncodedSize + fenceKey + 12 + model.EncodedSize(fv),
 	}, nil
 }
 
@@ -216,22 +216,22 @@ func (in Input) Metadata(st State) (Metadata, error) {
 }
 
 // entry is the manifest entry of district id.
-func (in Input) entry(id, status, msg, modified string) Entry {
-	e := Entry{DistrictID: id, FileName: DistrictDocID(id), Status: status,
+func (in Input) entry(id, status, msg, modified string) manifestEntry {
+	e := manifestEntry{DistrictID: id, FileName: DistrictDocID(id), Status: status,
 		FileSize: int64(in.DocSizes[id]), ContentHash: in.Hashes[id], LastModified: modified}
 	if status == EntryFailed {
-		e.ErrorMessage = EntryMessage(msg)
+		e.ErrorMessage = entryMessage(msg)
 	}
 	return e
 }
 
-// EntryMessage is msg cut to model.MaxEntryMessageBytes on a character
+// entryMessage is msg cut to model.MaxEntryMessageBytes on a character
 // boundary. A chunk's error can run to hundreds of bytes (the lease's loss
 // and its cause), and every district of the chunk carries it: uncut, a
 // write that failed widely could no longer record its manifest in a root
 // (or page) limited to 1 MiB. The whole error is in the write's Result and
 // its log.
-func EntryMessage(msg string) string {
+func entryMessage(msg string) string {
 	const ellipsis = "…"
 	if len(msg) <= model.MaxEntryMessageBytes {
 		return msg
@@ -246,20 +246,20 @@ func EntryMessage(msg string) string {
 // pendingEntry is the entry of a district this write has not written yet,
 // exactly as the root records it, so that the chunk writing the district
 // can remove it by value.
-func (in Input) pendingEntry(id string) Entry {
+func (in Input) pendingEntry(id string) manifestEntry {
 	return in.entry(id, EntryFailed, NotWrittenYet, IsoMillis(in.StartedAt))
 }
 
 // manifest is the manifest for state st.
 func (in Input) Manifest(st State) Manifest {
 	s := in.Snap
-	m := Manifest{SnapshotID: in.ID, CreatedAt: s.CreatedAt, Districts: make([]Entry, 0, len(s.Payload.Districts)),
+	m := Manifest{SnapshotID: in.ID, CreatedAt: s.CreatedAt, Districts: make([]manifestEntry, 0, len(s.Payload.Districts)),
 		AllDistrictsRankings: rankingsEntry{Filename: rankingsFilename, Status: rankingsMissing}}
 	var successful, failed int64
 	modified := IsoMillis(st.Modified)
 	for _, d := range s.Payload.Districts {
 		id := d.DistrictID
-		var e Entry
+		var e manifestEntry
 		if status, set := st.Entries[id]; set {
 			at, ok := st.Times[id]
 			if !ok {
@@ -382,7 +382,7 @@ func (in Input) HashUnder(id, fence string) string {
 	if !ok {
 		return ""
 	}
-	h, err := new(Hasher).envelopeHash(envelope(in.Snap, model.DistrictStatistics{DistrictID: id}, fence), dh)
+	h, err := new(docHasher).envelopeHash(envelope(in.Snap, model.DistrictStatistics{DistrictID: id}, fence), dh)
 	if err != nil {
 		return ""
 	}
@@ -408,8 +408,8 @@ func NewInput(id string, snap *model.Snapshot, prep model.Prepared, stamp Stamp,
 	}
 	for i, d := range snap.Payload.Districts {
 		s := sums[i]
-		in.DocSizes[d.DistrictID], in.OpBytes[d.DistrictID] = s.Size, s.Bytes
-		in.Hashes[d.DistrictID], in.DataHashes[d.DistrictID] = s.Hash, s.DataHash
+		in.DocSizes[d.DistrictID], in.OpBytes[d.DistrictID] = s.size, s.bytes
+		in.Hashes[d.DistrictID], in.DataHashes[d.DistrictID] = s.hash, s.dataHash
 	}
 	if in.PayloadHash, err = PayloadHash(snap); err != nil {
 		return in, fmt.Errorf("snapshot %s: %w", id, err)

@@ -14,10 +14,10 @@ import (
 // canonical JSON was written without encoding/json (commit f737ccb):
 // stored content hashes may never change.
 func TestSummariesGolden(t *testing.T) {
-	want := []DistrictSummary{
-		{Hash: "ymyAtJAUVycK7RMiKuB3_Q", DataHash: "aKXv7oiMcqULZgVkGHkR1A", Size: 6689, Bytes: 12595},
-		{Hash: "qx-ziybpUBiFyUMVIV0pbw", DataHash: "M9Up5Zx4J_97rncEqdi1Tg", Size: 8768, Bytes: 16443},
-		{Hash: "gfi1kE4Cl_-YD5amJW7hwg", DataHash: "f6du1-KjKv3VghvxZ92UOA", Size: 5539, Bytes: 10446},
+	want := []districtSummary{
+		{hash: "ymyAtJAUVycK7RMiKuB3_Q", dataHash: "aKXv7oiMcqULZgVkGHkR1A", size: 6689, bytes: 12595},
+		{hash: "qx-ziybpUBiFyUMVIV0pbw", dataHash: "M9Up5Zx4J_97rncEqdi1Tg", size: 8768, bytes: 16443},
+		{hash: "gfi1kE4Cl_-YD5amJW7hwg", dataHash: "f6du1-KjKv3VghvxZ92UOA", size: 5539, bytes: 10446},
 	}
 	const wantPayload = "7BhJK2FF6fUIWFKnzH8U6w"
 	mem := model.Generate(day, 3, 7)
@@ -47,11 +47,11 @@ func TestSummariesGolden(t *testing.T) {
 func TestEntryMessage(t *testing.T) {
 	t.Parallel()
 	short := "rpc error: code = PermissionDenied desc = no"
-	if got := EntryMessage(short); got != short {
+	if got := entryMessage(short); got != short {
 		t.Errorf("short message changed: %q", got)
 	}
 	long := "not written (rpc error: code = Unavailable desc = connection reset: " + strings.Repeat("é", 40) + ")"
-	got := EntryMessage(long)
+	got := entryMessage(long)
 	if len(got) > model.MaxEntryMessageBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") ||
 		!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
 		t.Errorf("entryMessage(%q) = %q (%d bytes)", long, got, len(got))
@@ -73,7 +73,7 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := DistrictSummary{Hash: h, DataHash: dh, Size: model.FirestoreSize(doc), Bytes: model.EncodedSize(doc)}
+		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: model.EncodedSize(doc)}
 		for _, s := range []*model.Snapshot{mem, lazy} {
 			if memData(d) == nil && s == lazy {
 				continue // read from the file, it has the minimal data
@@ -82,7 +82,7 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := new(Hasher).SummarizeDistrict(s, s.Payload.Districts[i], sum, fence)
+			got, err := new(docHasher).summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
 			if err != nil {
 				t.Fatal(err)
 			}
