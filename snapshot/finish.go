@@ -160,13 +160,13 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 		r.Outcome = OutcomeComplete
 	}
 	mf, pages := in.Split(in.Manifest(st))
-	root, err := layout.LayoutUpdateWrite(j.w.root(in.ID).Path, map[string]any{"metadata": layout.EncodeFields(md), "manifest": layout.EncodeFields(mf)})
+	root, err := layout.UpdateWrite(j.w.root(in.ID).Path, map[string]any{"metadata": layout.EncodeFields(md), "manifest": layout.EncodeFields(mf)})
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	writes := []*pb.Write{root}
 	for i, p := range pages {
-		w, err := layout.LayoutSetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p)
+		w, err := layout.SetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p)
 		if err != nil {
 			return Result{}, nil, nil, retry.Permanent(err)
 		}
@@ -181,7 +181,7 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 	// then: a chunk whose fence read began its transaction and lost its
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
-	fw, err := layout.LayoutSetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(now))
+	fw, err := layout.SetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(now))
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}

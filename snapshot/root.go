@@ -180,18 +180,18 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 func (j *job) rootWrites(root layout.Root, pages []layout.Page) ([]*pb.Write, error) {
 	in := &j.in
 	writes := make([]*pb.Write, 0, len(pages)+2)
-	w, err := layout.LayoutSetWrite(j.w.root(in.ID).Path, root)
+	w, err := layout.SetWrite(j.w.root(in.ID).Path, root)
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
 	writes = append(writes, w)
 	for i, p := range pages {
-		if w, err = layout.LayoutSetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p); err != nil {
+		if w, err = layout.SetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p); err != nil {
 			return nil, retry.Permanent(err)
 		}
 		writes = append(writes, w)
 	}
-	if w, err = layout.LayoutSetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(in.StartedAt)); err != nil {
+	if w, err = layout.SetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(in.StartedAt)); err != nil {
 		return nil, retry.Permanent(err)
 	}
 	return append(writes, w), nil

@@ -8,7 +8,7 @@ import (
 )
 
 // layoutTypes are the stored documents' types.
-var layoutTypes = []any{Root{}, Page{}, Fence{}, districtDocument{}}
+var layoutTypes = []any{Root{}, Page{}, Fence{}, District{}}
 
 // fieldConstants are the constants of fields.go.
 var fieldConstants = []string{

@@ -20,7 +20,7 @@ const (
 	fieldRankings   = "rankings"
 	fieldInputExtra = "inputExtra"
 
-	// inputExtra (inputExtraFields).
+	// inputExtra (ExtraFields).
 	fieldExtraSnapshot = "snapshot"
 	fieldExtraPayload  = "payload"
 

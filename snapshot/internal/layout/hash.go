@@ -82,7 +82,7 @@ func (h *docHasher) summarize(doc map[string]any, dataHash string) (model.DataSu
 	return sum, nil
 }
 
-// dataHash is the hash of district d's data, as DistrictHashes gives it of
+// DataHash is the hash of district d's data, as DistrictHashes gives it of
 // its document.
 func DataHash(d model.DistrictStatistics) (string, error) {
 	sum, err := d.Summary()

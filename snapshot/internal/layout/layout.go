@@ -1,3 +1,10 @@
+// Package layout is the document schema of a snapshot in Firestore: the
+// root document with its metadata and manifest, the manifest pages, the
+// fence document and the district documents, their field names, how they
+// are built from an input (Input), hashed, encoded for a commit (the wire
+// form) and read back, and the names of the documents (Names). It holds
+// pure functions from input to documents and back: it reads and writes
+// nothing, and its tests need no server.
 package layout
 
 import (
@@ -39,7 +46,7 @@ const (
 	StatusPartial = "partial"
 	StatusSuccess = "success"
 	// StatusFailed is what a prune marks a root with before it deletes
-	// anything (see Writer.Prune): the application's readers skip it.
+	// anything (see snapshot's Writer.Prune): the application's readers skip it.
 	StatusFailed = "failed"
 )
 
@@ -97,7 +104,7 @@ type Envelope struct {
 
 // District is a stored district document: its envelope and the
 // district's statistics, stored verbatim under data.
-type districtDocument struct {
+type District struct {
 	Envelope
 	Data model.Object `firestore:"data"`
 }
@@ -135,12 +142,12 @@ type Root struct {
 	Metadata   *Metadata         `firestore:"metadata"`
 	Manifest   Manifest          `firestore:"manifest"`
 	Rankings   *model.Object     `firestore:"rankings,omitempty"`
-	InputExtra *inputExtraFields `firestore:"inputExtra,omitempty"`
+	InputExtra *ExtraFields `firestore:"inputExtra,omitempty"`
 }
 
-// inputExtraFields keeps the input's keys the model does not name
+// ExtraFields keeps the input's keys the model does not name
 // (model.Snapshot.Extra, model.Payload.Extra), verbatim.
-type inputExtraFields struct {
+type ExtraFields struct {
 	Snapshot model.Object `firestore:"snapshot,omitempty"`
 	Payload  model.Object `firestore:"payload,omitempty"`
 }
@@ -201,7 +208,7 @@ type Stamp struct {
 	WriterLockKeyHash string `firestore:"writerLockKeyHash"`
 }
 
-// manifest is the application's SnapshotManifest: one entry per district
+// Manifest is the application's SnapshotManifest: one entry per district
 // in input order. In the paged form (see Page) Districts is left
 // out of the root and the last three fields say where the entries are.
 // The counts are pointers so that a stored manifest that lacks one is told

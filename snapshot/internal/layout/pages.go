@@ -83,10 +83,10 @@ func (in *Input) Paginate(threshold, pageSize int) {
 	}
 }
 
-// paged reports whether in's manifest entries live in manifest pages.
+// Paged reports whether in's manifest entries live in manifest pages.
 func (in Input) Paged() bool { return in.PageSize > 0 }
 
-// split divides manifest m into the root's manifest and the pages: m as it
+// Split divides manifest m into the root's manifest and the pages: m as it
 // is, and no pages, for the inline form.
 func (in Input) Split(m Manifest) (Manifest, []Page) {
 	if !in.Paged() {
@@ -105,7 +105,7 @@ func (in Input) Split(m Manifest) (Manifest, []Page) {
 	return m, pages
 }
 
-// paged reports whether a stored manifest keeps its entries in manifest
+// Paged reports whether a stored manifest keeps its entries in manifest
 // pages.
 func (m *Manifest) Paged() bool { return m.EntriesIn == entriesInPages }
 

@@ -38,8 +38,8 @@ func ReadPage(doc *firestore.DocumentSnapshot) Page {
 
 // ReadDistrict is a stored district document. Data is nil when the
 // document has no data object.
-func ReadDistrict(doc *firestore.DocumentSnapshot) districtDocument {
-	var d districtDocument
+func ReadDistrict(doc *firestore.DocumentSnapshot) District {
+	var d District
 	DecodeFields(doc.Data(), &d)
 	return d
 }
@@ -51,7 +51,7 @@ func ReadFence(doc *firestore.DocumentSnapshot) Fence {
 	return f
 }
 
-// meta is the root's metadata: empty for a stored document that has none,
+// Meta is the root's metadata: empty for a stored document that has none,
 // which then reads as a root of no writer, not in progress.
 func (r *Root) Meta() *Metadata {
 	if r.Metadata == nil {
@@ -60,7 +60,7 @@ func (r *Root) Meta() *Metadata {
 	return r.Metadata
 }
 
-// writing reports whether the metadata describes a write in progress or
+// Writing reports whether the metadata describes a write in progress or
 // interrupted, in the current form or an earlier version's.
 func (md *Metadata) Writing() bool { return InProgress(md.WriteState, md.Status) }
 
@@ -76,7 +76,7 @@ func (md *Metadata) WrittenWhole() bool {
 	return (md.WriteComplete == nil || *md.WriteComplete) && !md.Writing()
 }
 
-// legacy reports whether a complete root is still in an earlier
+// Legacy reports whether a complete root is still in an earlier
 // snapwriter version's form (its snapshotId the input's, or no
 // writeState): a repair brings it to the current form. The application's
 // roots have no writerFence.
@@ -84,7 +84,7 @@ func (md *Metadata) Legacy() bool {
 	return md.WriterFence != "" && !md.CurrentForm()
 }
 
-// complete reports whether the root is a complete snapshot, as the
+// Complete reports whether the root is a complete snapshot, as the
 // application's readers take it: status "success", written whole, and no
 // write at work on it.
 func (r *Root) Complete() bool {
@@ -101,7 +101,7 @@ func (md *Metadata) InputID() string {
 	return md.SnapshotID
 }
 
-// unrecorded reports whether a stored district written under fence, which
+// Unrecorded reports whether a stored district written under fence, which
 // the root does not record as written, was written by the writer the root
 // names (its fence is the root's) while that write was at work: a district whose record the
 // writer did not live to commit. Roots of earlier versions recorded every

@@ -51,25 +51,25 @@ type Input struct {
 	PageOf   map[string]int
 }
 
-// districtSummary is what a write needs of a district document before
+// DistrictSummary is what a write needs of a district document before
 // it is built (its data is read when its chunk is): its hash, the hash of
 // its data, its size in the manifest and its size in a commit request.
-type districtSummary struct {
+type DistrictSummary struct {
 	hash, dataHash string
 	size, bytes    int
 }
 
-// SummarizeDistricts is every district's districtSummary
+// SummarizeDistricts is every district's DistrictSummary
 // (summarizeDistrict), in input order, from data, its data's summaries
 // (model.PrepareWrite): the data was checked, sized and hashed in one
 // walk, when the input was read or validated, and is not walked again
 // here; only each district's small envelope is, once.
-func SummarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]districtSummary, error) {
+func SummarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence string) ([]DistrictSummary, error) {
 	ds := s.Payload.Districts
 	if len(data) != len(ds) {
 		return nil, fmt.Errorf("%d data %s for %s", len(data), plural.Word(len(data), "summary", "summaries"), plural.N(len(ds), "district"))
 	}
-	sums := make([]districtSummary, len(ds))
+	sums := make([]DistrictSummary, len(ds))
 	var h docHasher
 	for i, d := range ds {
 		var err error
@@ -80,23 +80,23 @@ func SummarizeDistricts(s *model.Snapshot, data []model.DataSummary, fence strin
 	return sums, nil
 }
 
-// summarizeDistrict is d's districtSummary, from its data's summary sum
+// summarizeDistrict is d's DistrictSummary, from its data's summary sum
 // and one walk of its envelope, the walk that hashes it (envelopeHash)
 // and sizes it. The document's hash, size and commit size are exactly
 // those of the whole document built (DistrictHashes, FirestoreSize,
 // EncodedSize): both sizes of a map are sums over its members, so the
 // document's are those of the envelope as hashed, with the data's hash
 // replaced by the data and writerFence, which the hash leaves out, added.
-func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (districtSummary, error) {
+func (h *docHasher) summarizeDistrict(s *model.Snapshot, d model.DistrictStatistics, sum model.DataSummary, fence string) (DistrictSummary, error) {
 	dataHash := digestHash(sum.Digest)
 	env := envelope(s, d, fence)
 	hashed, err := h.summarize(env, dataHash)
 	if err != nil {
-		return districtSummary{}, err
+		return DistrictSummary{}, err
 	}
 	const fenceKey = len(FieldWriterFence)
 	fv := env[FieldWriterFence]
-	return districtSummary{
+	return DistrictSummary{
 		hash:     digestHash(hashed.Digest),
 		dataHash: dataHash,
 		size:     hashed.FirestoreSize - model.FirestoreSize(dataHash) + sum.FirestoreSize + fenceKey + 1 + model.FirestoreSize(fv),
@@ -124,7 +124,7 @@ type State struct {
 	FinishedAt time.Time
 }
 
-// stored reports whether district id's document holds this snapshot's
+// Stored reports whether district id's document holds this snapshot's
 // version, as the root in state st records it.
 func (in Input) Stored(st State, id string) bool {
 	if e, ok := st.Entries[id]; ok {
@@ -134,12 +134,12 @@ func (in Input) Stored(st State, id string) bool {
 	return kept
 }
 
-// stamp is the Stamp of in's writer.
+// Stamp is the Stamp of in's writer.
 func (in Input) Stamp() Stamp {
 	return Stamp{WriterFence: in.Fence, WriterLockBackend: in.Backend, WriterLockKeyHash: in.KeyHash}
 }
 
-// metadata is the root's metadata for state st.
+// Metadata is the root's metadata for state st.
 func (in Input) Metadata(st State) (Metadata, error) {
 	s := in.Snap
 	pm := s.Payload.Metadata
@@ -250,7 +250,7 @@ func (in Input) pendingEntry(id string) manifestEntry {
 	return in.entry(id, EntryFailed, NotWrittenYet, IsoMillis(in.StartedAt))
 }
 
-// manifest is the manifest for state st.
+// Manifest is the manifest for state st.
 func (in Input) Manifest(st State) Manifest {
 	s := in.Snap
 	m := Manifest{SnapshotID: in.ID, CreatedAt: s.CreatedAt, Districts: make([]manifestEntry, 0, len(s.Payload.Districts)),
@@ -312,11 +312,11 @@ func (in Input) FenceDoc(at time.Time) Fence {
 
 // InputExtra keeps fields of the input that the layout has no place for
 // (nil when there are none).
-func InputExtra(s *model.Snapshot) *inputExtraFields {
+func InputExtra(s *model.Snapshot) *ExtraFields {
 	if len(s.Extra) == 0 && len(s.Payload.Extra) == 0 {
 		return nil
 	}
-	return &inputExtraFields{Snapshot: s.Extra, Payload: s.Payload.Extra}
+	return &ExtraFields{Snapshot: s.Extra, Payload: s.Payload.Extra}
 }
 
 // rankingVersion is the version the input's rankings (the user's payload,
@@ -327,6 +327,7 @@ func rankingVersion(r model.Object) (string, bool) {
 	return v, ok
 }
 
+// DistrictIDs lists the ids of s's districts, in input order.
 func DistrictIDs(s *model.Snapshot) []string {
 	ids := make([]string, len(s.Payload.Districts))
 	for i, d := range s.Payload.Districts {

@@ -14,7 +14,7 @@ import (
 // canonical JSON was written without encoding/json (commit f737ccb):
 // stored content hashes may never change.
 func TestSummariesGolden(t *testing.T) {
-	want := []districtSummary{
+	want := []DistrictSummary{
 		{hash: "ymyAtJAUVycK7RMiKuB3_Q", dataHash: "aKXv7oiMcqULZgVkGHkR1A", size: 6689, bytes: 12595},
 		{hash: "qx-ziybpUBiFyUMVIV0pbw", dataHash: "M9Up5Zx4J_97rncEqdi1Tg", size: 8768, bytes: 16443},
 		{hash: "gfi1kE4Cl_-YD5amJW7hwg", dataHash: "f6du1-KjKv3VghvxZ92UOA", size: 5539, bytes: 10446},
@@ -73,7 +73,7 @@ func TestSummarizeDistrictIsTheDocument(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: model.EncodedSize(doc)}
+		want := DistrictSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: model.EncodedSize(doc)}
 		for _, s := range []*model.Snapshot{mem, lazy} {
 			if memData(d) == nil && s == lazy {
 				continue // read from the file, it has the minimal data

@@ -185,10 +185,10 @@ func endNested(dst []byte, start int) []byte {
 	return dst
 }
 
-// LayoutSetWrite is the Write that replaces document name with layout
+// SetWrite is the Write that replaces document name with layout
 // struct v, as Transaction.Set sends it (EncodeFields: the client's
 // encoding of the layout types).
-func LayoutSetWrite(name string, v any) (*pb.Write, error) {
+func SetWrite(name string, v any) (*pb.Write, error) {
 	w, err := WireSetWrite(name, EncodeFields(v))
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", baseName(name), err)
@@ -196,11 +196,11 @@ func LayoutSetWrite(name string, v any) (*pb.Write, error) {
 	return w, nil
 }
 
-// LayoutUpdateWrite is the Write that sets the top-level fields of
+// UpdateWrite is the Write that sets the top-level fields of
 // document name that fields holds, and only those, on a document that
 // must exist: what Transaction.Update sends for []firestore.Update of
 // those paths (each value the layout's encoding, EncodeFields).
-func LayoutUpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
+func UpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
 	w, err := WireSetWrite(name, fields)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", baseName(name), err)
