@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/internal/jsclient"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Powers of two around the edges of exact conversion.

@@ -22,8 +22,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
@@ -35,6 +33,7 @@ import (
 	"github.com/snapwriter/snapwriter/internal/benchutil"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // contender writes the district documents of one snapshot under id.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
@@ -17,6 +15,7 @@ import (
 	"github.com/snapwriter/snapwriter/batching"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A district chunk is one read-write transaction on the Firestore API

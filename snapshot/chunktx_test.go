@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/api/option"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // rpcLog records the Firestore API calls of a client, unary and

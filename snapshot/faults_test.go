@@ -6,13 +6,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // commitCall is one Commit RPC as the fault injector saw it.

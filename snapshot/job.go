@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -18,6 +16,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // job is one write or repair of a snapshot, from the lock's acquisition

@@ -12,12 +12,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // inputFile is s written to a file as the command line reads it, and the

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"cloud.google.com/go/firestore"
+
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 

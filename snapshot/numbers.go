@@ -6,9 +6,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Firestore compares numbers by value, whatever their type: the integer 39

@@ -4,9 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // firestoreEqual reports whether a and b are equal as Repair and Verify

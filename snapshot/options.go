@@ -4,13 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Defaults of a Writer: 50 operations per chunk, 3 chunks in flight.

@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/pacing"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // smallSnapshot is a valid snapshot of n districts of a few dozen bytes

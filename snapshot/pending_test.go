@@ -12,13 +12,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // The progress records put in the root the districts of a chunk that

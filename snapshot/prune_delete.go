@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/batching"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // listBelow lists the documents below the root, by full name, in the

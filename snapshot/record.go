@@ -6,12 +6,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A write's progress reaches the root through one recorder, never through

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A transaction left open on the root — as a writer killed mid-chunk leaves

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // resumable reports whether stored root of in's snapshot is an

@@ -11,12 +11,11 @@ import (
 	"io"
 	"strings"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"cloud.google.com/go/firestore"
 	"google.golang.org/api/iterator"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // streamBatch is how many district documents WriteJSON reads at a time.

@@ -8,12 +8,11 @@ import (
 	"io"
 	"testing"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // getOutput is what `snapwriter get` printed of Get's result before

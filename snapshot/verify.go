@@ -6,13 +6,12 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Kinds of Problem that Verify reports.

@@ -139,10 +139,10 @@ func envelope(s *model.Snapshot, d model.DistrictStatistics, fence string) map[s
 // stored root is read back into it (ReadRoot): Metadata is nil only for a
 // stored document that has none.
 type Root struct {
-	Metadata   *Metadata         `firestore:"metadata"`
-	Manifest   Manifest          `firestore:"manifest"`
-	Rankings   *model.Object     `firestore:"rankings,omitempty"`
-	InputExtra *ExtraFields `firestore:"inputExtra,omitempty"`
+	Metadata   *Metadata     `firestore:"metadata"`
+	Manifest   Manifest      `firestore:"manifest"`
+	Rankings   *model.Object `firestore:"rankings,omitempty"`
+	InputExtra *ExtraFields  `firestore:"inputExtra,omitempty"`
 }
 
 // ExtraFields keeps the input's keys the model does not name
@@ -215,16 +215,16 @@ type Stamp struct {
 // from one that counts 0 (Verify reports either); a written one has all
 // three.
 type Manifest struct {
-	SnapshotID           string        `firestore:"snapshotId"`
-	CreatedAt            string        `firestore:"createdAt"`
-	Districts            []manifestEntry       `firestore:"districts,omitempty"`
-	TotalDistricts       *int64        `firestore:"totalDistricts"`
-	SuccessfulDistricts  *int64        `firestore:"successfulDistricts"`
-	FailedDistricts      *int64        `firestore:"failedDistricts"`
-	AllDistrictsRankings rankingsEntry `firestore:"allDistrictsRankings"`
-	EntriesIn            string        `firestore:"entriesIn,omitempty"` // entriesInPages
-	Pages                int64         `firestore:"pages,omitempty"`
-	PageSize             int64         `firestore:"pageSize,omitempty"`
+	SnapshotID           string          `firestore:"snapshotId"`
+	CreatedAt            string          `firestore:"createdAt"`
+	Districts            []manifestEntry `firestore:"districts,omitempty"`
+	TotalDistricts       *int64          `firestore:"totalDistricts"`
+	SuccessfulDistricts  *int64          `firestore:"successfulDistricts"`
+	FailedDistricts      *int64          `firestore:"failedDistricts"`
+	AllDistrictsRankings rankingsEntry   `firestore:"allDistrictsRankings"`
+	EntriesIn            string          `firestore:"entriesIn,omitempty"` // entriesInPages
+	Pages                int64           `firestore:"pages,omitempty"`
+	PageSize             int64           `firestore:"pageSize,omitempty"`
 }
 
 // Entry is one district's entry in the manifest. Chunks remove

@@ -1,8 +1,5 @@
 package layout
 
-// Input: what a write builds its root document, manifest and fence
-// document from. The stored layouts themselves are in layout.go.
-
 import (
 	"bytes"
 	"fmt"
@@ -35,7 +32,7 @@ type Input struct {
 	// PayloadHash is the hash of the snapshot's own payload (PayloadHash).
 	PayloadHash string
 	// RootEstimate is the root's estimated size with its manifest inline,
-	// which paginate decides the manifest's form by, and RankingsSize the
+	// which Paginate decides the manifest's form by, and RankingsSize the
 	// rankings' size, for the manifest: both from validation
 	// (model.PrepareWrite), which sized the root and the rankings once.
 	RootEstimate, RankingsSize int
@@ -46,7 +43,7 @@ type Input struct {
 	// manifest entries say of the stored documents.
 	Kept map[string]Kept
 	// PageSize is the entries per manifest page of a paged manifest, 0
-	// for the inline form (see paginate); PageOf: district id → its page.
+	// for the inline form (see Paginate); PageOf: district id → its page.
 	PageSize int
 	PageOf   map[string]int
 }
@@ -368,7 +365,7 @@ func unmarshalCanonical(b []byte, o *model.Object) error {
 }
 
 // bytesReader reads b: stored values' canonical JSON, decoded back here and
-// in rootread.go.
+// in read.go.
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // HashUnder is the hash district id's document has when written from this
@@ -392,11 +389,10 @@ func (in Input) HashUnder(id, fence string) string {
 
 // NewInput is what a write, repair or plan by the writer whose fence and
 // lock key hash stamp gives, on lock backend backend, builds its documents
-// from: every
-// district's document size and hash, from its data's, the root's
-// estimate and the rankings' size, all as validation found them (prep,
+// from: every district's document size and hash, from its data's, the
+// root's estimate and the rankings' size, all as validation found them (prep,
 // model.PrepareWrite), and the payload's hash. The documents themselves
-// are built chunk by chunk (document), so that a write never holds more
+// are built chunk by chunk, so that a write never holds more
 // than its chunks in flight.
 func NewInput(id string, snap *model.Snapshot, prep model.Prepared, stamp Stamp, backend string, start time.Time) (Input, error) {
 	n := len(snap.Payload.Districts)
