@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -86,7 +85,6 @@ func (j *job) commitChunks(ops []op) error {
 	}
 	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
-	districts := j.w.root(j.in.ID).Collection(layout.DistrictsCollection)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
 		// Fewer at once while the store answers slowly (shedder).
@@ -98,7 +96,7 @@ func (j *job) commitChunks(ops []op) error {
 			}
 		}
 		t0 := time.Now()
-		r := j.writeChunk(chunk{index: first + i, ops: ops, districts: districts, in: &j.in})
+		r := j.writeChunk(chunk{index: first + i, ops: ops, names: j.names, in: &j.in})
 		if admitted && r.Success {
 			// The store's latency: a wait for the write budget is
 			// the writer's own, not queueing at the store.
@@ -120,10 +118,10 @@ func (j *job) commitChunks(ops []op) error {
 // index, its operations, and what its writes are built from. It holds
 // nothing of the job: the transaction is handed the chunk's writes.
 type chunk struct {
-	index     int
-	ops       []op
-	districts *firestore.CollectionRef // the snapshot's district documents
-	in        *rootInput               // what the district documents are built from
+	index int
+	ops   []op
+	names layout.Names // the snapshot's documents
+	in    *rootInput   // what the district documents are built from
 }
 
 // writes encodes the chunk's sets and deletes. Each district's document
@@ -132,7 +130,7 @@ type chunk struct {
 func (c chunk) writes() ([]*pb.Write, error) {
 	writes := make([]*pb.Write, 0, len(c.ops))
 	for _, o := range c.ops {
-		name := c.districts.Doc(layout.DistrictDocID(o.districtID)).Path
+		name := c.names.DistrictName(o.districtID)
 		if o.district == nil {
 			writes = append(writes, layout.DeleteWrite(name))
 			continue
@@ -223,7 +221,7 @@ type fencedCommit struct {
 // read is on its way: every attempt commits the same messages. A write's
 // chunks and a prune's delete chunks both commit through it.
 func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Write, error)) (fencedCommit, error) {
-	fence := j.w.fenceRef(j.in.ID).Path
+	fence := j.names.Fence.Path
 	var writes []*pb.Write
 	tx := apiTx{docs: []string{fence},
 		prepare: func() error {

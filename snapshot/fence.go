@@ -117,7 +117,7 @@ func (w *Writer) checkLegacy(ctx context.Context, id string) error {
 // reads the fence document, which every chunk reads too: a newer writer's
 // root commit writes it, and so conflicts with the read.
 func (j *job) requireFence(tx *firestore.Transaction) error {
-	doc, err := tx.Get(j.w.fenceRef(j.in.ID))
+	doc, err := tx.Get(j.names.Fence)
 	if status.Code(err) == codes.NotFound {
 		return retry.Permanent(j.in.fenceProblem(nil))
 	}
@@ -153,16 +153,11 @@ func (in rootInput) fenceMismatch(fence, backend string) error {
 	return nil
 }
 
-// fenceRef is snapshot id's fence document.
-func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
-	return w.root(id).Collection(layout.FenceCollection).Doc(layout.FenceDocID)
-}
-
 // setFence adds to tx the write of the fence document with this writer's
 // fence, as of at: every transaction that moves the root to this writer or
 // records its outcome makes it, so chunk transactions in flight conflict.
 func (j *job) setFence(tx *firestore.Transaction, at time.Time) error {
-	return tx.Set(j.w.fenceRef(j.in.ID), j.in.FenceDoc(at))
+	return tx.Set(j.names.Fence, j.in.FenceDoc(at))
 }
 
 // fenceNewer reports whether fence a is newer than b. Fences compare as
@@ -179,10 +174,10 @@ func fenceNewer(a, b string) bool {
 // stored, beyond them) and the fence document, all stamped with the job's
 // fence.
 func (j *job) setRoot(tx *firestore.Transaction, root layout.Root, pages []layout.Page, stored []string) error {
-	if err := tx.Set(j.w.root(j.in.ID), root); err != nil {
+	if err := tx.Set(j.names.Root, root); err != nil {
 		return err
 	}
-	if err := j.w.setPages(tx, j.in.ID, pages, stored); err != nil {
+	if err := setPages(tx, j.names, pages, stored); err != nil {
 		return err
 	}
 	return j.setFence(tx, j.in.StartedAt)

@@ -110,7 +110,7 @@ func (j *job) finish() error {
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
 	// One read begins the transaction: the fence document, and the
 	// documents of the chunks whose outcome is unknown (resolve).
-	fence := j.w.fenceRef(j.in.ID).Path
+	fence := j.names.Fence.Path
 	st, _, _, err := j.retryAPI(ctx, p, apiTx{docs: append([]string{fence}, j.unsureDocs()...),
 		decide: func(_ context.Context, _ []byte, found map[string]*pb.Document) ([]*pb.Write, error) {
 			r, set, writes, err := j.recordOutcome(found)
@@ -138,7 +138,7 @@ func (j *job) finish() error {
 // Result's Outcome complete or partial.
 func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []*pb.Write, error) {
 	in := &j.in
-	if err := in.fenceProblem(found[j.w.fenceRef(in.ID).Path]); err != nil {
+	if err := in.fenceProblem(found[j.names.Fence.Path]); err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	r, set := j.resolve(found)
@@ -159,13 +159,13 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 		r.Outcome = OutcomeComplete
 	}
 	mf, pages := in.Split(in.Manifest(st))
-	root, err := layout.UpdateWrite(j.w.root(in.ID).Path, map[string]any{"metadata": layout.EncodeFields(md), "manifest": layout.EncodeFields(mf)})
+	root, err := layout.UpdateWrite(j.names.Root.Path, map[string]any{"metadata": layout.EncodeFields(md), "manifest": layout.EncodeFields(mf)})
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
 	writes := []*pb.Write{root}
 	for i, p := range pages {
-		w, err := layout.SetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p)
+		w, err := layout.SetWrite(j.names.Page(i).Path, p)
 		if err != nil {
 			return Result{}, nil, nil, retry.Permanent(err)
 		}
@@ -180,7 +180,7 @@ func (j *job) recordOutcome(found map[string]*pb.Document) (Result, *written, []
 	// then: a chunk whose fence read began its transaction and lost its
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
-	fw, err := layout.SetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(now))
+	fw, err := layout.SetWrite(j.names.Fence.Path, in.FenceDoc(now))
 	if err != nil {
 		return Result{}, nil, nil, retry.Permanent(err)
 	}
@@ -202,11 +202,10 @@ func anyUnsure(res *Result) bool {
 // them from.
 func (j *job) unsureDocs() []string {
 	var names []string
-	districts := j.w.root(j.in.ID).Collection(layout.DistrictsCollection)
 	for _, b := range j.res.BatchResults {
 		if b.unsure {
 			for _, o := range b.ops {
-				names = append(names, districts.Doc(layout.DistrictDocID(o.districtID)).Path)
+				names = append(names, j.names.DistrictName(o.districtID))
 			}
 		}
 	}
@@ -231,7 +230,6 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 		j.written.tally(&r)
 		return r, j.written
 	}
-	districts := j.w.root(in.ID).Collection(layout.DistrictsCollection)
 	decided := j.written.clone()
 	decided.decided = true
 	for i := range r.BatchResults {
@@ -241,7 +239,7 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 		}
 		ok := true
 		for _, o := range b.ops {
-			d := found[districts.Doc(layout.DistrictDocID(o.districtID)).Path]
+			d := found[j.names.DistrictName(o.districtID)]
 			if o.district == nil {
 				ok = ok && d == nil
 				continue

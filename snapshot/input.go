@@ -30,25 +30,20 @@ func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared
 	return rootInput{in}, err
 }
 
-// pagesRef is snapshot id's manifest pages collection.
-func (w *Writer) pagesRef(id string) *firestore.CollectionRef {
-	return w.root(id).Collection(layout.PagesCollection)
-}
-
 // setPages adds to tx the writes of pages and the deletes of the stored
 // pages (stored, by id) it does not replace: those of an earlier write with
 // more districts, or every one when the manifest is inline now.
-func (w *Writer) setPages(tx *firestore.Transaction, id string, pages []layout.Page, stored []string) error {
+func setPages(tx *firestore.Transaction, names layout.Names, pages []layout.Page, stored []string) error {
 	keep := make(map[string]bool, len(pages))
 	for i, p := range pages {
 		keep[layout.PageID(i)] = true
-		if err := tx.Set(w.pagesRef(id).Doc(layout.PageID(i)), p); err != nil {
+		if err := tx.Set(names.Page(i), p); err != nil {
 			return retry.Permanent(err)
 		}
 	}
 	for _, sid := range stored {
 		if !keep[sid] {
-			if err := tx.Delete(w.pagesRef(id).Doc(sid)); err != nil {
+			if err := tx.Delete(names.Pages.Doc(sid)); err != nil {
 				return retry.Permanent(err)
 			}
 		}

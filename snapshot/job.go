@@ -27,9 +27,11 @@ import (
 // only; its chunks, its recorder and its watch of the lock share its
 // mutable state, the atomic fields below, and nothing of it is copied.
 type job struct {
-	w     *Writer
-	op    operation
-	id    string // the snapshot's
+	w  *Writer
+	op operation
+	id string // the snapshot's
+	// names are the snapshot's documents.
+	names layout.Names
 	lease *locking.Lease
 	// in is what the documents are built from, fixed before the lock is
 	// used but for the districts a takeover keeps (complete sets
@@ -85,7 +87,7 @@ const (
 // newJob is a job of op on snapshot id, its log lines named so, with its
 // shedder (started once the lock is taken: see lock).
 func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
-	j := &job{w: w, op: op, id: id, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j := &job{w: w, op: op, id: id, names: w.names(id), ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
 	j.pace = newPacer(w.cfg.budget, w.tel, j.log)
 	return j

@@ -184,7 +184,8 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	w.paginate(&in)
 	pl.Districts = len(snap.Payload.Districts)
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.reqTimeout)
-	doc, err := w.root(id).Get(rctx)
+	names := w.names(id)
+	doc, err := names.Root.Get(rctx)
 	cancel()
 	if status.Code(err) == codes.NotFound {
 		return pl, p.whole(ctx, pl, in, "nothing is stored under this date")
@@ -207,14 +208,14 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	}
 	// As takeOver decides, from the same reads.
 	rctx, cancel = context.WithTimeout(ctx, w.cfg.reqTimeout)
-	pages, err := w.pagesRef(id).Documents(rctx).GetAll()
+	pages, err := names.Pages.Documents(rctx).GetAll()
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading manifest pages: %w", id, err)
 	}
 	inData := newInputData(in.Snap, in.DataHashes, in.Repairing)
 	rctx, cancel = context.WithTimeout(ctx, w.cfg.reqTimeout)
-	stored, err := readStoredDistricts(w.root(id).Collection("districts").Documents(rctx), inData)
+	stored, err := readStoredDistricts(names.Districts.Documents(rctx), inData)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading the district documents: %w", id, err)

@@ -176,7 +176,7 @@ func (j *job) pruneErr(err error) error {
 // snapshot, and that writes the fence document with the prune's fence.
 // found is false when there is no root.
 func (j *job) markDeleting() (found bool, err error) {
-	ref := j.w.root(j.in.ID)
+	ref := j.names.Root
 	_, _, err = j.retryTxn(j.wctx, j.w.cfg.retry, func(ctx context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {

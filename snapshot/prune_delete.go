@@ -28,8 +28,8 @@ import (
 // committed before the mark's fence write or is refused after it.
 func (j *job) listBelow() ([3][]string, error) {
 	var groups [3][]string
-	root := j.w.root(j.in.ID)
-	fence := j.w.fenceRef(j.in.ID).Path
+	root := j.names.Root
+	fence := j.names.Fence.Path
 	colls, err := root.Collections(j.wctx).GetAll()
 	if err != nil {
 		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.ID, err)
@@ -125,7 +125,7 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 // deleting. A root already gone is done: a retried commit whose first
 // outcome was lost.
 func (j *job) deleteRoot() error {
-	ref, fence := j.w.root(j.in.ID), j.w.fenceRef(j.in.ID)
+	ref, fence := j.names.Root, j.names.Fence
 	_, _, err := j.retryTxn(j.wctx, j.w.cfg.retry, func(_ context.Context, tx *firestore.Transaction) error {
 		snap, err := tx.Get(ref)
 		if status.Code(err) == codes.NotFound {

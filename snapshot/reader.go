@@ -110,6 +110,11 @@ func NewReader(client *firestore.Client, collection string, opts ...ReaderOption
 	return r
 }
 
+// names are the names of snapshot id's documents.
+func (r *Reader) names(id string) layout.Names {
+	return layout.NewNames(r.client.Collection(r.collection), id)
+}
+
 // LockCheckError reports that asking a lock backend whether the write of a
 // snapshot is live failed; Err is the backend's error.
 type LockCheckError struct {
@@ -170,7 +175,7 @@ type Summary struct {
 // (see view): while a writer is at work, Get returns a state the snapshot
 // had, and it never waits on a transaction a killed writer left open.
 func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
+	ref := r.names(id).Root
 	rd, v, err := r.openWhole(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -224,8 +229,9 @@ func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*la
 // ErrNotFound; a district it does not have, or whose write failed, is
 // ErrNoDistrict.
 func (r *Reader) District(ctx context.Context, id, districtID string) (model.Object, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
-	doc, err := ref.Collection(layout.DistrictsCollection).Doc(layout.DistrictDocID(districtID)).Get(ctx)
+	names := r.names(id)
+	ref := names.Root
+	doc, err := names.District(districtID).Get(ctx)
 	if status.Code(err) == codes.NotFound {
 		if _, rerr := ref.Get(ctx); status.Code(rerr) == codes.NotFound {
 			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
@@ -244,7 +250,7 @@ func (r *Reader) District(ctx context.Context, id, districtID string) (model.Obj
 
 // Summary returns the listing entry of one snapshot.
 func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
-	doc, err := r.client.Collection(r.collection).Doc(id).Get(ctx)
+	doc, err := r.names(id).Root.Get(ctx)
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
@@ -398,7 +404,7 @@ func (s *Summary) sameWriter(o *Summary) bool {
 // "writing" are read again, and their manifest is what tells their
 // pending districts from their failed ones.
 func (r *Reader) reread(ctx context.Context, id string) (Summary, error) {
-	root, _, err := r.openWhole(ctx, r.client.Collection(r.collection).Doc(id))
+	root, _, err := r.openWhole(ctx, r.names(id).Root)
 	if err != nil {
 		return Summary{}, err
 	}

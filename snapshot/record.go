@@ -254,7 +254,7 @@ func (j *job) recordTxn(tx *firestore.Transaction, st layout.State, pages []int)
 	if err := j.requireFence(tx); err != nil {
 		return err
 	}
-	ref := j.w.root(in.ID)
+	ref := j.names.Root
 	if _, err := tx.Get(ref); err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (j *job) recordTxn(tx *firestore.Transaction, st layout.State, pages []int)
 		return err
 	}
 	for _, p := range pages {
-		if err := tx.Set(j.w.pagesRef(in.ID).Doc(layout.PageID(p)), all[p]); err != nil {
+		if err := tx.Set(j.names.Page(p), all[p]); err != nil {
 			return err
 		}
 	}

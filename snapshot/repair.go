@@ -122,7 +122,7 @@ type takeover struct {
 // complete snapshot.
 func (j *job) takeOver(rewrite bool) (takeover, error) {
 	in := &j.in
-	ref := j.w.root(in.ID)
+	ref := j.names.Root
 	var todo map[string]bool
 	var kept map[string]layout.Kept
 	var refused error // repairSet's ErrMismatch or errReplace
@@ -147,13 +147,13 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		if err := j.checkPrior(ctx, storedRoot.Meta()); err != nil {
 			return retry.Permanent(err)
 		}
-		stored, err := readStoredDistricts(tx.Documents(ref.Collection(layout.DistrictsCollection)), inData)
+		stored, err := readStoredDistricts(tx.Documents(j.names.Districts), inData)
 		if err != nil {
 			return err
 		}
 		// The pages of a paged root hold its entries; any other page is
 		// stale and deleted below.
-		pages, err := tx.Documents(j.w.pagesRef(in.ID)).GetAll()
+		pages, err := tx.Documents(j.names.Pages).GetAll()
 		if err != nil {
 			return fmt.Errorf("reading manifest pages: %w", err)
 		}

@@ -111,8 +111,8 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	if err != nil {
 		return r, err
 	}
-	ref := j.w.root(in.ID)
-	rootName, fenceName := ref.Path, j.w.fenceRef(in.ID).Path
+	ref := j.names.Root
+	rootName, fenceName := ref.Path, j.names.Fence.Path
 	// Every attempt commits the same documents: encoded once.
 	sets, err := j.rootWrites(doc, pages)
 	if err != nil {
@@ -179,18 +179,18 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 func (j *job) rootWrites(root layout.Root, pages []layout.Page) ([]*pb.Write, error) {
 	in := &j.in
 	writes := make([]*pb.Write, 0, len(pages)+2)
-	w, err := layout.SetWrite(j.w.root(in.ID).Path, root)
+	w, err := layout.SetWrite(j.names.Root.Path, root)
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
 	writes = append(writes, w)
 	for i, p := range pages {
-		if w, err = layout.SetWrite(j.w.pagesRef(in.ID).Doc(layout.PageID(i)).Path, p); err != nil {
+		if w, err = layout.SetWrite(j.names.Page(i).Path, p); err != nil {
 			return nil, retry.Permanent(err)
 		}
 		writes = append(writes, w)
 	}
-	if w, err = layout.SetWrite(j.w.fenceRef(in.ID).Path, in.FenceDoc(in.StartedAt)); err != nil {
+	if w, err = layout.SetWrite(j.names.Fence.Path, in.FenceDoc(in.StartedAt)); err != nil {
 		return nil, retry.Permanent(err)
 	}
 	return append(writes, w), nil
@@ -206,7 +206,7 @@ func (j *job) withPageDeletes(sets []*pb.Write, n int, stored []string) []*pb.Wr
 		if i, err := strconv.Atoi(sid); err == nil && sid == layout.PageID(i) && i < n {
 			continue
 		}
-		out = append(out, layout.DeleteWrite(j.w.pagesRef(j.in.ID).Doc(sid).Path))
+		out = append(out, layout.DeleteWrite(j.names.Pages.Doc(sid).Path))
 	}
 	return append(out, sets[len(sets)-1])
 }
@@ -244,7 +244,7 @@ type listings struct{ pages, districts *listing }
 // startListings starts the listings of the snapshot's manifest pages and
 // district documents, beside the root transaction.
 func (j *job) startListings(ctx context.Context) listings {
-	root := j.w.root(j.in.ID).Path
+	root := j.names.Root.Path
 	return listings{pages: j.w.listIDs(ctx, root, layout.PagesCollection), districts: j.w.listIDs(ctx, root, layout.DistrictsCollection)}
 }
 
@@ -292,7 +292,7 @@ func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snap
 	for _, d := range snap.Payload.Districts {
 		keep[layout.DistrictDocID(d.DistrictID)] = true
 	}
-	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
+	refs, err := w.names(id).Districts.Select().Documents(ctx).GetAll()
 	if err != nil {
 		return nil, err
 	}

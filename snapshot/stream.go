@@ -46,7 +46,7 @@ const streamBatch = 100
 // that says a write is in progress is StateUnknown, whether or not its
 // writer lives (Summary asks the lock backend).
 func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent bool) (int, Summary, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
+	ref := r.names(id).Root
 	rd, v, err := r.openWhole(ctx, ref)
 	if err != nil {
 		return 0, Summary{}, err

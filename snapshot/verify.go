@@ -93,7 +93,7 @@ type Report struct {
 // equal the input's. A snapshot that does not exist is ErrNotFound. It
 // reads the snapshot as it was at one moment, as Get does.
 func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (*Report, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
+	ref := r.names(id).Root
 	doc, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
