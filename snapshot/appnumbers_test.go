@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/internal/jsclient"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Powers of two around the edges of exact conversion.
@@ -97,7 +98,7 @@ func putAppSnapshot(t *testing.T, e *env, id string, in *model.Snapshot, written
 // storedData reads district id's data as stored under snapshot day.
 func (e *env) storedData(id string) map[string]any {
 	e.t.Helper()
-	doc, err := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts").Doc(districtDocID(id)).Get(context.Background())
+	doc, err := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts").Doc(layout.DistrictDocID(id)).Get(context.Background())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func TestRepairKeepsApplicationWholeNumbers(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	in := withWholeNumbers(gen(60, 41))
-	ids := districtIDs(in)
+	ids := layout.DistrictIDs(in)
 	written, failed := ids[:50], ids[50:]
 	putAppSnapshot(t, e, day, in, written, nil)
 	probe := written[7]
@@ -166,7 +167,7 @@ func TestRepairSkipsCompleteApplicationSnapshot(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	in := withWholeNumbers(gen(20, 42))
-	putAppSnapshot(t, e, day, in, districtIDs(in), nil)
+	putAppSnapshot(t, e, day, in, layout.DistrictIDs(in), nil)
 	before := len(e.f.commits())
 	res, err := e.writer().Repair(ctx, day, in)
 	if err != nil || res.Outcome != OutcomeSkipped {
@@ -208,7 +209,7 @@ func TestRepairStillRefusesRealNumberDifferences(t *testing.T) {
 			in := withWholeNumbers(gen(3, 43))
 			victim := in.Payload.Districts[1].DistrictID
 			asMap(memData(in.Payload.Districts[1])["membership"])["changePercent"] = c.input
-			putAppSnapshot(t, e, day, in, districtIDs(in)[:2], func(id string, data map[string]any) {
+			putAppSnapshot(t, e, day, in, layout.DistrictIDs(in)[:2], func(id string, data map[string]any) {
 				if id == victim {
 					asMap(data["membership"])["changePercent"] = c.stored
 				}
@@ -330,7 +331,7 @@ func TestRecordedHashesStayExact(t *testing.T) {
 	in := withWholeNumbers(gen(20, 46))
 	mustWrite(t, e.writer(), day, in)
 	edited := in.Payload.Districts[4].DistrictID
-	if _, err := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts").Doc(districtDocID(edited)).Update(ctx,
+	if _, err := e.clean.Collection(DefaultCollection).Doc(day).Collection("districts").Doc(layout.DistrictDocID(edited)).Update(ctx,
 		[]firestore.Update{{Path: "data.membership.changePercent", Value: int64(39)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/snapwriter/snapwriter/internal/benchutil"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // contender writes the district documents of one snapshot under id.
@@ -57,7 +58,7 @@ func newInput(n int) input {
 	snap := model.Generate(day, n, 1)
 	in := input{snap: snap, docs: make([]map[string]any, n), seedDocs: make([]map[string]any, n)}
 	for i, d := range snap.Payload.Districts {
-		in.docs[i] = districtDoc(snap, d, memData(d), "")
+		in.docs[i] = layout.DistrictDoc(snap, d, memData(d), "")
 		in.seedDocs[i] = maps.Clone(in.docs[i])
 		delete(in.seedDocs[i], "writerFence")
 	}
@@ -393,7 +394,7 @@ func unfenced(client *firestore.Client, conc int) func(ctx context.Context, id s
 				//lint:ignore SA1019 the baseline is exactly the plain commits WriteBatch makes
 				wb := client.Batch()
 				for _, d := range chunk {
-					wb.Set(coll.Doc(districtDocID(d["districtId"].(string))), d)
+					wb.Set(coll.Doc(layout.DistrictDocID(d["districtId"].(string))), d)
 				}
 				_, err := wb.Commit(ctx)
 				return err
@@ -410,7 +411,7 @@ func bulk(client *firestore.Client) func(ctx context.Context, id string, in inpu
 		bw := client.BulkWriter(ctx)
 		jobs := make([]*firestore.BulkWriterJob, 0, len(in.docs))
 		for _, d := range in.docs {
-			j, err := bw.Set(coll.Doc(districtDocID(d["districtId"].(string))), d)
+			j, err := bw.Set(coll.Doc(layout.DistrictDocID(d["districtId"].(string))), d)
 			if err != nil {
 				return err
 			}
@@ -450,7 +451,7 @@ func seed(client *firestore.Client) func(ctx context.Context, id string, in inpu
 				wb.Set(rootRef, root)
 			}
 			for _, d := range docs {
-				wb.Set(coll.Doc(districtDocID(d["districtId"].(string))), d)
+				wb.Set(coll.Doc(layout.DistrictDocID(d["districtId"].(string))), d)
 			}
 			_, err := wb.Commit(ctx)
 			return err
@@ -485,7 +486,7 @@ func seedRoot(id string, in input) map[string]any {
 		ids[i] = d.DistrictID
 		entries[i] = map[string]any{
 			"districtId":   d.DistrictID,
-			"fileName":     districtDocID(d.DistrictID),
+			"fileName":     layout.DistrictDocID(d.DistrictID),
 			"status":       "success",
 			"fileSize":     int64(model.FirestoreSize(memData(d))),
 			"lastModified": s.CreatedAt,

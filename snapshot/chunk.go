@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/batching"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A district chunk is one read-write transaction on the Firestore API
@@ -46,11 +46,11 @@ type op struct {
 // ops are the sets of the districts want selects (every district when
 // want is nil), in input order.
 func (in rootInput) ops(want map[string]bool) []op {
-	ops := make([]op, 0, len(in.snap.Payload.Districts))
-	for i := range in.snap.Payload.Districts {
-		d := &in.snap.Payload.Districts[i]
+	ops := make([]op, 0, len(in.Snap.Payload.Districts))
+	for i := range in.Snap.Payload.Districts {
+		d := &in.Snap.Payload.Districts[i]
 		if want == nil || want[d.DistrictID] {
-			ops = append(ops, op{districtID: d.DistrictID, district: d, bytes: in.opBytes[d.DistrictID]})
+			ops = append(ops, op{districtID: d.DistrictID, district: d, bytes: in.OpBytes[d.DistrictID]})
 		}
 	}
 	return ops
@@ -63,7 +63,7 @@ func (in rootInput) document(o op) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 	}
-	return districtDoc(in.snap, *o.district, data, in.fence), nil
+	return layout.DistrictDoc(in.Snap, *o.district, data, in.Fence), nil
 }
 
 // commitChunks adds deletes of the stale district documents to ops and
@@ -79,11 +79,10 @@ func (j *job) commitChunks(ops []op) error {
 	ops = withDeletes(ops, stale)
 	planned, err := j.w.chunks(ops)
 	if err != nil {
-		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
+		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.ID, err)
 	}
 	defer j.pace.begin(len(ops))()
 	first := len(res.BatchResults)
-	districts := j.w.root(j.in.id).Collection(districtsCollection)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
 		// Fewer at once while the store answers slowly (shedder).
@@ -95,7 +94,7 @@ func (j *job) commitChunks(ops []op) error {
 			}
 		}
 		t0 := time.Now()
-		r := j.writeChunk(chunk{index: first + i, ops: ops, districts: districts, in: &j.in})
+		r := j.writeChunk(chunk{index: first + i, ops: ops, names: j.names, in: &j.in})
 		if admitted && r.Success {
 			// The store's latency: a wait for the write budget is
 			// the writer's own, not queueing at the store.
@@ -117,10 +116,10 @@ func (j *job) commitChunks(ops []op) error {
 // index, its operations, and what its writes are built from. It holds
 // nothing of the job: the transaction is handed the chunk's writes.
 type chunk struct {
-	index     int
-	ops       []op
-	districts *firestore.CollectionRef // the snapshot's district documents
-	in        *rootInput               // what the district documents are built from
+	index int
+	ops   []op
+	names layout.Names // the snapshot's documents
+	in    *rootInput   // what the district documents are built from
 }
 
 // writes encodes the chunk's sets and deletes. Each district's document
@@ -129,16 +128,16 @@ type chunk struct {
 func (c chunk) writes() ([]*pb.Write, error) {
 	writes := make([]*pb.Write, 0, len(c.ops))
 	for _, o := range c.ops {
-		name := c.districts.Doc(districtDocID(o.districtID)).Path
+		name := c.names.DistrictName(o.districtID)
 		if o.district == nil {
-			writes = append(writes, deleteWrite(name))
+			writes = append(writes, layout.DeleteWrite(name))
 			continue
 		}
 		doc, err := c.in.document(o)
 		if err != nil {
 			return nil, err
 		}
-		set, err := wireSetWrite(name, doc)
+		set, err := layout.WireSetWrite(name, doc)
 		if err != nil {
 			return nil, fmt.Errorf("district %s: %w", o.districtID, err)
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // rpcLog records the Firestore API calls of a client, unary and
@@ -210,7 +211,7 @@ func twoRoundTrips(t *testing.T, e *env) {
 	if len(calls) != len(want) || calls["BatchGetDocuments"] != 3 || calls["Commit"] != 3 {
 		t.Fatalf("the chunks' API calls %v, want exactly %v", calls, want)
 	}
-	fence := e.clean.Collection(DefaultCollection).Doc(day).Collection(fenceCollection).Doc(fenceDocID).Path
+	fence := e.clean.Collection(DefaultCollection).Doc(day).Collection(layout.FenceCollection).Doc(layout.FenceDocID).Path
 	for i, g := range gets {
 		rw := g.GetNewTransaction().GetReadWrite()
 		if rw == nil || len(g.GetDocuments()) != 1 || g.GetDocuments()[0] != fence {

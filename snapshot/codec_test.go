@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"context"
-	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -10,138 +9,13 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
-// layoutTypes are the stored documents' types.
-var layoutTypes = []any{rootDocument{}, pageDocument{}, fenceDocument{}, districtDocument{}}
-
-// fieldConstants are the constants of fields.go.
-var fieldConstants = []string{
-	fieldMetadata, fieldManifest, fieldRankings, fieldInputExtra,
-	fieldExtraSnapshot, fieldExtraPayload,
-	fieldSnapshotID, fieldCreatedAt, fieldSchemaVersion, fieldCalculationVersion, fieldStatus,
-	fieldConfiguredDistricts, fieldSuccessfulDistricts, fieldFailedDistricts, fieldErrors, fieldProcessingDuration,
-	fieldSource, fieldDataAsOfDate, fieldDistrictErrors, fieldIsClosingPeriodData, fieldCollectionDate,
-	fieldLogicalDate, fieldRankingVersion,
-	fieldInputSnapshotID, fieldWriteState, fieldWriteComplete, fieldWriteFailedDistricts, fieldWriterFence,
-	fieldWriterLockBackend, fieldWriterLockKeyHash, fieldWriteStartedAt, fieldWriteFinishedAt, fieldRepairStartedAt,
-	fieldRepairedAt, fieldPayloadHash, fieldPayloadMetadata,
-	fieldDistricts, fieldTotalDistricts, fieldAllDistrictsRankings, fieldEntriesIn, fieldPages, fieldPageSize,
-	fieldDistrictID, fieldFileName, fieldFileSize, fieldContentHash, fieldLastModified, fieldErrorMessage,
-	fieldFilename, fieldSize,
-	fieldUpdatedAt,
-	fieldPage, fieldFirst,
-	fieldPageEntryID, fieldPageEntryStatus, fieldPageEntrySize, fieldPageEntryHash, fieldPageEntryModified,
-	fieldPageEntryErrorMessage,
-	fieldDistrictName, fieldCollectedAt, fieldData,
-}
-
-// tagNames adds the stored field names of struct type t, and of the
-// structs it holds, to names.
-func tagNames(t reflect.Type, names map[string]bool) {
-	for _, f := range layoutFields(t) {
-		names[f.name] = true
-		ft := t.FieldByIndex(f.index).Type
-		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
-			ft = ft.Elem()
-		}
-		if ft.Kind() == reflect.Struct {
-			tagNames(ft, names)
-		}
-	}
-}
-
-// Every firestore tag of the layout types is one of fields.go's constants,
-// and every constant a tag: a field renamed on one side only fails here.
-// (layoutFields also checks that the codec handles every field's type.)
-func TestLayoutTagsAreFieldConstants(t *testing.T) {
-	tags := map[string]bool{}
-	for _, v := range layoutTypes {
-		tagNames(reflect.TypeOf(v), tags)
-	}
-	consts := map[string]bool{}
-	for _, c := range fieldConstants {
-		if consts[c] {
-			t.Errorf("two constants spell %q", c)
-		}
-		consts[c] = true
-	}
-	for name := range tags {
-		if !consts[name] {
-			t.Errorf("tag %q has no constant in fields.go", name)
-		}
-	}
-	for name := range consts {
-		if !tags[name] {
-			t.Errorf("constant %q is no layout type's tag", name)
-		}
-	}
-}
-
-// Stored values of another type than the layout's read as absent, integers
-// stay integers (a double is never an int64 field's), pointers tell absent
-// from zero, and the user's payload is taken as stored.
-func TestDecodeFieldsLenient(t *testing.T) {
-	payload := map[string]any{"n": int64(math.MaxInt64), "x": 39.0, "list": []any{int64(1), 2.5, nil}}
-	var r rootDocument
-	decodeFields(map[string]any{
-		fieldMetadata: map[string]any{
-			fieldSnapshotID:           int64(7),                  // not a string: ""
-			fieldStatus:               statusSuccess,             //
-			fieldProcessingDuration:   12.0,                      // a double: not an int64's
-			fieldWriteComplete:        "yes",                     // not a bool: absent
-			fieldInputSnapshotID:      nil,                       // null: absent
-			fieldConfiguredDistricts:  []any{},                   // present, empty
-			fieldFailedDistricts:      []any{"1", int64(2), "3"}, // an element of another type: ""
-			fieldDistrictErrors:       []any{map[string]any{}},   //
-			fieldPayloadMetadata:      payload,                   // verbatim
-			fieldWriteFailedDistricts: "not a list",              //
-		},
-		fieldManifest: map[string]any{
-			fieldTotalDistricts:      int64(0),
-			fieldSuccessfulDistricts: 3.0,
-			fieldDistricts:           []any{map[string]any{fieldDistrictID: "9", fieldFileSize: int64(1) << 60}, "junk"},
-		},
-		fieldRankings: "not an object",
-	}, &r)
-	md := r.Metadata
-	if md == nil {
-		t.Fatal("no metadata")
-	}
-	if md.SnapshotID != "" || md.Status != statusSuccess || md.ProcessingDuration != 0 || md.WriteComplete != nil ||
-		md.InputSnapshotID != nil || md.WriteFailedDistricts != nil {
-		t.Errorf("scalars: %+v", md)
-	}
-	if md.ConfiguredDistricts == nil || len(md.ConfiguredDistricts) != 0 || md.SuccessfulDistricts != nil {
-		t.Errorf("lists: configured %#v, successful %#v", md.ConfiguredDistricts, md.SuccessfulDistricts)
-	}
-	if !slices.Equal(md.FailedDistricts, []string{"1", "", "3"}) || md.DistrictErrors == nil || len(*md.DistrictErrors) != 1 {
-		t.Errorf("failed %#v, districtErrors %v", md.FailedDistricts, md.DistrictErrors)
-	}
-	if !reflect.DeepEqual(map[string]any(md.PayloadMetadata), payload) || reflect.ValueOf(md.PayloadMetadata).Pointer() != reflect.ValueOf(payload).Pointer() {
-		t.Errorf("payload metadata %#v, want the stored map itself", md.PayloadMetadata)
-	}
-	mf := r.Manifest
-	if mf.TotalDistricts == nil || *mf.TotalDistricts != 0 || mf.SuccessfulDistricts != nil || mf.FailedDistricts != nil {
-		t.Errorf("counts %v %v %v", mf.TotalDistricts, mf.SuccessfulDistricts, mf.FailedDistricts)
-	}
-	if len(mf.Districts) != 2 || mf.Districts[0] != (manifestEntry{DistrictID: "9", FileSize: 1 << 60}) || mf.Districts[1] != (manifestEntry{}) {
-		t.Errorf("entries %+v", mf.Districts)
-	}
-	if r.Rankings != nil || r.InputExtra != nil {
-		t.Errorf("rankings %v, inputExtra %v", r.Rankings, r.InputExtra)
-	}
-
-	var none rootDocument
-	decodeFields(nil, &none)
-	if !reflect.DeepEqual(none, rootDocument{}) || !none.meta().writtenWhole() || none.meta().writing() {
-		t.Errorf("no fields: %+v", none)
-	}
-}
-
 // The layout types written by the Firestore client read back as they
-// were, and the fields stored are encodeFields': a root (inline and
+// were, and the fields stored are layout.EncodeFields': a root (inline and
 // paged, with the input's optional fields and extra keys), a manifest
 // page, the fence document and a district document.
 func TestLayoutRoundTrip(t *testing.T) {
@@ -152,7 +26,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 	inline, paging := e.writer(), e.writer(withPages(0, 4))
 	check := func(name string, stored map[string]any, want, got any) {
 		t.Helper()
-		if enc := encodeFields(want); !reflect.DeepEqual(stored, enc) {
+		if enc := layout.EncodeFields(want); !reflect.DeepEqual(stored, enc) {
 			t.Errorf("%s: stored\n%#v\nencodeFields\n%#v", name, stored, enc)
 		}
 		if !reflect.DeepEqual(got, want) {
@@ -178,25 +52,25 @@ func TestLayoutRoundTrip(t *testing.T) {
 		s.Payload.Metadata.CollectionDate = day
 		f := buildRootForms(t, w, s)
 		id := "inline"
-		if f.in.paged() {
+		if f.in.Paged() {
 			id = "paged"
 		}
 		ref := coll.Doc(id)
-		for i, root := range []rootDocument{f.start, f.failed} {
+		for i, root := range []layout.Root{f.start, f.failed} {
 			doc := store(ref, root)
-			check(id+" root", doc.Data(), &root, readRoot(doc))
-			if i == 1 && f.in.paged() {
+			check(id+" root", doc.Data(), &root, layout.ReadRoot(doc))
+			if i == 1 && f.in.Paged() {
 				page := f.failedPages[0]
-				pdoc := store(ref.Collection(pagesCollection).Doc(pageID(0)), page)
-				check("page", pdoc.Data(), page, readPage(pdoc))
+				pdoc := store(ref.Collection(layout.PagesCollection).Doc(layout.PageID(0)), page)
+				check("page", pdoc.Data(), page, layout.ReadPage(pdoc))
 			}
 		}
 	}
 
-	in := rootInput{fence: "000000000000042", backend: "postgres", keyHash: "0123456789abcdef01234567"}
-	fence := in.fenceDoc(time.Now())
-	fdoc := store(coll.Doc("fence").Collection(fenceCollection).Doc(fenceDocID), fence)
-	check("fence", fdoc.Data(), fence, readFence(fdoc))
+	in := rootInput{layout.Input{Fence: "000000000000042", Backend: "postgres", KeyHash: "0123456789abcdef01234567"}}
+	fence := in.FenceDoc(time.Now())
+	fdoc := store(coll.Doc("fence").Collection(layout.FenceCollection).Doc(layout.FenceDocID), fence)
+	check("fence", fdoc.Data(), fence, layout.ReadFence(fdoc))
 
 	s := model.Generate(day, 1, 5)
 	d := s.Payload.Districts[0]
@@ -204,19 +78,19 @@ func TestLayoutRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := districtDoc(s, d, data, in.fence)
-	ddoc := store(coll.Doc("district").Collection(districtsCollection).Doc(districtDocID(d.DistrictID)), doc)
-	dd := readDistrict(ddoc)
+	doc := layout.DistrictDoc(s, d, data, in.Fence)
+	ddoc := store(coll.Doc("district").Collection(layout.DistrictsCollection).Doc(layout.DistrictDocID(d.DistrictID)), doc)
+	dd := layout.ReadDistrict(ddoc)
 	if !reflect.DeepEqual(ddoc.Data(), doc) || !reflect.DeepEqual(map[string]any(dd.Data), map[string]any(data)) ||
-		dd.DistrictID != d.DistrictID || dd.Status != entrySuccess || dd.WriterFence != in.fence {
-		t.Errorf("district document: read back %+v", dd.districtEnvelope)
+		dd.DistrictID != d.DistrictID || dd.Status != layout.EntrySuccess || dd.WriterFence != in.Fence {
+		t.Errorf("district document: read back %+v", dd.Envelope)
 	}
 	keys := make([]string, 0, len(doc))
 	for k := range doc {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if want := []string{fieldCollectedAt, fieldData, fieldDistrictID, fieldDistrictName, fieldStatus, fieldWriterFence}; !slices.Equal(keys, want) {
+	if want := []string{layout.FieldCollectedAt, layout.FieldData, layout.FieldDistrictID, layout.FieldDistrictName, layout.FieldStatus, layout.FieldWriterFence}; !slices.Equal(keys, want) {
 		t.Errorf("district document fields %v, want %v", keys, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // deadTxBound bounds each read made while a transaction a killed writer
@@ -28,11 +29,11 @@ func (e *env) abandonTransaction(id string, districts []string) time.Time {
 	root := DefaultCollection + "/" + id
 	docs := []string{root, root + "/snapwriter/fence"}
 	for _, d := range districts {
-		docs = append(docs, root+"/districts/"+districtDocID(d))
+		docs = append(docs, root+"/districts/"+layout.DistrictDocID(d))
 	}
 	opened := time.Now()
 	_, n, err := emu.AbandonTransaction(context.Background(), e.project, docs,
-		[]string{root + "/districts", root + "/" + pagesCollection})
+		[]string{root + "/districts", root + "/" + layout.PagesCollection})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestReadsIgnoreAbandonedTransaction(t *testing.T) {
 		for _, open := range []bool{false, true} {
 			when := "no transaction open"
 			if open {
-				opened = e.abandonTransaction(day, districtIDs(in))
+				opened = e.abandonTransaction(day, layout.DistrictIDs(in))
 				when = "a transaction left open"
 			}
 			for _, rd := range reads {

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // commitCall is one Commit RPC as the fault injector saw it.
@@ -59,7 +61,7 @@ func (e *env) deny(id string) {
 // finished: the finish.
 func (e *env) refuseFinish() {
 	e.f.setRule(func(c *commitCall) error {
-		if c.root && c.state == stateFinished {
+		if c.root && c.state == layout.StateFinished {
 			return status.Error(codes.PermissionDenied, "denied")
 		}
 		return nil
@@ -110,9 +112,9 @@ func (f *faults) interceptor() grpc.UnaryClientInterceptor {
 						c.recorded = append(c.recorded, v.GetStringValue())
 					}
 				}
-			case len(segs) == 4 && segs[2] == fenceCollection:
+			case len(segs) == 4 && segs[2] == layout.FenceCollection:
 				c.fence = true
-			case len(segs) == 4 && segs[2] == pagesCollection:
+			case len(segs) == 4 && segs[2] == layout.PagesCollection:
 				c.pages++
 			}
 		}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // refusedByPrior reports whether err is checkPrior's refusal to replace the
@@ -31,18 +31,18 @@ func refusedByPrior(err error) bool {
 //     holds that key on our backend — a writer of that version at work —
 //     which is ErrLockHeld (see checkLegacy);
 //   - our key: ErrFencedOut when the stored fence is newer than ours.
-func (j *job) checkPrior(ctx context.Context, md *rootMetadata) error {
+func (j *job) checkPrior(ctx context.Context, md *layout.Metadata) error {
 	in := &j.in
 	switch prior, err := j.w.checkSwitch(md, *in); {
 	case err != nil:
 		return err
 	case prior == priorLegacy:
-		return j.w.checkLegacy(ctx, in.id)
+		return j.w.checkLegacy(ctx, in.ID)
 	case prior == priorSwitched:
 		return nil
 	}
-	if fenceNewer(md.WriterFence, in.fence) {
-		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, md.WriterFence, in.fence)
+	if fenceNewer(md.WriterFence, in.Fence) {
+		return fmt.Errorf("%w: stored writerFence %s is newer than ours %s", ErrFencedOut, md.WriterFence, in.Fence)
 	}
 	return nil
 }
@@ -66,22 +66,22 @@ const (
 // ErrLockKeySwitch for a root stored by a writer of another lock backend
 // or key, unless WithAllowLockBackendSwitch. md is the stored root's
 // metadata.
-func (w *Writer) checkSwitch(md *rootMetadata, in rootInput) (priorWriter, error) {
+func (w *Writer) checkSwitch(md *layout.Metadata, in rootInput) (priorWriter, error) {
 	storedBackend, storedFence, storedKey := md.WriterLockBackend, md.WriterFence, md.WriterLockKeyHash
 	switch {
-	case storedBackend != "" && storedBackend != in.backend:
+	case storedBackend != "" && storedBackend != in.Backend:
 		if w.cfg.allowSwitch {
 			return priorSwitched, nil
 		}
-		return priorOurs, fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.backend)
+		return priorOurs, fmt.Errorf("%w: stored by a %q-locked writer, this writer uses %q", ErrLockBackendSwitch, storedBackend, in.Backend)
 	case storedKey == "" && storedFence != "":
 		return priorLegacy, nil
-	case storedKey != "" && storedKey != in.keyHash:
+	case storedKey != "" && storedKey != in.KeyHash:
 		if w.cfg.allowSwitch {
 			return priorSwitched, nil
 		}
 		return priorOurs, fmt.Errorf("%w: stored by a writer holding the lock key with hash %s, this writer's key has hash %s (another snapwriter version?), and fences of different keys are not comparable",
-			ErrLockKeySwitch, storedKey, in.keyHash)
+			ErrLockKeySwitch, storedKey, in.KeyHash)
 	}
 	return priorOurs, nil
 }
@@ -116,24 +116,19 @@ func (in rootInput) fenceProblem(doc *pb.Document) error {
 		return fmt.Errorf("%w: the snapshot's fence document is gone", ErrFencedOut)
 	}
 	f := doc.GetFields()
-	return in.fenceMismatch(f[fieldWriterFence].GetStringValue(), f[fieldWriterLockBackend].GetStringValue())
+	return in.fenceMismatch(f[layout.FieldWriterFence].GetStringValue(), f[layout.FieldWriterLockBackend].GetStringValue())
 }
 
 // fenceMismatch is ErrFencedOut unless the snapshot's fence document names
 // this writer's fence and lock backend.
 func (in rootInput) fenceMismatch(fence, backend string) error {
-	if fence != in.fence {
-		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.fence)
+	if fence != in.Fence {
+		return fmt.Errorf("%w: the snapshot carries writerFence %s, ours is %s", ErrFencedOut, fence, in.Fence)
 	}
-	if backend != in.backend {
+	if backend != in.Backend {
 		return fmt.Errorf("%w: the snapshot was taken over by a %q-locked writer", ErrFencedOut, backend)
 	}
 	return nil
-}
-
-// fenceRef is snapshot id's fence document.
-func (w *Writer) fenceRef(id string) *firestore.DocumentRef {
-	return w.root(id).Collection(fenceCollection).Doc(fenceDocID)
 }
 
 // fenceNewer reports whether fence a is newer than b. Fences compare as

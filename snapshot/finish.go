@@ -11,6 +11,7 @@ import (
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // errSuperseded ends a finish whose lease, already lost, has passed to a
@@ -136,12 +137,12 @@ func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
 	in := &j.in
 	r, set := j.resolve(a.found)
 	now := j.w.cfg.now()
-	st := set.finished(in.snap.Status, r.FailedBatches == 0, now)
-	for _, id := range districtIDs(in.snap) {
-		st.complete = st.complete && in.stored(st, id)
+	st := set.finished(in.Snap.Status, r.FailedBatches == 0, now)
+	for _, id := range layout.DistrictIDs(in.Snap) {
+		st.Complete = st.Complete && in.Stored(st, id)
 	}
-	if !st.complete {
-		st.status = statusPartial
+	if !st.Complete {
+		st.Status = layout.StatusPartial
 	}
 	writes, err := j.rootRecord(st, nil)
 	if err != nil {
@@ -149,7 +150,7 @@ func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
 	}
 	a.write(writes...)
 	r.Outcome = OutcomePartial
-	if st.complete {
+	if st.Complete {
 		r.Outcome = OutcomeComplete
 	}
 	if !anyUnsure(j.res) {
@@ -161,7 +162,7 @@ func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
 	// then: a chunk whose fence read began its transaction and lost its
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
-	if err := a.set(j.w.fenceRef(in.id).Path, in.fenceDoc(now)); err != nil {
+	if err := a.set(j.names.Fence.Path, in.FenceDoc(now)); err != nil {
 		return Result{}, nil, err
 	}
 	return r, set, nil
@@ -182,11 +183,10 @@ func anyUnsure(res *Result) bool {
 // them from.
 func (j *job) unsureDocs() []string {
 	var names []string
-	districts := j.w.root(j.in.id).Collection(districtsCollection)
 	for _, b := range j.res.BatchResults {
 		if b.unsure {
 			for _, o := range b.ops {
-				names = append(names, districts.Doc(districtDocID(o.districtID)).Path)
+				names = append(names, j.names.DistrictName(o.districtID))
 			}
 		}
 	}
@@ -211,7 +211,6 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 		j.written.tally(&r)
 		return r, j.written
 	}
-	districts := j.w.root(in.id).Collection(districtsCollection)
 	decided := j.written.clone()
 	decided.decided = true
 	for i := range r.BatchResults {
@@ -221,12 +220,12 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 		}
 		ok := true
 		for _, o := range b.ops {
-			d := found[districts.Doc(districtDocID(o.districtID)).Path]
+			d := found[j.names.DistrictName(o.districtID)]
 			if o.district == nil {
 				ok = ok && d == nil
 				continue
 			}
-			mine := d != nil && fenceOf(fieldsOf(d)) == in.fence
+			mine := d != nil && fenceOf(layout.FieldsOf(d)) == in.Fence
 			ok = ok && mine
 			end := districtEnd{ok: true}
 			if !mine {
@@ -248,7 +247,7 @@ func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
 // fenceOf is the fence a district document, given its fields, was
 // written under.
 func fenceOf(doc map[string]any) string {
-	var env districtEnvelope
-	decodeFields(doc, &env)
+	var env layout.Envelope
+	layout.DecodeFields(doc, &env)
 	return env.WriterFence
 }

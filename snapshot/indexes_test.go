@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/internal/indexcount"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // indexConfig is the index configuration shipped for production.
@@ -68,8 +69,8 @@ func TestIndexEntries(t *testing.T) {
 		return f
 	}
 	roots := e.clean.Collection(DefaultCollection)
-	inline := &Writer{cfg: config{pageThreshold: defaultPageThreshold, pageSize: defaultPageSize}}
-	paging := &Writer{cfg: config{pageThreshold: 0, pageSize: defaultPageSize}}
+	inline := &Writer{cfg: config{pageThreshold: layout.DefaultPageThreshold, pageSize: layout.DefaultPageSize}}
+	paging := &Writer{cfg: config{pageThreshold: 0, pageSize: layout.DefaultPageSize}}
 	// constant checks that the entries with the exemptions of the large
 	// document are those of the small one of the same kind.
 	constant := func(large, small figure) {
@@ -85,7 +86,7 @@ func TestIndexEntries(t *testing.T) {
 	var inlineRoots [2]figure
 	for i, n := range []int{3900, 10} {
 		f := buildRootForms(t, inline, withExtras(model.Generate(day, n, 1)))
-		if f.in.paged() {
+		if f.in.Paged() {
 			t.Fatalf("%d districts: paged, want inline", n)
 		}
 		inlineRoots[i] = measure(fmt.Sprintf("root, inline, %d districts all failed", n), roots.Doc(fmt.Sprintf("inline-%d", n)), f.failed)
@@ -96,16 +97,16 @@ func TestIndexEntries(t *testing.T) {
 	// The reference: a 2,000-district root whose write succeeded.
 	s := withExtras(model.Generate(day, 2000, 1))
 	f := buildRootForms(t, inline, s)
-	done := rootState{status: statusSuccess, complete: true, entries: map[string]string{}, modified: time.Now(), finishedAt: time.Now()}
+	done := layout.State{Status: layout.StatusSuccess, Complete: true, Entries: map[string]string{}, Modified: time.Now(), FinishedAt: time.Now()}
 	for _, d := range s.Payload.Districts {
-		done.entries[d.DistrictID] = entrySuccess
+		done.Entries[d.DistrictID] = layout.EntrySuccess
 	}
-	md, err := f.in.metadata(done)
+	md, err := f.in.Metadata(done)
 	if err != nil {
 		t.Fatal(err)
 	}
 	figures = append(figures, measure("root, inline, 2,000 districts all written", roots.Doc("inline-2000"),
-		rootDocument{Metadata: &md, Manifest: f.in.manifest(done), InputExtra: inputExtra(s), Rankings: f.start.Rankings}))
+		layout.Root{Metadata: &md, Manifest: f.in.Manifest(done), InputExtra: layout.InputExtra(s), Rankings: f.start.Rankings}))
 
 	// The largest paged root and a full page: 20,000 districts, every one
 	// failed with a long error, beside the same of 10 districts (one page).
@@ -115,7 +116,7 @@ func TestIndexEntries(t *testing.T) {
 		ref := roots.Doc(fmt.Sprintf("paged-%d", n))
 		pagedRoots[i] = measure(fmt.Sprintf("root, paged, %d districts all failed", n), ref, f.failed)
 		page := f.failedPages[0]
-		pages[i] = measure(fmt.Sprintf("manifest page, %d entries all failed", len(page.Districts)), ref.Collection(pagesCollection).Doc(pageID(0)), page)
+		pages[i] = measure(fmt.Sprintf("manifest page, %d entries all failed", len(page.Districts)), ref.Collection(layout.PagesCollection).Doc(layout.PageID(0)), page)
 	}
 	figures = append(figures, pagedRoots[0], pages[0])
 	constant(pagedRoots[0], pagedRoots[1])
@@ -129,7 +130,7 @@ func TestIndexEntries(t *testing.T) {
 	for seed := range int64(3) {
 		s := model.Generate(day, 200, seed+1)
 		for _, d := range s.Payload.Districts {
-			doc := districtDoc(s, d, memData(d), "000000000000001")
+			doc := layout.DistrictDoc(s, d, memData(d), "000000000000001")
 			n, err := today.CountMap("districts", doc)
 			if err != nil {
 				t.Fatal(err)
@@ -140,9 +141,9 @@ func TestIndexEntries(t *testing.T) {
 		}
 	}
 	districts := roots.Doc("districts").Collection("districts")
-	big := measure("district document, the largest generated", districts.Doc(districtDocID(largest["districtId"].(string))), largest)
+	big := measure("district document, the largest generated", districts.Doc(layout.DistrictDocID(largest["districtId"].(string))), largest)
 	tiny := smallSnapshot(day, 1)
-	small := measure("district document, almost no data", districts.Doc("district_tiny"), districtDoc(tiny, tiny.Payload.Districts[0], memData(tiny.Payload.Districts[0]), "000000000000001"))
+	small := measure("district document, almost no data", districts.Doc("district_tiny"), layout.DistrictDoc(tiny, tiny.Payload.Districts[0], memData(tiny.Payload.Districts[0]), "000000000000001"))
 	figures = append(figures, big)
 	constant(big, small)
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // inputPath is what a write does with its input before it takes the
@@ -16,7 +17,7 @@ func inputPath(w *Writer, s *model.Snapshot) (rootInput, error) {
 	if err != nil {
 		return rootInput{}, err
 	}
-	in, err := w.buildInput(day, s, prep, writerStamp{WriterFence: "000000000000001", WriterLockKeyHash: "0123456789abcdef01234567"}, time.Unix(0, 0))
+	in, err := w.buildInput(day, s, prep, layout.Stamp{WriterFence: "000000000000001", WriterLockKeyHash: "0123456789abcdef01234567"}, time.Unix(0, 0))
 	if err != nil {
 		return rootInput{}, err
 	}
@@ -27,7 +28,7 @@ func inputPath(w *Writer, s *model.Snapshot) (rootInput, error) {
 // inputWriter is a Writer that only builds inputs (inputPath): no client,
 // the default manifest pages.
 func inputWriter() *Writer {
-	return &Writer{lockName: "firestore", cfg: config{pageThreshold: defaultPageThreshold, pageSize: defaultPageSize}}
+	return &Writer{lockName: "firestore", cfg: config{pageThreshold: layout.DefaultPageThreshold, pageSize: layout.DefaultPageSize}}
 }
 
 // BenchmarkInputPath measures inputPath on 5,000 generated districts held

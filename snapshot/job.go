@@ -14,6 +14,7 @@ import (
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // job is one write or repair of a snapshot, from the lock's acquisition
@@ -24,9 +25,11 @@ import (
 // only; its chunks, its recorder and its watch of the lock share its
 // mutable state, the atomic fields below, and nothing of it is copied.
 type job struct {
-	w     *Writer
-	op    operation
-	id    string // the snapshot's
+	w  *Writer
+	op operation
+	id string // the snapshot's
+	// names are the snapshot's documents.
+	names layout.Names
 	lease *locking.Lease
 	// in is what the documents are built from, fixed before the lock is
 	// used but for the districts a takeover keeps (complete sets
@@ -82,7 +85,7 @@ const (
 // newJob is a job of op on snapshot id, its log lines named so, with its
 // shedder (started once the lock is taken: see lock).
 func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
-	j := &job{w: w, op: op, id: id, ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
+	j := &job{w: w, op: op, id: id, names: w.names(id), ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
 	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
 	j.pace = newPacer(w.cfg.budget, w.tel, j.log)
 	return j
@@ -117,11 +120,11 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
-	stamp := writerStamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}
+	stamp := layout.Stamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}
 	if j.in, err = j.w.buildInput(id, snap, prep, stamp, start); err != nil {
 		return nil, err
 	}
-	j.in.repairing = j.op == opRepair
+	j.in.Repairing = j.op == opRepair
 	j.w.paginate(&j.in)
 	err = j.underLock()
 	j.progress.settle(j.progressDone())
@@ -137,7 +140,7 @@ func (j *job) underLock() error {
 		j.skip(rs.skip)
 		return nil
 	}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
+	j.log = j.log.With(zap.String("fence", j.in.Fence))
 	if err := j.startResult(rs.root, err); err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func (j *job) underLock() error {
 		j.res.DistrictsKept = len(rs.kept)
 		j.progress.add(len(rs.kept)) // stored already: done, as far as a bar goes
 		j.log.Info("writing the districts not stored", zap.Int("districts", len(rs.todo)), zap.Int("districtsKept", len(rs.kept)))
-		j.in.kept = rs.kept
+		j.in.Kept = rs.kept
 	} else if j.w.cfg.beforeChunks != nil {
 		j.w.cfg.beforeChunks(j.wctx)
 	}
@@ -177,7 +180,7 @@ type rooted struct {
 	// todo selects the districts to write (nil: all of them).
 	todo map[string]bool
 	// kept are the districts a takeover keeps as stored.
-	kept map[string]keptDistrict
+	kept map[string]layout.Kept
 	// skip, when set, says why nothing was written: the stored snapshot
 	// is complete.
 	skip string
@@ -277,7 +280,7 @@ func (j *job) writeDistricts(ops []op) error {
 // conclude is the error a write or repair that got as far as its chunks
 // ends with, most telling first, and the log line that says so.
 func (j *job) conclude(finishErr error, fenced bool) error {
-	id, res, log := j.in.id, j.res, j.log
+	id, res, log := j.in.ID, j.res, j.log
 	lost := j.lease.Err()
 	res.LockRenewals.Lost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
 	switch {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // inputFile is s written to a file as the command line reads it, and the
@@ -44,44 +45,6 @@ func lazyCopy(t *testing.T, s *model.Snapshot) *model.Snapshot {
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
-}
-
-// A district's hash and sizes, from its data's summary, are those of its
-// whole document, for a district in memory and one left in its file.
-func TestSummarizeDistrictIsTheDocument(t *testing.T) {
-	t.Parallel()
-	mem := gen(30, 4)
-	memData(mem.Payload.Districts[2])["odd"] = model.Object{"f": 2.0, "s": "<é>", "l": []any{nil, true, int64(-3)}}
-	mem.Payload.Districts = append(mem.Payload.Districts, model.DistrictStatistics{DistrictID: "77"}) // no data at all
-	lazy := lazyCopy(t, mem)
-	const fence = "000000000000042"
-	for i, d := range mem.Payload.Districts {
-		doc := districtDoc(mem, d, memData(d), fence)
-		h, dh, err := districtHashes(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := districtSummary{hash: h, dataHash: dh, size: model.FirestoreSize(doc), bytes: model.EncodedSize(doc)}
-		for _, s := range []*model.Snapshot{mem, lazy} {
-			if memData(d) == nil && s == lazy {
-				continue // read from the file, it has the minimal data
-			}
-			sum, err := s.Payload.Districts[i].Summary()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := new(docHasher).summarizeDistrict(s, s.Payload.Districts[i], sum, fence)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != want {
-				t.Errorf("district %s (lazy %v): %+v, want %+v", d.DistrictID, s == lazy, got, want)
-			}
-		}
-	}
-	if n := lazy.DataLoads(); n != 0 {
-		t.Errorf("summaries read %d districts back from the file", n)
-	}
 }
 
 // storedDocs is every district document of snapshot id, without the
@@ -185,7 +148,7 @@ func TestRepairLazyInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	src := gen(132, 7)
-	e.deny(districtIDs(src)[60])
+	e.deny(layout.DistrictIDs(src)[60])
 	mustPartial(t)(e.writer().Write(context.Background(), day, lazyCopy(t, src)))
 	e.f.setRule(nil)
 
@@ -205,7 +168,7 @@ func TestRepairLazyInput(t *testing.T) {
 	other := gen(132, 7)
 	memData(other.Payload.Districts[3])["membership"].(model.Object)["total"] = int64(-1)
 	lo := lazyCopy(t, other)
-	if _, err := e.writer().Repair(context.Background(), day, lo); err == nil || !bytes.Contains([]byte(err.Error()), []byte("district "+districtIDs(src)[3])) {
+	if _, err := e.writer().Repair(context.Background(), day, lo); err == nil || !bytes.Contains([]byte(err.Error()), []byte("district "+layout.DistrictIDs(src)[3])) {
 		t.Errorf("repair with another district's data: %v", err)
 	}
 	if n := lo.DataLoads(); n != 0 {

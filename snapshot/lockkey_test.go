@@ -16,6 +16,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/backendkit"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // lockKey is the Firestore lock key of snapshot id in e's project, in the
@@ -530,7 +531,7 @@ func TestReaderLivenessLegacyRoot(t *testing.T) {
 	locker := e.locker()
 	live := NewReader(e.clean, "", WithLockBackends(locker))
 	mustWrite(t, e.writer(), day, gen(5, 1))
-	writing := []firestore.Update{{Path: "metadata.writeState", Value: stateWriting}, {Path: "metadata.writeComplete", Value: false}}
+	writing := []firestore.Update{{Path: "metadata.writeState", Value: layout.StateWriting}, {Path: "metadata.writeComplete", Value: false}}
 	e.setRoot(day, writing...)
 	if st := states(t, live, day); st != StateInterrupted {
 		t.Errorf("our root, no lock: %s, want interrupted", st)

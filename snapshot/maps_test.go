@@ -1,6 +1,10 @@
 package snapshot
 
-import "cloud.google.com/go/firestore"
+import (
+	"cloud.google.com/go/firestore"
+
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+)
 
 // Reads of stored documents as maps (DocumentSnapshot.Data), for tests
 // that check what is stored independently of the layout types the
@@ -13,41 +17,41 @@ func asMap(v any) map[string]any {
 	return m
 }
 
-// writing is rootMetadata.writing of root metadata md.
+// writing is layout.Metadata.Writing of root metadata md.
 func writing(md map[string]any) bool {
-	ws, _ := md[fieldWriteState].(string)
-	st, _ := md[fieldStatus].(string)
-	return inProgress(ws, st)
+	ws, _ := md[layout.FieldWriteState].(string)
+	st, _ := md[layout.FieldStatus].(string)
+	return layout.InProgress(ws, st)
 }
 
-// pagedRoot is rootDocument.paged of a root's fields.
+// pagedRoot is layout.Manifest.Paged of a root's fields.
 func pagedRoot(root map[string]any) bool {
-	var mf manifest
-	decodeFields(asMap(root[fieldManifest]), &mf)
-	return mf.paged()
+	var mf layout.Manifest
+	layout.DecodeFields(asMap(root[layout.FieldManifest]), &mf)
+	return mf.Paged()
 }
 
-// expandPages is rootDocument.expandPages on a root's fields: it sets
+// expandPages is layout.Root.ExpandPages on a root's fields: it sets
 // their manifest.districts to the pages' entries as an inline manifest
 // holds them. It modifies root, a map of the caller's own.
 func expandPages(root map[string]any, pages []*firestore.DocumentSnapshot) {
-	mf := asMap(root[fieldManifest])
-	var r rootDocument
-	decodeFields(mf, &r.Manifest)
-	if mf == nil || !r.Manifest.paged() {
+	mf := asMap(root[layout.FieldManifest])
+	var r layout.Root
+	layout.DecodeFields(mf, &r.Manifest)
+	if mf == nil || !r.Manifest.Paged() {
 		return
 	}
-	r.expandPages(snapshotPages(pages))
+	r.ExpandPages(layout.SnapshotPages(pages))
 	entries := make([]any, len(r.Manifest.Districts))
 	for i, e := range r.Manifest.Districts {
-		entries[i] = encodeFields(e)
+		entries[i] = layout.EncodeFields(e)
 	}
-	mf[fieldDistricts] = entries
+	mf[layout.FieldDistricts] = entries
 }
 
-// pageProblems is rootDocument.pageProblems of a root's fields.
+// pageProblems is layout.Root.PageProblems of a root's fields.
 func pageProblems(id string, root map[string]any, pages []*firestore.DocumentSnapshot) []string {
-	var r rootDocument
-	decodeFields(asMap(root[fieldManifest]), &r.Manifest)
-	return r.pageProblems(id, pages)
+	var r layout.Root
+	layout.DecodeFields(asMap(root[layout.FieldManifest]), &r.Manifest)
+	return r.PageProblems(id, pages)
 }

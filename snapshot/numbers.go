@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Firestore compares numbers by value, whatever their type: the integer 39
@@ -81,7 +82,7 @@ func numbersHash(v any, exact string) (string, error) {
 	if !changed {
 		return exact, nil
 	}
-	return contentHash(n)
+	return layout.ContentHash(n)
 }
 
 // inputData compares an input's districts' data with stored district data:
@@ -89,7 +90,7 @@ func numbersHash(v any, exact string) (string, error) {
 // differ, as Firestore compares values (normalNumbers).
 type inputData struct {
 	snap *model.Snapshot
-	// exact: district id → the hash of its data (dataHash).
+	// exact: district id → the hash of its data (layout.DataHash).
 	exact map[string]string
 	// firestoreEqual: data equal as Firestore compares values counts as
 	// the same; otherwise only byte-equal data (the hashes) does.
@@ -176,14 +177,14 @@ func districtNumbersHash(ds model.DistrictStatistics, exact string) (string, err
 }
 
 // samePayload reports whether a stored root holds snap's payload (all but
-// its districts, status and snapshot_id: see payloadHash): its recorded
+// its districts, status and snapshot_id: see layout.PayloadHash): its recorded
 // payloadHash is snap's, or the payload it stores equals snap's as
 // Firestore compares values. A root the application wrote keeps too little
 // of the payload to compare, and has no recorded hash: it never holds it.
-func samePayload(root *rootDocument, snap *model.Snapshot) (bool, error) {
-	md := root.meta()
+func samePayload(root *layout.Root, snap *model.Snapshot) (bool, error) {
+	md := root.Meta()
 	if md.PayloadHash != "" {
-		same, err := payloadMatches(md.PayloadHash, snap, md.inputID())
+		same, err := layout.PayloadMatches(md.PayloadHash, snap, md.InputID())
 		if err != nil || same {
 			return same, err
 		}
@@ -191,7 +192,7 @@ func samePayload(root *rootDocument, snap *model.Snapshot) (bool, error) {
 	if md.PayloadMetadata == nil {
 		return false, nil
 	}
-	stored, err := rootSnapshot(root, nil)
+	stored, err := layout.RootSnapshot(root, nil)
 	if err != nil {
 		return false, err
 	}
@@ -203,7 +204,7 @@ func samePayload(root *rootDocument, snap *model.Snapshot) (bool, error) {
 	return a == b, err
 }
 
-// payloadNumbersHash is payloadHash of the normal form of s's payload.
+// payloadNumbersHash is layout.PayloadHash of the normal form of s's payload.
 func payloadNumbersHash(s *model.Snapshot) (string, error) {
 	c := *s
 	c.Payload.Districts = nil
@@ -221,5 +222,5 @@ func payloadNumbersHash(s *model.Snapshot) (string, error) {
 		return "", err
 	}
 	n, _ := normalNumbers(tree)
-	return contentHash(n)
+	return layout.ContentHash(n)
 }

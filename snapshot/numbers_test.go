@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // firestoreEqual reports whether a and b are equal as Repair and Verify
@@ -30,7 +31,7 @@ func firestoreEqual(t *testing.T, a, b any) bool {
 
 func mustHash(t *testing.T, v any) string {
 	t.Helper()
-	h, err := contentHash(v)
+	h, err := layout.ContentHash(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestContentHashStaysExact(t *testing.T) {
 		t.Error("contentHash of 39.0 equals that of 39")
 	}
 	d := model.NewDistrict(model.Object{"districtId": "1", "asOfDate": day, "n": 39.0})
-	h, err := dataHash(d)
+	h, err := layout.DataHash(d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Defaults of a Writer: 50 operations per chunk, 3 chunks in flight.
@@ -89,8 +90,8 @@ func defaultConfig() config {
 		log:         zap.NewNop(),
 		now:         time.Now,
 
-		pageThreshold: defaultPageThreshold,
-		pageSize:      defaultPageSize,
+		pageThreshold: layout.DefaultPageThreshold,
+		pageSize:      layout.DefaultPageSize,
 	}
 }
 

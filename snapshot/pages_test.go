@@ -12,6 +12,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/pacing"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // smallSnapshot is a valid snapshot of n districts of a few dozen bytes
@@ -30,7 +31,7 @@ func smallSnapshot(date string, n int) *model.Snapshot {
 // pageIDs lists the manifest pages stored under snapshot id.
 func (e *env) pageIDs(id string) []string {
 	e.t.Helper()
-	docs, err := e.clean.Collection(DefaultCollection).Doc(id).Collection(pagesCollection).Documents(context.Background()).GetAll()
+	docs, err := e.clean.Collection(DefaultCollection).Doc(id).Collection(layout.PagesCollection).Documents(context.Background()).GetAll()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -83,11 +84,11 @@ func TestVerifyPages(t *testing.T) {
 		want   string
 	}{
 		{"page missing", func(pages *firestore.CollectionRef) error {
-			_, err := pages.Doc(pageID(2)).Delete(ctx)
+			_, err := pages.Doc(layout.PageID(2)).Delete(ctx)
 			return err
 		}, "manifest page 00002 is missing"},
 		{"page not counted", func(pages *firestore.CollectionRef) error {
-			_, err := pages.Doc(pageID(9)).Set(ctx, map[string]any{fieldSnapshotID: day, fieldDistricts: []any{}})
+			_, err := pages.Doc(layout.PageID(9)).Set(ctx, map[string]any{layout.FieldSnapshotID: day, layout.FieldDistricts: []any{}})
 			return err
 		}, "manifest page 00009 is stored, but the root counts 5 pages"},
 	} {
@@ -96,7 +97,7 @@ func TestVerifyPages(t *testing.T) {
 			e := newEnv(t)
 			e.paged = true
 			mustWrite(t, e.writer(), day, in)
-			if err := tc.damage(e.clean.Collection(DefaultCollection).Doc(day).Collection(pagesCollection)); err != nil {
+			if err := tc.damage(e.clean.Collection(DefaultCollection).Doc(day).Collection(layout.PagesCollection)); err != nil {
 				t.Fatal(err)
 			}
 			rep, err := NewReader(e.clean, "").Verify(ctx, day, in)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // The progress records put in the root the districts of a chunk that
@@ -31,18 +32,18 @@ func TestProgressRecordsFailedChunks(t *testing.T) {
 	s.add(BatchResult{Err: errors.New("connection reset"), unsure: true, DistrictIDs: []string{"3"}})
 	s.add(BatchResult{Err: errors.New("not attempted: stopped"), notAttempted: true, DistrictIDs: []string{"4"}})
 	st := s.progress()
-	want := map[string]string{"1": entrySuccess, "2": entryFailed}
-	if len(st.entries) != len(want) || st.entries["1"] != want["1"] || st.entries["2"] != want["2"] {
-		t.Errorf("progress entries %v, want %v (3 of unknown outcome and 4 never attempted stay not written yet)", st.entries, want)
+	want := map[string]string{"1": layout.EntrySuccess, "2": layout.EntryFailed}
+	if len(st.Entries) != len(want) || st.Entries["1"] != want["1"] || st.Entries["2"] != want["2"] {
+		t.Errorf("progress entries %v, want %v (3 of unknown outcome and 4 never attempted stay not written yet)", st.Entries, want)
 	}
-	if st.msgs["2"] != errText(refused) || st.times["2"] == "" {
-		t.Errorf("the failed district's message %q and time %q: want its chunk's error and when it failed", st.msgs["2"], st.times["2"])
+	if st.Msgs["2"] != errText(refused) || st.Times["2"] == "" {
+		t.Errorf("the failed district's message %q and time %q: want its chunk's error and when it failed", st.Msgs["2"], st.Times["2"])
 	}
 	// The finish records them all, the open ones as they were decided.
-	fin := s.finished(statusPartial, false, time.Now())
+	fin := s.finished(layout.StatusPartial, false, time.Now())
 	for _, id := range []string{"2", "3", "4"} {
-		if fin.entries[id] != entryFailed || fin.msgs[id] == "" {
-			t.Errorf("finished: district %s is %q (%q), want failed with its error", id, fin.entries[id], fin.msgs[id])
+		if fin.Entries[id] != layout.EntryFailed || fin.Msgs[id] == "" {
+			t.Errorf("finished: district %s is %q (%q), want failed with its error", id, fin.Entries[id], fin.Msgs[id])
 		}
 	}
 }
@@ -54,12 +55,12 @@ func TestProgressRecordsFailedChunks(t *testing.T) {
 func TestRecorderRecordsFailedChunks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		type record struct {
-			st    rootState
+			st    layout.State
 			pages []int
 		}
 		var mu sync.Mutex
 		var records []record
-		commit := func(_ context.Context, st rootState, pages []int) error {
+		commit := func(_ context.Context, st layout.State, pages []int) error {
 			mu.Lock()
 			defer mu.Unlock()
 			records = append(records, record{st, slices.Sorted(slices.Values(pages))})
@@ -83,11 +84,11 @@ func TestRecorderRecordsFailedChunks(t *testing.T) {
 			t.Fatalf("%d records after a chunk failed for good, want 1", len(records))
 		}
 		got := records[0]
-		if got.st.entries["b"] != entryFailed || !strings.Contains(got.st.msgs["b"], "refused") || !slices.Equal(got.pages, []int{1}) {
-			t.Errorf("record: entries %v, messages %v, pages %v; want b failed with its error, page 1", got.st.entries, got.st.msgs, got.pages)
+		if got.st.Entries["b"] != layout.EntryFailed || !strings.Contains(got.st.Msgs["b"], "refused") || !slices.Equal(got.pages, []int{1}) {
+			t.Errorf("record: entries %v, messages %v, pages %v; want b failed with its error, page 1", got.st.Entries, got.st.Msgs, got.pages)
 		}
-		if _, ok := got.st.entries["c"]; ok {
-			t.Errorf("the district of unknown outcome is recorded: %v", got.st.entries)
+		if _, ok := got.st.Entries["c"]; ok {
+			t.Errorf("the district of unknown outcome is recorded: %v", got.st.Entries)
 		}
 	})
 }
@@ -111,7 +112,7 @@ type heldWrite struct {
 // holdWrite starts a heldWrite of in under day on e.
 func holdWrite(t *testing.T, e *env, in *model.Snapshot) *heldWrite {
 	t.Helper()
-	h := &heldWrite{ids: districtIDs(in), held: make(chan struct{}), release: make(chan struct{}),
+	h := &heldWrite{ids: layout.DistrictIDs(in), held: make(chan struct{}), release: make(chan struct{}),
 		recorded: make(chan struct{}, 1), done: make(chan error, 1)}
 	h.goOn = sync.OnceFunc(func() { close(h.release) })
 	// A test that fails first lets the write end.
@@ -137,7 +138,7 @@ func holdWrite(t *testing.T, e *env, in *model.Snapshot) *heldWrite {
 		return nil
 	})
 	e.f.setAfter(func(c *commitCall) error {
-		if c.root && !c.rootSet && c.state == stateWriting {
+		if c.root && !c.rootSet && c.state == layout.StateWriting {
 			select {
 			case h.recorded <- struct{}{}:
 			default:
@@ -289,8 +290,8 @@ func TestPendingWhileWriting(t *testing.T) {
 			}
 		}
 		for _, id := range ids[150:] {
-			if msgs[id] != notWrittenYet {
-				t.Fatalf("district %s, not reached, is recorded with %q, want %q", id, msgs[id], notWrittenYet)
+			if msgs[id] != layout.NotWrittenYet {
+				t.Fatalf("district %s, not reached, is recorded with %q, want %q", id, msgs[id], layout.NotWrittenYet)
 			}
 		}
 

@@ -21,6 +21,7 @@ import (
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // PlanAction is what a planned write or repair does with the snapshot.
@@ -175,15 +176,16 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	if err != nil {
 		return nil, err
 	}
-	in, err := w.buildInput(id, snap, prep, writerStamp{WriterFence: planFence, WriterLockKeyHash: pl.Lock.KeyHash}, w.cfg.now())
+	in, err := w.buildInput(id, snap, prep, layout.Stamp{WriterFence: planFence, WriterLockKeyHash: pl.Lock.KeyHash}, w.cfg.now())
 	if err != nil {
 		return nil, err
 	}
-	in.repairing = op == opRepair
+	in.Repairing = op == opRepair
 	w.paginate(&in)
 	pl.Districts = len(snap.Payload.Districts)
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.reqTimeout)
-	doc, err := w.root(id).Get(rctx)
+	names := w.names(id)
+	doc, err := names.Root.Get(rctx)
 	cancel()
 	if status.Code(err) == codes.NotFound {
 		return pl, p.whole(ctx, pl, in, "nothing is stored under this date")
@@ -191,13 +193,13 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading the root: %w", id, err)
 	}
-	root := readRoot(doc)
+	root := layout.ReadRoot(doc)
 	pl.Stored = string(storedState(id, root))
 	// In writeRoot's order: the skip, then the prior writer's check.
-	if op == opWrite && w.cfg.skipComplete && root.complete() {
+	if op == opWrite && w.cfg.skipComplete && root.Complete() {
 		return pl.skip("the stored snapshot is complete, and complete snapshots are skipped"), nil
 	}
-	if _, err := w.checkSwitch(root.meta(), in); err != nil {
+	if _, err := w.checkSwitch(root.Meta(), in); err != nil {
 		return nil, withID(id, err)
 	}
 	resume := op == opWrite
@@ -206,19 +208,19 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	}
 	// As takeOver decides, from the same reads.
 	rctx, cancel = context.WithTimeout(ctx, w.cfg.reqTimeout)
-	pages, err := w.pagesRef(id).Documents(rctx).GetAll()
+	pages, err := names.Pages.Documents(rctx).GetAll()
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading manifest pages: %w", id, err)
 	}
-	inData := newInputData(in.snap, in.dataHashes, in.repairing)
+	inData := newInputData(in.Snap, in.DataHashes, in.Repairing)
 	rctx, cancel = context.WithTimeout(ctx, w.cfg.reqTimeout)
-	stored, err := readStoredDistricts(clientDocs(w.root(id).Collection("districts").Documents(rctx)), inData)
+	stored, err := readStoredDistricts(clientDocs(names.Districts.Documents(rctx)), inData)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: reading the district documents: %w", id, err)
 	}
-	dec, err := in.decideRepair(root, snapshotPages(pages), inData, stored, resume || w.cfg.rewriteChanged)
+	dec, err := in.decideRepair(root, layout.SnapshotPages(pages), inData, stored, resume || w.cfg.rewriteChanged)
 	switch {
 	case errors.Is(err, errReplace):
 		return pl, p.whole(ctx, pl, in, "the input's root payload differs from the stored one, and what differs is re-written")
@@ -284,23 +286,23 @@ func (p *Planner) fill(ctx context.Context, pl *Plan, in rootInput, todo map[str
 	w := p.w
 	ops := in.ops(todo)
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.reqTimeout)
-	stale, err := w.staleDistricts(rctx, in.id, in.snap)
+	stale, err := w.staleDistricts(rctx, in.ID, in.Snap)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("snapshot %s: listing the district documents: %w", in.id, err)
+		return fmt.Errorf("snapshot %s: listing the district documents: %w", in.ID, err)
 	}
 	chunks, err := w.chunks(withDeletes(ops, stale))
 	if err != nil {
-		return fmt.Errorf("snapshot %s: planning chunks: %w", in.id, err)
+		return fmt.Errorf("snapshot %s: planning chunks: %w", in.ID, err)
 	}
-	pl.DistrictsToWrite, pl.DistrictsKept, pl.StaleDeletes, pl.Chunks = len(ops), len(in.kept), len(stale), len(chunks)
-	first, pages, err := in.rootDoc()
+	pl.DistrictsToWrite, pl.DistrictsKept, pl.StaleDeletes, pl.Chunks = len(ops), len(in.Kept), len(stale), len(chunks)
+	first, pages, err := in.RootDoc()
 	if err != nil {
 		return err
 	}
 	pl.Manifest = PlanManifest{Form: ManifestInline}
-	if in.paged() {
-		pl.Manifest = PlanManifest{Form: ManifestPages, Pages: len(pages), PageSize: in.pageSize}
+	if in.Paged() {
+		pl.Manifest = PlanManifest{Form: ManifestPages, Pages: len(pages), PageSize: in.PageSize}
 	}
 	done, err := in.finishedRoot(first, w.cfg.now())
 	if err != nil {
@@ -313,29 +315,29 @@ func (p *Planner) fill(ctx context.Context, pl *Plan, in rootInput, todo map[str
 // finishedRoot is root, the root as first written, as the finish records
 // it when every district was written: its metadata and manifest replaced
 // as recordOutcome replaces them.
-func (in rootInput) finishedRoot(root rootDocument, now time.Time) (rootDocument, error) {
-	st := rootState{status: in.snap.Status, complete: true, entries: map[string]string{}, modified: now, finishedAt: now}
-	for _, d := range in.snap.Payload.Districts {
-		if _, kept := in.kept[d.DistrictID]; !kept {
-			st.entries[d.DistrictID] = entrySuccess
+func (in rootInput) finishedRoot(root layout.Root, now time.Time) (layout.Root, error) {
+	st := layout.State{Status: in.Snap.Status, Complete: true, Entries: map[string]string{}, Modified: now, FinishedAt: now}
+	for _, d := range in.Snap.Payload.Districts {
+		if _, kept := in.Kept[d.DistrictID]; !kept {
+			st.Entries[d.DistrictID] = layout.EntrySuccess
 		}
 	}
-	md, err := in.metadata(st)
+	md, err := in.Metadata(st)
 	if err != nil {
-		return rootDocument{}, err
+		return layout.Root{}, err
 	}
 	root.Metadata = &md
-	root.Manifest, _ = in.split(in.manifest(st))
+	root.Manifest, _ = in.Split(in.Manifest(st))
 	return root, nil
 }
 
 // rootSize is root's size as Firestore counts it, its fields' (the
 // document's name and 32 bytes more count towards the 1 MiB too).
-func rootSize(root rootDocument) int { return model.FirestoreSize(encodeFields(root)) }
+func rootSize(root layout.Root) int { return model.FirestoreSize(layout.EncodeFields(root)) }
 
 // storedState is the State of a stored root, a write at work on it (or
 // interrupted: only its lock tells them apart) StateWriting.
-func storedState(id string, root *rootDocument) State {
+func storedState(id string, root *layout.Root) State {
 	s := summaryOf(id, root)
 	if s.State == StateUnknown && s.writing() {
 		return StateWriting

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // planned runs plan and fails the test if it committed anything or left a
@@ -138,16 +139,16 @@ func TestPlanRepairMatchesRepair(t *testing.T) {
 	eachForm(t, func(t *testing.T, e *env) {
 		ctx := context.Background()
 		in := gen(60, 33)
-		ids := districtIDs(in)
+		ids := layout.DistrictIDs(in)
 		w := e.writer(WithBatchSize(10))
 		e.deny(ids[25]) // its chunk, ids[20:30], fails
 		mustPartial(t)(w.Write(ctx, day, in))
 		e.f.setRule(nil)
 		root := e.clean.Collection(DefaultCollection).Doc(day)
-		if _, err := root.Collection("districts").Doc(districtDocID(ids[3])).Delete(ctx); err != nil {
+		if _, err := root.Collection("districts").Doc(layout.DistrictDocID(ids[3])).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := root.Collection("districts").Doc(districtDocID(ids[40])).Update(ctx,
+		if _, err := root.Collection("districts").Doc(layout.DistrictDocID(ids[40])).Update(ctx,
 			[]firestore.Update{{Path: "data.membership.total", Value: int64(-1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -189,10 +190,10 @@ func TestPlanRepairPending(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	in := gen(30, 9)
-	ids := districtIDs(in)
+	ids := layout.DistrictIDs(in)
 	w := e.writer(WithBatchSize(10))
 	e.f.setRule(func(c *commitCall) error {
-		if c.has(ids[15]) || c.root && c.state == stateFinished {
+		if c.has(ids[15]) || c.root && c.state == layout.StateFinished {
 			return status.Error(codes.PermissionDenied, "injected")
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // BenchmarkPrewrite measures what a write does before its first commit on
@@ -31,10 +32,10 @@ func BenchmarkPrewrite(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := summarizeDistricts(s, data, fence); err != nil {
+		if _, err := layout.SummarizeDistricts(s, data, fence); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := payloadHash(s); err != nil {
+		if _, err := layout.PayloadHash(s); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -117,7 +117,7 @@ func (j *job) progressDone() int {
 	case j.res == nil:
 		return 0
 	case j.res.Outcome == OutcomeSkipped:
-		return len(j.in.snap.Payload.Districts)
+		return len(j.in.Snap.Payload.Districts)
 	}
 	return j.res.DistrictsWritten + j.res.DistrictsKept
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // counter is a Progress that sums what it is told, and fails the test if
@@ -139,7 +141,7 @@ func TestProgressCounts(t *testing.T) {
 		}
 
 		other := gen(132, 8) // another export: written whole
-		e.deny(districtIDs(other)[60])
+		e.deny(layout.DistrictIDs(other)[60])
 		c = &counter{t: t}
 		res = mustPartial(t)(e.writer(append(many, WithProgress(c))...).Write(context.Background(), day, other))
 		if n, _ := c.total(); n != res.DistrictsWritten || n != 132-5 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"cloud.google.com/go/firestore"
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 
 	"go.uber.org/zap"
@@ -14,6 +15,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A prune deletes a whole snapshot as a write stores one: under the
@@ -106,9 +108,9 @@ func (w *Writer) prune(ctx context.Context, id string, afterMark func(context.Co
 		return nil, err
 	}
 	defer unlock()
-	j.in = rootInput{id: id, fence: j.lease.Fence(), backend: w.lockName, keyHash: locking.HashKey(j.lease.Key()), startedAt: start}
-	j.log = j.log.With(zap.String("fence", j.in.fence))
-	res := &PruneResult{SnapshotID: id, Fence: j.in.fence, LockWaitMs: j.lockWait.Milliseconds()}
+	j.in = rootInput{layout.Input{ID: id, Fence: j.lease.Fence(), Backend: w.lockName, KeyHash: locking.HashKey(j.lease.Key()), StartedAt: start}}
+	j.log = j.log.With(zap.String("fence", j.in.Fence))
+	res := &PruneResult{SnapshotID: id, Fence: j.in.Fence, LockWaitMs: j.lockWait.Milliseconds()}
 	err = j.pruneSteps(res, afterMark)
 	res.DurationMs = w.cfg.now().Sub(start).Milliseconds()
 	if err != nil {
@@ -154,7 +156,7 @@ func (j *job) pruneSteps(res *PruneResult, afterMark func(context.Context) error
 
 // pruneErr is the error a prune ends with, as Prune documents it.
 func (j *job) pruneErr(err error) error {
-	id := j.in.id
+	id := j.in.ID
 	switch {
 	case errors.Is(err, ErrFencedOut):
 		j.log.Warn("fenced out: a newer writer has taken the snapshot over; the prune deleted nothing of its documents", zap.Error(err))
@@ -174,20 +176,20 @@ func (j *job) pruneErr(err error) error {
 // snapshot, and that writes the fence document with the prune's fence.
 // found is false when there is no root.
 func (j *job) markDeleting() (found bool, err error) {
-	rootName := j.w.root(j.in.id).Path
+	rootName := j.names.Root.Path
 	_, err = j.transact(j.wctx, j.w.cfg.retry, txn{explicitBegin: true, reads: []string{rootName},
 		body: func(ctx context.Context, a *attempt) error {
 			doc := a.doc(rootName)
 			if found = doc != nil; !found {
 				return nil
 			}
-			data := fieldsOf(doc)
-			root := decodeRoot(data)
-			if err := j.checkPrior(ctx, root.meta()); err != nil {
+			data := layout.FieldsOf(doc)
+			root := layout.DecodeRoot(data)
+			if err := j.checkPrior(ctx, root.Meta()); err != nil {
 				return retry.Permanent(err)
 			}
-			if root.complete() {
-				newer, err := j.w.newerComplete(ctx, a, j.in.id)
+			if root.Complete() {
+				newer, err := j.w.newerComplete(ctx, a, j.names.Root)
 				if err != nil {
 					return err
 				}
@@ -200,19 +202,19 @@ func (j *job) markDeleting() (found bool, err error) {
 				return retry.Permanent(err)
 			}
 			a.write(mark)
-			return a.set(j.w.fenceRef(j.in.id).Path, j.in.fenceDoc(j.w.cfg.now()))
+			return a.set(j.names.Fence.Path, j.in.FenceDoc(j.w.cfg.now()))
 		}})
 	return found, err
 }
 
 // newerComplete reports, in transaction a, whether a complete snapshot
-// newer than id is stored (one whose id is a date, as package retention
-// counts them): then id is not the newest complete one. The read holds
+// newer than root is stored (one whose id is a date, as package retention
+// counts them): then root is not the newest complete one. The read holds
 // the roots it returns, so a prune of that newer one cannot mark it
 // before this transaction commits.
-func (w *Writer) newerComplete(ctx context.Context, a *attempt, id string) (bool, error) {
-	coll := w.client.Collection(w.cfg.collection)
-	parent := databaseOf(w.root(id).Path) + "/documents"
+func (w *Writer) newerComplete(ctx context.Context, a *attempt, root *firestore.DocumentRef) (bool, error) {
+	coll := root.Parent
+	parent := databaseOf(root.Path) + "/documents"
 	if coll.Parent != nil {
 		parent = coll.Parent.Path
 	}
@@ -224,18 +226,18 @@ func (w *Writer) newerComplete(ctx context.Context, a *attempt, id string) (bool
 		Select: &pb.StructuredQuery_Projection{Fields: fields},
 		From:   []*pb.StructuredQuery_CollectionSelector{{CollectionId: coll.ID}},
 		Where: &pb.StructuredQuery_Filter{FilterType: &pb.StructuredQuery_Filter_FieldFilter{FieldFilter: &pb.StructuredQuery_FieldFilter{
-			Field: &pb.StructuredQuery_FieldReference{FieldPath: fieldPath(fieldMetadata, fieldStatus)},
+			Field: &pb.StructuredQuery_FieldReference{FieldPath: layout.FieldPath(layout.FieldMetadata, layout.FieldStatus)},
 			Op:    pb.StructuredQuery_FieldFilter_EQUAL,
-			Value: &pb.Value{ValueType: &pb.Value_StringValue{StringValue: statusSuccess}},
+			Value: &pb.Value{ValueType: &pb.Value_StringValue{StringValue: layout.StatusSuccess}},
 		}}},
 		OrderBy: []*pb.StructuredQuery_Order{{Field: &pb.StructuredQuery_FieldReference{FieldPath: "__name__"}, Direction: pb.StructuredQuery_ASCENDING}},
-		StartAt: &pb.Cursor{Values: []*pb.Value{{ValueType: &pb.Value_ReferenceValue{ReferenceValue: w.root(id).Path}}}},
+		StartAt: &pb.Cursor{Values: []*pb.Value{{ValueType: &pb.Value_ReferenceValue{ReferenceValue: root.Path}}}},
 	})
 	if err != nil {
 		return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
 	}
 	for _, doc := range docs {
-		if model.ValidDate(lastSegment(doc.GetName())) && decodeRoot(fieldsOf(doc)).complete() {
+		if model.ValidDate(lastSegment(doc.GetName())) && layout.DecodeRoot(layout.FieldsOf(doc)).Complete() {
 			return true, nil
 		}
 	}
@@ -252,26 +254,26 @@ func (w *Writer) newerComplete(ctx context.Context, a *attempt, id string) (bool
 // which has no contentHash, would gain one, and the root bytes it does not
 // need. Pages are not rewritten (only snapwriter reads them, and it reads
 // none of a root marked deleting).
-func (in rootInput) deletingMark(rootName string, root *rootDocument, doc *pb.Document) (*pb.Write, error) {
-	md, mf := root.meta(), root.Manifest
-	st := in.stamp()
+func (in rootInput) deletingMark(rootName string, root *layout.Root, doc *pb.Document) (*pb.Write, error) {
+	md, mf := root.Meta(), root.Manifest
+	st := in.Stamp()
 	meta := map[string]any{
-		fieldStatus:              statusFailed,
-		fieldWriteState:          stateDeleting,
-		fieldWriteComplete:       false,
-		fieldSuccessfulDistricts: []string{},
-		fieldFailedDistricts:     markedFailed(md.FailedDistricts, md.SuccessfulDistricts),
-		fieldWriterFence:         st.WriterFence,
-		fieldWriterLockBackend:   st.WriterLockBackend,
-		fieldWriterLockKeyHash:   st.WriterLockKeyHash,
+		layout.FieldStatus:              layout.StatusFailed,
+		layout.FieldWriteState:          layout.StateDeleting,
+		layout.FieldWriteComplete:       false,
+		layout.FieldSuccessfulDistricts: []string{},
+		layout.FieldFailedDistricts:     markedFailed(md.FailedDistricts, md.SuccessfulDistricts),
+		layout.FieldWriterFence:         st.WriterFence,
+		layout.FieldWriterLockBackend:   st.WriterLockBackend,
+		layout.FieldWriterLockKeyHash:   st.WriterLockKeyHash,
 	}
 	man := map[string]any{}
 	if mf.TotalDistricts != nil {
-		man[fieldSuccessfulDistricts], man[fieldFailedDistricts] = 0, *mf.TotalDistricts
+		man[layout.FieldSuccessfulDistricts], man[layout.FieldFailedDistricts] = 0, *mf.TotalDistricts
 	}
-	stored := doc.GetFields()[fieldManifest].GetMapValue()
+	stored := doc.GetFields()[layout.FieldManifest].GetMapValue()
 	// Present (an inline manifest's; a paged root has none), even empty.
-	if entries, ok := stored.GetFields()[fieldDistricts].GetValueType().(*pb.Value_ArrayValue); ok {
+	if entries, ok := stored.GetFields()[layout.FieldDistricts].GetValueType().(*pb.Value_ArrayValue); ok {
 		vals := entries.ArrayValue.GetValues()
 		marked := make([]any, len(vals))
 		for i, e := range vals {
@@ -282,24 +284,24 @@ func (in rootInput) deletingMark(rootName string, root *rootDocument, doc *pb.Do
 					m.Fields = map[string]*pb.Value{}
 				}
 			}
-			m.Fields[fieldStatus] = &pb.Value{ValueType: &pb.Value_StringValue{StringValue: entryFailed}}
-			m.Fields[fieldErrorMessage] = &pb.Value{ValueType: &pb.Value_StringValue{StringValue: deletingMessage}}
+			m.Fields[layout.FieldStatus] = &pb.Value{ValueType: &pb.Value_StringValue{StringValue: layout.EntryFailed}}
+			m.Fields[layout.FieldErrorMessage] = &pb.Value{ValueType: &pb.Value_StringValue{StringValue: deletingMessage}}
 			marked[i] = &pb.Value{ValueType: &pb.Value_MapValue{MapValue: m}}
 		}
-		man[fieldDistricts] = marked
+		man[layout.FieldDistricts] = marked
 	}
-	fields := map[string]any{fieldMetadata: meta}
+	fields := map[string]any{layout.FieldMetadata: meta}
 	paths := make([]string, 0, len(meta)+len(man))
 	for f := range meta {
-		paths = append(paths, fieldPath(fieldMetadata, f))
+		paths = append(paths, layout.FieldPath(layout.FieldMetadata, f))
 	}
 	if len(man) > 0 {
-		fields[fieldManifest] = man
+		fields[layout.FieldManifest] = man
 		for f := range man {
-			paths = append(paths, fieldPath(fieldManifest, f))
+			paths = append(paths, layout.FieldPath(layout.FieldManifest, f))
 		}
 	}
-	w, err := wireSetWrite(rootName, fields)
+	w, err := layout.WireSetWrite(rootName, fields)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the deleting mark: %w", err)
 	}

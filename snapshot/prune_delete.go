@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/batching"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // listBelow lists the documents below the root, by full name, in the
@@ -24,22 +25,22 @@ import (
 // committed before the mark's fence write or is refused after it.
 func (j *job) listBelow() ([3][]string, error) {
 	var groups [3][]string
-	root := j.w.root(j.in.id)
-	fence := j.w.fenceRef(j.in.id).Path
+	root := j.names.Root
+	fence := j.names.Fence.Path
 	colls, err := root.Collections(j.wctx).GetAll()
 	if err != nil {
-		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.id, err)
+		return groups, fmt.Errorf("listing the subcollections of %s: %w", j.in.ID, err)
 	}
 	for _, c := range colls {
 		refs, err := c.DocumentRefs(j.wctx).GetAll()
 		if err != nil {
-			return groups, fmt.Errorf("listing %s/%s: %w", j.in.id, c.ID, err)
+			return groups, fmt.Errorf("listing %s/%s: %w", j.in.ID, c.ID, err)
 		}
 		g := 2
 		switch c.ID {
-		case districtsCollection:
+		case layout.DistrictsCollection:
 			g = 0
-		case pagesCollection:
+		case layout.PagesCollection:
 			g = 1
 		}
 		for _, r := range refs {
@@ -109,7 +110,7 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 	c, err := j.commitFenced(j.wctx, len(names), func() ([]*pb.Write, error) {
 		writes := make([]*pb.Write, len(names))
 		for i, name := range names {
-			writes[i] = deleteWrite(name)
+			writes[i] = layout.DeleteWrite(name)
 		}
 		return writes, nil
 	})
@@ -121,7 +122,7 @@ func (j *job) deleteChunk(names []string) (retries int, waited time.Duration, er
 // deleting. A root already gone is done: a retried commit whose first
 // outcome was lost.
 func (j *job) deleteRoot() error {
-	rootName, fenceName := j.w.root(j.in.id).Path, j.w.fenceRef(j.in.id).Path
+	rootName, fenceName := j.names.Root.Path, j.names.Fence.Path
 	_, err := j.transact(j.wctx, j.w.cfg.retry, txn{explicitBegin: true, reads: []string{rootName, fenceName},
 		body: func(_ context.Context, a *attempt) error {
 			stored := a.doc(rootName)
@@ -131,9 +132,9 @@ func (j *job) deleteRoot() error {
 			if err := j.in.fenceProblem(a.doc(fenceName)); err != nil {
 				return retry.Permanent(err)
 			}
-			md := decodeRoot(fieldsOf(stored)).meta()
-			if md.WriteState != stateDeleting {
-				return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, stateDeleting))
+			md := layout.DecodeRoot(layout.FieldsOf(stored)).Meta()
+			if md.WriteState != layout.StateDeleting {
+				return retry.Permanent(fmt.Errorf("%w: the root's writeState is %q, no longer %q", ErrFencedOut, md.WriteState, layout.StateDeleting))
 			}
 			if err := j.in.fenceMismatch(md.WriterFence, md.WriterLockBackend); err != nil {
 				return retry.Permanent(err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // errStopAfterMark stops a prune once its root is marked, as a kill there
@@ -190,16 +191,16 @@ func TestPruneStoppedAfterMarkIsFinishedByARerun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		md := asMap(rootDoc.Data()[fieldMetadata])
-		if sd, _ := md[fieldSuccessfulDistricts].([]any); md[fieldStatus] != statusFailed || md[fieldWriteComplete] != false || sd == nil || len(sd) != 0 {
-			t.Errorf("marked root: status %v writeComplete %v successful %v", md[fieldStatus], md[fieldWriteComplete], md[fieldSuccessfulDistricts])
+		md := asMap(rootDoc.Data()[layout.FieldMetadata])
+		if sd, _ := md[layout.FieldSuccessfulDistricts].([]any); md[layout.FieldStatus] != layout.StatusFailed || md[layout.FieldWriteComplete] != false || sd == nil || len(sd) != 0 {
+			t.Errorf("marked root: status %v writeComplete %v successful %v", md[layout.FieldStatus], md[layout.FieldWriteComplete], md[layout.FieldSuccessfulDistricts])
 		}
-		entries, _ := asMap(rootDoc.Data()[fieldManifest])[fieldDistricts].([]any)
+		entries, _ := asMap(rootDoc.Data()[layout.FieldManifest])[layout.FieldDistricts].([]any)
 		if !e.paged && len(entries) != 20 {
 			t.Errorf("inline manifest of the marked root has %d entries, want 20", len(entries))
 		}
 		for _, en := range entries {
-			if asMap(en)[fieldStatus] != entryFailed {
+			if asMap(en)[layout.FieldStatus] != layout.EntryFailed {
 				t.Fatalf("manifest entry %v not failed on a marked root", en)
 			}
 		}
@@ -359,7 +360,7 @@ func TestWriteOverDeletingRootIsWhole(t *testing.T) {
 	}
 	// Half the districts go, as a prune killed midway leaves them.
 	for _, id := range sortedIDs(ins["2026-11-19"])[:15] {
-		if _, err := e.clean.Collection(DefaultCollection).Doc("2026-11-19").Collection(districtsCollection).Doc(districtDocID(id)).Delete(ctx); err != nil {
+		if _, err := e.clean.Collection(DefaultCollection).Doc("2026-11-19").Collection(layout.DistrictsCollection).Doc(layout.DistrictDocID(id)).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

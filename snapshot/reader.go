@@ -14,6 +14,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // ErrNotFound: no snapshot is stored under that id.
@@ -109,6 +110,11 @@ func NewReader(client *firestore.Client, collection string, opts ...ReaderOption
 	return r
 }
 
+// names are the names of snapshot id's documents.
+func (r *Reader) names(id string) layout.Names {
+	return layout.NewNames(r.client.Collection(r.collection), id)
+}
+
 // LockCheckError reports that asking a lock backend whether the write of a
 // snapshot is live failed; Err is the backend's error.
 type LockCheckError struct {
@@ -169,25 +175,25 @@ type Summary struct {
 // (see view): while a writer is at work, Get returns a state the snapshot
 // had, and it never waits on a transaction a killed writer left open.
 func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
+	ref := r.names(id).Root
 	rd, v, err := r.openWhole(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	docs, err := v.collection(ref, districtsCollection).Documents(ctx).GetAll()
+	docs, err := v.collection(ref, layout.DistrictsCollection).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
-	written := rd.recordedWritten()
+	written := rd.RecordedWritten()
 	districts := make(map[string]model.Object, len(docs))
 	for _, d := range docs {
-		dd := readDistrict(d)
-		if dd.DistrictID == "" || dd.Status == entryFailed || written != nil && !written[dd.DistrictID] {
+		dd := layout.ReadDistrict(d)
+		if dd.DistrictID == "" || dd.Status == layout.EntryFailed || written != nil && !written[dd.DistrictID] {
 			continue
 		}
 		districts[dd.DistrictID] = dd.Data
 	}
-	s, err := rootSnapshot(rd, districts)
+	s, err := layout.RootSnapshot(rd, districts)
 	if err != nil {
 		return nil, fmt.Errorf("decoding snapshot %s: %w", id, err)
 	}
@@ -198,7 +204,7 @@ func (r *Reader) Get(ctx context.Context, id string) (*model.Snapshot, error) {
 // manifest pages in the root's view: the root with its manifest whole, and
 // the view the snapshot's other reads go through. A missing root is
 // ErrNotFound.
-func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*rootDocument, view, error) {
+func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*layout.Root, view, error) {
 	id := ref.ID
 	doc, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
@@ -207,13 +213,13 @@ func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*ro
 	if err != nil {
 		return nil, v, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
-	rd := readRoot(doc)
-	if rd.Manifest.paged() {
-		pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
+	rd := layout.ReadRoot(doc)
+	if rd.Manifest.Paged() {
+		pages, err := v.collection(ref, layout.PagesCollection).Documents(ctx).GetAll()
 		if err != nil {
 			return nil, v, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 		}
-		rd.expandPages(snapshotPages(pages))
+		rd.ExpandPages(layout.SnapshotPages(pages))
 	}
 	return rd, v, nil
 }
@@ -223,8 +229,9 @@ func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*ro
 // ErrNotFound; a district it does not have, or whose write failed, is
 // ErrNoDistrict.
 func (r *Reader) District(ctx context.Context, id, districtID string) (model.Object, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
-	doc, err := ref.Collection(districtsCollection).Doc(districtDocID(districtID)).Get(ctx)
+	names := r.names(id)
+	ref := names.Root
+	doc, err := names.District(districtID).Get(ctx)
 	if status.Code(err) == codes.NotFound {
 		if _, rerr := ref.Get(ctx); status.Code(rerr) == codes.NotFound {
 			return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
@@ -234,8 +241,8 @@ func (r *Reader) District(ctx context.Context, id, districtID string) (model.Obj
 	if err != nil {
 		return nil, fmt.Errorf("reading district %s of %s: %w", districtID, id, err)
 	}
-	dd := readDistrict(doc)
-	if dd.Status == entryFailed || dd.Data == nil {
+	dd := layout.ReadDistrict(doc)
+	if dd.Status == layout.EntryFailed || dd.Data == nil {
 		return nil, fmt.Errorf("district %s of snapshot %s: %w", districtID, id, ErrNoDistrict)
 	}
 	return dd.Data, nil
@@ -243,7 +250,7 @@ func (r *Reader) District(ctx context.Context, id, districtID string) (model.Obj
 
 // Summary returns the listing entry of one snapshot.
 func (r *Reader) Summary(ctx context.Context, id string) (*Summary, error) {
-	doc, err := r.client.Collection(r.collection).Doc(id).Get(ctx)
+	doc, err := r.names(id).Root.Get(ctx)
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
@@ -269,16 +276,16 @@ func (r *Reader) describe(ctx context.Context, s *Summary) error {
 
 // summaryFields are the root fields a Summary is made of.
 var summaryFields = []string{
-	fieldPath(fieldMetadata, fieldStatus), fieldPath(fieldMetadata, fieldWriteState),
-	fieldPath(fieldMetadata, fieldWriteComplete), fieldPath(fieldMetadata, fieldWriteFailedDistricts),
-	fieldPath(fieldMetadata, fieldWriterFence), fieldPath(fieldMetadata, fieldWriterLockBackend),
-	fieldPath(fieldMetadata, fieldWriterLockKeyHash), fieldPath(fieldMetadata, fieldWriteFinishedAt),
-	fieldPath(fieldMetadata, fieldConfiguredDistricts), fieldPath(fieldManifest, fieldTotalDistricts),
+	layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState),
+	layout.FieldPath(layout.FieldMetadata, layout.FieldWriteComplete), layout.FieldPath(layout.FieldMetadata, layout.FieldWriteFailedDistricts),
+	layout.FieldPath(layout.FieldMetadata, layout.FieldWriterFence), layout.FieldPath(layout.FieldMetadata, layout.FieldWriterLockBackend),
+	layout.FieldPath(layout.FieldMetadata, layout.FieldWriterLockKeyHash), layout.FieldPath(layout.FieldMetadata, layout.FieldWriteFinishedAt),
+	layout.FieldPath(layout.FieldMetadata, layout.FieldConfiguredDistricts), layout.FieldPath(layout.FieldManifest, layout.FieldTotalDistricts),
 }
 
 // latestFields are the root fields Latest reads of each root.
 var latestFields = []string{
-	fieldPath(fieldMetadata, fieldStatus), fieldPath(fieldMetadata, fieldWriteState), fieldPath(fieldMetadata, fieldWriteComplete),
+	layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState), layout.FieldPath(layout.FieldMetadata, layout.FieldWriteComplete),
 }
 
 // List returns every snapshot, newest first. The scan runs in ascending id
@@ -397,7 +404,7 @@ func (s *Summary) sameWriter(o *Summary) bool {
 // "writing" are read again, and their manifest is what tells their
 // pending districts from their failed ones.
 func (r *Reader) reread(ctx context.Context, id string) (Summary, error) {
-	root, _, err := r.openWhole(ctx, r.client.Collection(r.collection).Doc(id))
+	root, _, err := r.openWhole(ctx, r.names(id).Root)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -434,14 +441,14 @@ func (r *Reader) readPending(ctx context.Context, s *Summary) error {
 // one wins.
 func (r *Reader) Latest(ctx context.Context) (string, error) {
 	docs, err := r.client.Collection(r.collection).
-		Where(fieldPath(fieldMetadata, fieldStatus), "==", statusSuccess).
+		Where(layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), "==", layout.StatusSuccess).
 		Select(latestFields...).
 		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
 	if err != nil {
 		return "", fmt.Errorf("finding the latest snapshot: %w", err)
 	}
 	for i := len(docs) - 1; i >= 0; i-- {
-		if readRoot(docs[i]).complete() {
+		if layout.ReadRoot(docs[i]).Complete() {
 			return docs[i].Ref.ID, nil
 		}
 	}
@@ -450,15 +457,17 @@ func (r *Reader) Latest(ctx context.Context) (string, error) {
 
 // summarize is the Summary of a stored root (or of its summaryFields), its
 // State not settled.
-func summarize(doc *firestore.DocumentSnapshot) Summary { return summaryOf(doc.Ref.ID, readRoot(doc)) }
+func summarize(doc *firestore.DocumentSnapshot) Summary {
+	return summaryOf(doc.Ref.ID, layout.ReadRoot(doc))
+}
 
 // summaryOf is the Summary of snapshot id's root, read. The district
 // lists of a root that says "writing" are read from its manifest entries
 // when it has them (an inline root read whole, or a paged one with its
 // pages expanded); otherwise, and for every other root, FailedDistricts
 // is metadata.writeFailedDistricts.
-func summaryOf(id string, root *rootDocument) Summary {
-	md := root.meta()
+func summaryOf(id string, root *layout.Root) Summary {
+	md := root.Meta()
 	s := Summary{SnapshotID: id, Status: md.Status, WriteState: md.WriteState, FailedDistricts: []string{},
 		PendingDistricts: []string{}, WriterFence: md.WriterFence, LockBackend: md.WriterLockBackend,
 		LockKeyHash: md.WriterLockKeyHash, WriteFinishedAt: md.WriteFinishedAt}
@@ -470,8 +479,8 @@ func summaryOf(id string, root *rootDocument) Summary {
 	if entries := root.Manifest.Districts; s.writing() && len(entries) > 0 {
 		for _, e := range entries {
 			switch {
-			case e.Status == entrySuccess:
-			case e.pending():
+			case e.Status == layout.EntrySuccess:
+			case e.Pending():
 				s.PendingDistricts = append(s.PendingDistricts, e.DistrictID)
 			default:
 				s.FailedDistricts = append(s.FailedDistricts, e.DistrictID)
@@ -482,13 +491,13 @@ func summaryOf(id string, root *rootDocument) Summary {
 		s.FailedDistricts = append(s.FailedDistricts, md.WriteFailedDistricts...)
 	}
 	switch {
-	case s.WriteState == stateDeleting:
+	case s.WriteState == layout.StateDeleting:
 		s.State = StateDeleting
 	case s.writing():
 		s.State = StateUnknown // until settle asks the lock backend
-	case !md.writtenWhole():
+	case !md.WrittenWhole():
 		s.State = StatePartial
-	case s.Status == statusSuccess:
+	case s.Status == layout.StatusSuccess:
 		s.State = StateComplete
 	default:
 		s.State = StateUnsuccessful
@@ -498,4 +507,4 @@ func summaryOf(id string, root *rootDocument) Summary {
 
 // writing reports whether the root says a write is at work on it (or was,
 // when its writer died).
-func (s *Summary) writing() bool { return inProgress(s.WriteState, s.Status) }
+func (s *Summary) writing() bool { return layout.InProgress(s.WriteState, s.Status) }

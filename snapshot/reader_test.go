@@ -13,6 +13,7 @@ import (
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // states returns the state of id by List, by Summary and by Verify, which must agree.
@@ -99,9 +100,9 @@ func TestReaderLiveness(t *testing.T) {
 	}
 
 	// A dead writer: the root says "writing", no lock holds the key.
-	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: statusPartial},
-		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},
-		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: false})
+	e.setRoot(day, firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), Value: layout.StatusPartial},
+		firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState), Value: layout.StateWriting},
+		firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteComplete), Value: false})
 	if st := states(t, live, day); st != StateInterrupted {
 		t.Errorf("dead writer: %s, want interrupted", st)
 	}
@@ -120,33 +121,33 @@ func TestReaderLiveness(t *testing.T) {
 	// The writer records its outcome and unlocks between the read and the
 	// lock check: the root is read again, and it is complete.
 	racing := NewReader(e.clean, "", WithLockBackends(&finishFirst{Backend: locker, finish: func() {
-		e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: "success"},
-			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateFinished},
-			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: true})
+		e.setRoot(day, firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), Value: "success"},
+			firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState), Value: layout.StateFinished},
+			firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteComplete), Value: true})
 	}}))
 	if s, err := racing.Summary(ctx, day); err != nil || s.State != StateComplete {
 		t.Errorf("finished during the check: %+v, %v; want complete", s, err)
 	}
 	// Verify reports the root as it read it: still being written then.
-	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: statusPartial},
-		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},
-		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: false})
+	e.setRoot(day, firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), Value: layout.StatusPartial},
+		firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState), Value: layout.StateWriting},
+		firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteComplete), Value: false})
 	racing = NewReader(e.clean, "", WithLockBackends(&finishFirst{Backend: locker, finish: func() {
-		e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldStatus), Value: "success"},
-			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateFinished},
-			firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteComplete), Value: true})
+		e.setRoot(day, firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), Value: "success"},
+			firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState), Value: layout.StateFinished},
+			firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteComplete), Value: true})
 	}}))
 	if rep, err := racing.Verify(ctx, day, nil); err != nil || rep.State != StateWriting || rep.Complete {
 		t.Errorf("Verify, finished during the check: %+v, %v; want writing, not complete", rep, err)
 	}
 
 	// A root of another lock backend than the Reader was given: unknown.
-	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldWriteState), Value: stateWriting},
-		firestore.Update{Path: fieldPath(fieldMetadata, fieldWriterLockBackend), Value: "postgres"})
+	e.setRoot(day, firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriteState), Value: layout.StateWriting},
+		firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriterLockBackend), Value: "postgres"})
 	if st := states(t, live, day); st != StateUnknown {
 		t.Errorf("postgres-locked root, firestore backend only: %s, want unknown", st)
 	}
-	e.setRoot(day, firestore.Update{Path: fieldPath(fieldMetadata, fieldWriterLockBackend), Value: "firestore"})
+	e.setRoot(day, firestore.Update{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldWriterLockBackend), Value: "firestore"})
 
 	// A backend that cannot be asked fails the read with a LockCheckError
 	// naming the backend.

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A write's progress reaches the root through one recorder, never through
@@ -40,7 +41,7 @@ import (
 type recorder struct {
 	// commit records state st and the manifest pages (by number) that
 	// changed, as one attempt bounded by ctx.
-	commit  func(ctx context.Context, st rootState, pages []int) error
+	commit  func(ctx context.Context, st layout.State, pages []int) error
 	paged   func(id string) (page int, ok bool) // the page of a district, in the paged form
 	log     *zap.Logger
 	every   time.Duration
@@ -64,13 +65,13 @@ type recorder struct {
 // records under the job's wctx: when the lease is lost or the grace
 // period ends, recording stops, and the finish records all.
 func (j *job) startRecorder() *recorder {
-	commit := func(ctx context.Context, st rootState, pages []int) error {
-		ctx, span := j.w.tel.start(ctx, SpanRecord, attrDistricts.Int(len(st.entries)), attrPages.Int(len(pages)))
-		rootName := j.w.root(j.in.id).Path
+	commit := func(ctx context.Context, st layout.State, pages []int) error {
+		ctx, span := j.w.tel.start(ctx, SpanRecord, attrDistricts.Int(len(st.Entries)), attrPages.Int(len(pages)))
+		rootName := j.names.Root.Path
 		_, err := j.attempt(ctx, txn{fenced: true, explicitBegin: true, reads: []string{rootName},
 			body: func(_ context.Context, a *attempt) error {
 				if a.doc(rootName) == nil {
-					return status.Errorf(codes.NotFound, "snapshot %s: the root document is gone", j.in.id)
+					return status.Errorf(codes.NotFound, "snapshot %s: the root document is gone", j.in.ID)
 				}
 				writes, err := j.rootRecord(st, pages)
 				a.write(writes...)
@@ -82,7 +83,7 @@ func (j *job) startRecorder() *recorder {
 		}
 		return err
 	}
-	paged := func(id string) (int, bool) { p, ok := j.in.pageOf[id]; return p, ok }
+	paged := func(id string) (int, bool) { p, ok := j.in.PageOf[id]; return p, ok }
 	r := &recorder{commit: commit, paged: paged, log: j.log, every: j.w.cfg.recordEvery, timeout: j.w.cfg.retry.AttemptTimeout, since: time.Now()}
 	return r.start(j.wctx)
 }
@@ -245,7 +246,7 @@ func (r *recorder) record(ctx context.Context) error {
 		r.log.Debug("progress not recorded", zap.Int64("durationMs", time.Since(t0).Milliseconds()), zap.Error(err))
 		return err
 	}
-	r.log.Debug("progress recorded", zap.Int("districtsRecorded", len(st.entries)), zap.Int("new", fresh),
+	r.log.Debug("progress recorded", zap.Int("districtsRecorded", len(st.Entries)), zap.Int("new", fresh),
 		zap.Int("pages", len(pages)), zap.Int64("durationMs", time.Since(t0).Milliseconds()))
 	return nil
 }
@@ -257,14 +258,14 @@ func (r *recorder) record(ctx context.Context) error {
 // delayed past the finish would otherwise overwrite the finished root with
 // a stale one, whereas with the root read, the finish's write of the root
 // makes such a commit fail. The finish makes them with every page.
-func (j *job) rootRecord(st rootState, pages []int) ([]*pb.Write, error) {
+func (j *job) rootRecord(st layout.State, pages []int) ([]*pb.Write, error) {
 	in := &j.in
-	md, err := in.metadata(st)
+	md, err := in.Metadata(st)
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
-	mf, all := in.split(in.manifest(st))
-	root, err := layoutUpdateWrite(j.w.root(in.id).Path, map[string]any{"metadata": encodeFields(md), "manifest": encodeFields(mf)})
+	mf, all := in.Split(in.Manifest(st))
+	root, err := layout.UpdateWrite(j.names.Root.Path, map[string]any{"metadata": layout.EncodeFields(md), "manifest": layout.EncodeFields(mf)})
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
@@ -276,7 +277,7 @@ func (j *job) rootRecord(st rootState, pages []int) ([]*pb.Write, error) {
 		}
 	}
 	for _, p := range pages {
-		w, err := layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(p)).Path, all[p])
+		w, err := layout.SetWrite(j.names.Page(p).Path, all[p])
 		if err != nil {
 			return nil, retry.Permanent(err)
 		}

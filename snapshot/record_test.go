@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // The recorder's pacing, on a fake clock: each record starts at least an
@@ -48,7 +49,7 @@ func TestRecorderPacing(t *testing.T) {
 				var mu sync.Mutex
 				var records []record
 				attempts := 0
-				commit := func(ctx context.Context, st rootState, pages []int) error {
+				commit := func(ctx context.Context, st layout.State, pages []int) error {
 					start := time.Now()
 					mu.Lock()
 					attempts++
@@ -63,8 +64,8 @@ func TestRecorderPacing(t *testing.T) {
 						return status.Error(codes.Unavailable, "injected")
 					}
 					ids := map[string]bool{}
-					for id, e := range st.entries {
-						if e == entrySuccess {
+					for id, e := range st.Entries {
+						if e == layout.EntrySuccess {
 							ids[id] = true
 						}
 					}
@@ -184,7 +185,7 @@ func (e *env) recordedNow(ctx context.Context, id string) (map[string]bool, bool
 	}
 	root := doc.Data()
 	if pagedRoot(root) {
-		pages, err := ref.Collection(pagesCollection).Documents(ctx).GetAll()
+		pages, err := ref.Collection(layout.PagesCollection).Documents(ctx).GetAll()
 		if err != nil {
 			return nil, false
 		}
@@ -192,7 +193,7 @@ func (e *env) recordedNow(ctx context.Context, id string) (map[string]bool, bool
 	}
 	set := map[string]bool{}
 	for _, x := range asMap(root["manifest"])["districts"].([]any) {
-		if em := asMap(x); em["status"] == entrySuccess {
+		if em := asMap(x); em["status"] == layout.EntrySuccess {
 			set[em["districtId"].(string)] = true
 		}
 	}
@@ -434,7 +435,7 @@ func TestRecorderBacksOffOnContention(t *testing.T) {
 		var mu sync.Mutex
 		var starts []time.Time
 		refuse := 5 // the first five records are refused
-		commit := func(ctx context.Context, st rootState, pages []int) error {
+		commit := func(ctx context.Context, st layout.State, pages []int) error {
 			mu.Lock()
 			defer mu.Unlock()
 			starts = append(starts, time.Now())

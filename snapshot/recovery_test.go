@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // A transaction left open on the root — as a writer killed mid-chunk leaves
@@ -176,7 +177,7 @@ func TestFinishFencesOnlyUnknownOutcomes(t *testing.T) {
 	t.Parallel()
 	finishes := func(e *env) (n int, fenced bool) {
 		for _, c := range e.f.commits() {
-			if c.root && c.state == stateFinished && c.err == nil {
+			if c.root && c.state == layout.StateFinished && c.err == nil {
 				n++
 				fenced = fenced || c.fence
 			}
@@ -225,7 +226,7 @@ func TestFinishNotRecorded(t *testing.T) {
 		if logs.FilterMessageSnippet("manifest was not recorded").Len() != 1 {
 			t.Errorf("no ERROR log says the manifest was not recorded: %v", logs.All())
 		}
-		if md := asMap(e.rootData(day)["metadata"]); md["writeState"] != stateWriting || md["status"] != statusPartial {
+		if md := asMap(e.rootData(day)["metadata"]); md["writeState"] != layout.StateWriting || md["status"] != layout.StatusPartial {
 			t.Errorf("root status %v, writeState %v; want it still partial and writing", md["status"], md["writeState"])
 		}
 		// The recorder recorded what it had before the finish: never more

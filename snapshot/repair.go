@@ -16,6 +16,7 @@ import (
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // errReplace: WithRewriteChanged found the input's root payload differs
@@ -74,7 +75,7 @@ func (w *Writer) Repair(ctx context.Context, id string, snap *model.Snapshot) (*
 // was refused).
 type takeover struct {
 	todo map[string]bool
-	kept map[string]keptDistrict
+	kept map[string]layout.Kept
 	root *BatchResult
 }
 
@@ -89,9 +90,9 @@ type takeover struct {
 // complete snapshot.
 func (j *job) takeOver(rewrite bool) (takeover, error) {
 	in := &j.in
-	ref := j.w.root(in.id)
+	ref := j.names.Root
 	var todo map[string]bool
-	var kept map[string]keptDistrict
+	var kept map[string]layout.Kept
 	var refused error // repairSet's ErrMismatch or errReplace
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	// A repair keeps stored data that equals the input's as Firestore
@@ -99,7 +100,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	// Write resuming its own unfinished write keeps only what it would
 	// write, to the byte. Made once, outside the transaction: what it
 	// learns of the input outlives the transaction's retries.
-	inData := newInputData(in.snap, in.dataHashes, in.repairing)
+	inData := newInputData(in.Snap, in.DataHashes, in.Repairing)
 	t0 := time.Now()
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot, attrTakeover.Bool(true))
 	rootName := ref.Path
@@ -107,27 +108,27 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 		body: func(ctx context.Context, a *attempt) error {
 			doc := a.doc(rootName)
 			if doc == nil {
-				return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.id, ErrNotFound))
+				return retry.Permanent(fmt.Errorf("snapshot %s: %w", in.ID, ErrNotFound))
 			}
-			storedRoot := decodeRoot(fieldsOf(doc))
-			if err := j.checkPrior(ctx, storedRoot.meta()); err != nil {
+			storedRoot := layout.DecodeRoot(layout.FieldsOf(doc))
+			if err := j.checkPrior(ctx, storedRoot.Meta()); err != nil {
 				return retry.Permanent(err)
 			}
-			districts := a.stream(ctx, rootName, &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: districtsCollection}}})
+			districts := a.stream(ctx, rootName, &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: layout.DistrictsCollection}}})
 			stored, err := readStoredDistricts(apiDocs(districts), inData)
 			if err != nil {
 				return err
 			}
 			// The pages of a paged root hold its entries; any other page is
 			// stale and deleted below.
-			pageDocs, err := a.query(ctx, rootName, &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: pagesCollection}}})
+			pageDocs, err := a.query(ctx, rootName, &pb.StructuredQuery{From: []*pb.StructuredQuery_CollectionSelector{{CollectionId: layout.PagesCollection}}})
 			if err != nil {
 				return fmt.Errorf("reading manifest pages: %w", err)
 			}
-			pages := apiPages(pageDocs)
+			pages := layout.APIPages(pageDocs)
 			storedPages := make([]string, len(pages))
 			for i, p := range pages {
-				storedPages[i] = p.id
+				storedPages[i] = p.ID
 			}
 			dec, err := in.decideRepair(storedRoot, pages, inData, stored, rewrite)
 			switch {
@@ -138,7 +139,7 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 				return retry.Permanent(err)
 			}
 			todo, kept = dec.todo(), dec.kept
-			root, newPages, err := in.keeping(kept).rootDoc()
+			root, newPages, err := in.keeping(kept).RootDoc()
 			if err != nil {
 				return retry.Permanent(err)
 			}
@@ -157,15 +158,15 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 	case refused != nil:
 		// The input's own problem, found on the first attempt: no
 		// "after 1 attempt" prefix.
-		return takeover{}, withID(in.id, refused)
+		return takeover{}, withID(in.ID, refused)
 	case errors.Is(err, ErrNotFound):
 		return takeover{}, err
 	case err != nil:
 		r.Err = err
 		if refusedByPrior(err) {
-			return takeover{root: &r}, withID(in.id, err)
+			return takeover{root: &r}, withID(in.ID, err)
 		}
-		return takeover{root: &r}, newError(in.id, ErrRootFailed, err)
+		return takeover{root: &r}, newError(in.ID, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)
@@ -175,8 +176,8 @@ func (j *job) takeOver(rewrite bool) (takeover, error) {
 // keeping is in as the root of a takeover records it: with the districts
 // it keeps as they are stored. in holds no state of the write (the job
 // does), so the copy shares nothing that changes.
-func (in rootInput) keeping(kept map[string]keptDistrict) rootInput {
-	in.kept = kept
+func (in rootInput) keeping(kept map[string]layout.Kept) rootInput {
+	in.Kept = kept
 	return in
 }
 
@@ -203,16 +204,16 @@ func readStoredDistricts(docs iter.Seq2[storedDoc, error], in *inputData) (map[s
 		if err != nil {
 			return nil, err
 		}
-		h, dh, err := districtHashes(d.fields)
+		h, dh, err := layout.DistrictHashes(d.fields)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.id, err)
 		}
-		id := strings.TrimPrefix(d.id, districtDocPrefix)
+		id := strings.TrimPrefix(d.id, layout.DistrictDocPrefix)
 		s := storedDistrict{hash: h, dataHash: dh, size: int64(model.FirestoreSize(d.fields)), fence: fenceOf(d.fields), updated: d.updated}
 		if in.needsNumbers(id, dh) {
 			// Only here: data equal to the input's to the byte, the
 			// usual case, needs no second hash.
-			if s.numbersHash, err = numbersHash(d.fields[fieldData], dh); err != nil {
+			if s.numbersHash, err = numbersHash(d.fields[layout.FieldData], dh); err != nil {
 				return nil, fmt.Errorf("%s: %w", d.id, err)
 			}
 		}
@@ -259,7 +260,7 @@ func apiDocs(docs iter.Seq2[*pb.Document, error]) iter.Seq2[storedDoc, error] {
 				yield(storedDoc{}, err)
 				return
 			}
-			if !yield(storedDoc{id: lastSegment(d.GetName()), fields: fieldsOf(d), updated: d.GetUpdateTime().AsTime()}, nil) {
+			if !yield(storedDoc{id: lastSegment(d.GetName()), fields: layout.FieldsOf(d), updated: d.GetUpdateTime().AsTime()}, nil) {
 				return
 			}
 		}
@@ -293,7 +294,7 @@ const (
 // they are stored.
 type repairDecision struct {
 	rewrite map[string]RewriteReason
-	kept    map[string]keptDistrict
+	kept    map[string]layout.Kept
 }
 
 // todo is the set of districts d writes.
@@ -312,13 +313,13 @@ func (d repairDecision) todo() map[string]bool {
 // The repair's root transaction and its dry run (PlanRepair) both call it,
 // so that a plan says what the repair does. It returns errSkip for a
 // snapshot that is complete and needs nothing, and repairSet's errors.
-func (in rootInput) decideRepair(root *rootDocument, pages []storedPage, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
-	root.expandPages(pages)
+func (in rootInput) decideRepair(root *layout.Root, pages []layout.StoredPage, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+	root.ExpandPages(pages)
 	d, err := in.repairSet(root, inData, stored, rewrite)
 	if err != nil {
 		return repairDecision{}, err
 	}
-	if md := root.meta(); len(d.rewrite) == 0 && md.writtenWhole() && !md.legacy() {
+	if md := root.Meta(); len(d.rewrite) == 0 && md.WrittenWhole() && !md.Legacy() {
 		return repairDecision{}, errSkip
 	}
 	return d, nil
@@ -331,13 +332,13 @@ func (in rootInput) decideRepair(root *rootDocument, pages []storedPage, inData 
 // intact with other data than the input's (inData compares them), or
 // another root payload, is ErrMismatch — or, WithRewriteChanged, a
 // district to write again and errReplace.
-func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
+func (in rootInput) repairSet(root *layout.Root, inData *inputData, stored map[string]storedDistrict, rewrite bool) (repairDecision, error) {
 	entries := root.Manifest.Districts
 	ids := make([]string, 0, len(entries))
 	for _, e := range entries {
 		ids = append(ids, e.DistrictID)
 	}
-	given := districtIDs(in.snap)
+	given := layout.DistrictIDs(in.Snap)
 	slices.Sort(ids)
 	slices.Sort(given)
 	if !slices.Equal(ids, given) {
@@ -347,9 +348,9 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 	var diffs []string
 	// Roots written before content hashes (or by the TypeScript
 	// application) did not record one: their payload is not compared.
-	md := root.meta()
+	md := root.Meta()
 	if md.PayloadHash != "" {
-		same, err := samePayload(root, in.snap)
+		same, err := samePayload(root, in.Snap)
 		if err != nil {
 			return repairDecision{}, err
 		}
@@ -361,22 +362,22 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 		}
 	}
 	todo := map[string]RewriteReason{}
-	kept := map[string]keptDistrict{}
+	kept := map[string]layout.Kept{}
 	rootFence := md.WriterFence
 	for _, e := range entries {
 		id, recorded := e.DistrictID, e.ContentHash
 		s, present := stored[id]
 		switch st := e.Status; {
-		case st != entrySuccess && present && md.unrecorded(s) && s.hash == in.hashUnder(id, rootFence):
+		case st != layout.EntrySuccess && present && md.Unrecorded(s.fence) && s.hash == in.HashUnder(id, rootFence):
 			// Written by the root's writer, which died (or lost its
 			// lease) before recording it: its document is this input's,
 			// to the byte, so it is recorded as it is, not written again.
 			// (Byte-exact, not as Firestore compares: one that is not is
 			// written again, which is never wrong.)
-			kept[id] = keptDistrict{modified: isoMillis(s.updated), hash: s.hash, size: s.size}
-		case st != entrySuccess:
+			kept[id] = layout.Kept{Modified: layout.IsoMillis(s.updated), Hash: s.hash, Size: s.size}
+		case st != layout.EntrySuccess:
 			todo[id] = RewriteFailed
-			if e.ErrorMessage == notWrittenYet {
+			if e.ErrorMessage == layout.NotWrittenYet {
 				todo[id] = RewritePending
 			}
 		case !present:
@@ -389,7 +390,7 @@ func (in rootInput) repairSet(root *rootDocument, inData *inputData, stored map[
 			case err != nil:
 				return repairDecision{}, fmt.Errorf("district %s: %w", id, err)
 			case same:
-				kept[id] = keptDistrict{modified: e.LastModified, hash: s.hash, size: s.size}
+				kept[id] = layout.Kept{Modified: e.LastModified, Hash: s.hash, Size: s.size}
 			case rewrite:
 				todo[id] = RewriteChanged
 			default:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // checkExact asserts that the manifest of snapshot id says success for
@@ -59,19 +60,19 @@ func checkExact(t *testing.T, e *env, id string) (written, failed int) {
 			t.Errorf("district %s has two manifest entries", d)
 		}
 		seen[d] = true
-		if (en["status"] == entrySuccess) != successful[d] || (en["status"] == entrySuccess) == failedAll[d] {
+		if (en["status"] == layout.EntrySuccess) != successful[d] || (en["status"] == layout.EntrySuccess) == failedAll[d] {
 			t.Errorf("district %s: manifest %v, in successfulDistricts %v, in failedDistricts %v", d, en["status"], successful[d], failedAll[d])
 		}
-		if en["status"] == entryFailed && en["errorMessage"] == nil {
+		if en["status"] == layout.EntryFailed && en["errorMessage"] == nil {
 			t.Errorf("district %s: failed without an errorMessage", d)
 		}
 		switch en["status"] {
-		case entrySuccess:
+		case layout.EntrySuccess:
 			written++
 			if !stored[d] || failedMD[d] {
 				t.Errorf("district %s: manifest success, stored %v, in writeFailedDistricts %v", d, stored[d], failedMD[d])
 			}
-		case entryFailed:
+		case layout.EntryFailed:
 			failed++
 			// While the root says writing, the writer's last districts
 			// may be stored and not recorded yet: never the other way.
@@ -110,7 +111,7 @@ func TestRepairCompletesPartial(t *testing.T) {
 	t.Parallel()
 	eachForm(t, func(t *testing.T, e *env) {
 		in := gen(132, 7)
-		victim := districtIDs(in)[60]
+		victim := layout.DistrictIDs(in)[60]
 		e.deny(victim)
 		res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
 		failed := map[string]bool{}
@@ -350,7 +351,7 @@ func TestSkipComplete(t *testing.T) {
 			t.Errorf("writerFence %v, want %s", f, first.Fence)
 		}
 		// A partial snapshot is written again.
-		victim := districtIDs(in)[0]
+		victim := layout.DistrictIDs(in)[0]
 		e.deny(victim)
 		mustPartial(t)(e.writer().Write(context.Background(), day, in))
 		e.f.setRule(nil)
@@ -407,10 +408,10 @@ func TestRepairRewritesMissingAndAltered(t *testing.T) {
 		root := e.clean.Collection(DefaultCollection).Doc(day)
 		gone, edited := in.Payload.Districts[3].DistrictID, in.Payload.Districts[40].DistrictID
 		ctx := context.Background()
-		if _, err := root.Collection("districts").Doc(districtDocID(gone)).Delete(ctx); err != nil {
+		if _, err := root.Collection("districts").Doc(layout.DistrictDocID(gone)).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := root.Collection("districts").Doc(districtDocID(edited)).Update(ctx,
+		if _, err := root.Collection("districts").Doc(layout.DistrictDocID(edited)).Update(ctx,
 			[]firestore.Update{{Path: "data.membership.total", Value: int64(-1)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +437,7 @@ func TestLegacyRootMigratesOnRepair(t *testing.T) {
 	e := newEnv(t)
 	in := gen(60, 9)
 	mustWrite(t, e.writer(), day, in)
-	oldHash, err := payloadHashWithID(in, in.SnapshotID)
+	oldHash, err := layout.PayloadHashWithID(in, in.SnapshotID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +465,7 @@ func TestLegacyRootMigratesOnRepair(t *testing.T) {
 		}
 	}
 	md := asMap(e.rootData(day)["metadata"])
-	if md["snapshotId"] != day || md["inputSnapshotId"] != in.SnapshotID || md["writeState"] != stateFinished {
+	if md["snapshotId"] != day || md["inputSnapshotId"] != in.SnapshotID || md["writeState"] != layout.StateFinished {
 		t.Errorf("after repair: snapshotId %v inputSnapshotId %v writeState %v", md["snapshotId"], md["inputSnapshotId"], md["writeState"])
 	}
 	if w, f := checkExact(t, e, day); w != 60 || f != 0 {

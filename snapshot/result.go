@@ -109,7 +109,7 @@ func firstFailure(res *Result) string {
 func (j *job) summarize() {
 	res := j.res
 	j.written.tally(res)
-	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.startedAt).Milliseconds()
+	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.StartedAt).Milliseconds()
 	res.RootCommits, res.LockWaitMs = int(j.rootCommits.Load()), j.lockWait.Milliseconds()
 	if j.shed != nil {
 		res.LockRenewals = j.shed.summary()

@@ -17,17 +17,18 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // resumable reports whether stored root of in's snapshot is an
 // unfinished write (in progress when its writer died, or partial) of the
 // same input, by the same lock backend and key: then Write need not write
 // again what it stored.
-func resumable(root *rootDocument, in rootInput) bool {
-	md := root.meta()
+func resumable(root *layout.Root, in rootInput) bool {
+	md := root.Meta()
 	// A root a prune is deleting is not resumed: its districts are going.
-	return md.currentForm() && !md.writtenWhole() && md.WriteState != stateDeleting && md.PayloadHash == in.payloadHash &&
-		md.WriterLockBackend == in.backend && md.WriterLockKeyHash == in.keyHash
+	return md.CurrentForm() && !md.WrittenWhole() && md.WriteState != layout.StateDeleting && md.PayloadHash == in.PayloadHash &&
+		md.WriterLockBackend == in.Backend && md.WriterLockKeyHash == in.KeyHash
 }
 
 // errResume ends a root transaction that found an unfinished write of the
@@ -38,14 +39,14 @@ var errResume = errors.New("the stored snapshot is an unfinished write of this i
 // complete and wrote nothing.
 func (j *job) skip(msg string) {
 	j.log.Info(msg)
-	j.res = &Result{SnapshotID: j.in.id, Outcome: OutcomeSkipped, FailedDistricts: []string{},
-		TotalDurationMs: j.w.cfg.now().Sub(j.in.startedAt).Milliseconds(), LockWaitMs: j.lockWait.Milliseconds()}
+	j.res = &Result{SnapshotID: j.in.ID, Outcome: OutcomeSkipped, FailedDistricts: []string{},
+		TotalDurationMs: j.w.cfg.now().Sub(j.in.StartedAt).Milliseconds(), LockWaitMs: j.lockWait.Milliseconds()}
 }
 
 // startResult starts the Result of a write or repair from its root
 // transaction (nil when it never ran) and that transaction's error.
 func (j *job) startResult(rootRes *BatchResult, err error) error {
-	j.res = &Result{SnapshotID: j.in.id, Fence: j.in.fence, FailedDistricts: []string{}}
+	j.res = &Result{SnapshotID: j.in.ID, Fence: j.in.Fence, FailedDistricts: []string{}}
 	if rootRes != nil {
 		j.res.BatchResults = append(j.res.BatchResults, *rootRes)
 		logBatch(j.log, *rootRes)
@@ -76,11 +77,11 @@ func (j *job) startResult(rootRes *BatchResult, err error) error {
 func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 	if unsure {
 		j.log.Warn("lost the lock while the root document's commit was in flight; it may have been written, with no district; rerun the write", zap.Error(lost))
-		return newError(j.in.id, ErrLockLost, fmt.Errorf("%w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
+		return newError(j.in.ID, ErrLockLost, fmt.Errorf("%w while the root document's commit was in flight: it may have been written, as a write in progress with no district written yet — rerun the write, which completes it (%w)",
 			ErrLockLost, lost))
 	}
 	j.log.Warn("lost the lock before the root document was written; nothing was written; rerun the write", zap.Error(lost))
-	return newError(j.in.id, ErrLockLost, fmt.Errorf("%w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
+	return newError(j.in.ID, ErrLockLost, fmt.Errorf("%w before the root document was written: %w — the stored snapshot is as it was; rerun the write (%w)",
 		ErrLockLost, ErrNothingWritten, lost))
 }
 
@@ -106,12 +107,12 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	in := &j.in
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
-	doc, pages, err := in.rootDoc()
+	doc, pages, err := in.RootDoc()
 	if err != nil {
 		return r, err
 	}
-	ref := j.w.root(in.id)
-	rootName, fenceName := ref.Path, j.w.fenceRef(in.id).Path
+	ref := j.names.Root
+	rootName, fenceName := ref.Path, j.names.Fence.Path
 	// Every attempt commits the same documents: encoded once.
 	sets, err := j.rootWrites(doc, pages)
 	if err != nil {
@@ -125,11 +126,11 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		body: func(ctx context.Context, a *attempt) error {
 			stored, isFresh := a.doc(rootName), a.doc(rootName) == nil && a.doc(fenceName) == nil
 			if stored != nil {
-				root := decodeRoot(fieldsOf(stored))
-				if j.w.cfg.skipComplete && root.complete() {
+				root := layout.DecodeRoot(layout.FieldsOf(stored))
+				if j.w.cfg.skipComplete && root.Complete() {
 					return retry.Permanent(errSkip)
 				}
-				if err := j.checkPrior(ctx, root.meta()); err != nil {
+				if err := j.checkPrior(ctx, root.Meta()); err != nil {
 					return retry.Permanent(err)
 				}
 				if resume && resumable(root, *in) {
@@ -142,7 +143,7 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 				storedPages, err = lists.pages.wait()
 			}
 			if !isFresh || err != nil {
-				if storedPages, err = a.ids(ctx, rootName, pagesCollection); err != nil {
+				if storedPages, err = a.ids(ctx, rootName, layout.PagesCollection); err != nil {
 					return fmt.Errorf("listing manifest pages: %w", err)
 				}
 			}
@@ -164,9 +165,9 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 			return r, err
 		}
 		if refusedByPrior(err) {
-			return r, withID(in.id, err)
+			return r, withID(in.ID, err)
 		}
-		return r, newError(in.id, ErrRootFailed, err)
+		return r, newError(in.ID, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)
@@ -176,21 +177,21 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 // rootWrites are the writes every attempt of the root transaction makes
 // whatever it finds stored (and a repair's takeover makes): the root document, its
 // manifest pages, and the fence document, stamped with the job's fence.
-func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, error) {
+func (j *job) rootWrites(root layout.Root, pages []layout.Page) ([]*pb.Write, error) {
 	in := &j.in
 	writes := make([]*pb.Write, 0, len(pages)+2)
-	w, err := layoutSetWrite(j.w.root(in.id).Path, root)
+	w, err := layout.SetWrite(j.names.Root.Path, root)
 	if err != nil {
 		return nil, retry.Permanent(err)
 	}
 	writes = append(writes, w)
 	for i, p := range pages {
-		if w, err = layoutSetWrite(j.w.pagesRef(in.id).Doc(pageID(i)).Path, p); err != nil {
+		if w, err = layout.SetWrite(j.names.Page(i).Path, p); err != nil {
 			return nil, retry.Permanent(err)
 		}
 		writes = append(writes, w)
 	}
-	if w, err = layoutSetWrite(j.w.fenceRef(in.id).Path, in.fenceDoc(in.startedAt)); err != nil {
+	if w, err = layout.SetWrite(j.names.Fence.Path, in.FenceDoc(in.StartedAt)); err != nil {
 		return nil, retry.Permanent(err)
 	}
 	return append(writes, w), nil
@@ -202,10 +203,10 @@ func (j *job) rootWrites(root rootDocument, pages []pageDocument) ([]*pb.Write, 
 func (j *job) withPageDeletes(sets []*pb.Write, n int, stored []string) []*pb.Write {
 	out := slices.Clone(sets[:len(sets)-1])
 	for _, sid := range stored {
-		if i, err := strconv.Atoi(sid); err == nil && sid == pageID(i) && i < n {
+		if i, err := strconv.Atoi(sid); err == nil && sid == layout.PageID(i) && i < n {
 			continue
 		}
-		out = append(out, deleteWrite(j.w.pagesRef(j.in.id).Doc(sid).Path))
+		out = append(out, layout.DeleteWrite(j.names.Pages.Doc(sid).Path))
 	}
 	return append(out, sets[len(sets)-1])
 }
@@ -243,8 +244,8 @@ type listings struct{ pages, districts *listing }
 // startListings starts the listings of the snapshot's manifest pages and
 // district documents, beside the root transaction.
 func (j *job) startListings(ctx context.Context) listings {
-	root := j.w.root(j.in.id).Path
-	return listings{pages: j.w.listIDs(ctx, root, pagesCollection), districts: j.w.listIDs(ctx, root, districtsCollection)}
+	root := j.names.Root.Path
+	return listings{pages: j.w.listIDs(ctx, root, layout.PagesCollection), districts: j.w.listIDs(ctx, root, layout.DistrictsCollection)}
 }
 
 // findStale lists district documents of an earlier write of this
@@ -257,11 +258,11 @@ func (j *job) findStale() ([]string, error) {
 		ids, err := l.wait()
 		l.cancel()
 		if err == nil {
-			return staleOf(ids, j.in.snap), nil
+			return staleOf(ids, j.in.Snap), nil
 		}
 		j.log.Debug("listing district documents beside the root transaction failed; listing them again", zap.Error(err))
 	}
-	return j.w.staleDistricts(j.wctx, j.in.id, j.in.snap)
+	return j.w.staleDistricts(j.wctx, j.in.ID, j.in.Snap)
 }
 
 // staleOf is the ids, sorted, of the district documents (docIDs, by
@@ -269,12 +270,12 @@ func (j *job) findStale() ([]string, error) {
 func staleOf(docIDs []string, snap *model.Snapshot) []string {
 	keep := make(map[string]bool, len(snap.Payload.Districts))
 	for _, d := range snap.Payload.Districts {
-		keep[districtDocID(d.DistrictID)] = true
+		keep[layout.DistrictDocID(d.DistrictID)] = true
 	}
 	var stale []string
 	for _, id := range docIDs {
 		if !keep[id] {
-			stale = append(stale, strings.TrimPrefix(id, districtDocPrefix))
+			stale = append(stale, strings.TrimPrefix(id, layout.DistrictDocPrefix))
 		}
 	}
 	sort.Strings(stale)
@@ -289,9 +290,9 @@ var errSkip = errors.New("stored snapshot is complete")
 func (w *Writer) staleDistricts(ctx context.Context, id string, snap *model.Snapshot) ([]string, error) {
 	keep := make(map[string]bool, len(snap.Payload.Districts))
 	for _, d := range snap.Payload.Districts {
-		keep[districtDocID(d.DistrictID)] = true
+		keep[layout.DistrictDocID(d.DistrictID)] = true
 	}
-	refs, err := w.root(id).Collection("districts").Select().Documents(ctx).GetAll()
+	refs, err := w.names(id).Districts.Select().Documents(ctx).GetAll()
 	if err != nil {
 		return nil, err
 	}

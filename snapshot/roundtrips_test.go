@@ -25,6 +25,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // rpcTap records every RPC made on the connections it is dialled into,
@@ -214,7 +215,7 @@ func classify(calls []*rpcCall) map[*rpcCall]string {
 				return rpcRoot
 			case len(segs) == 2:
 				state := w.GetUpdate().GetFields()["metadata"].GetMapValue().GetFields()["writeState"].GetStringValue()
-				if state == stateFinished {
+				if state == layout.StateFinished {
 					return rpcFinish
 				}
 				return rpcRecord
@@ -229,7 +230,7 @@ func classify(calls []*rpcCall) map[*rpcCall]string {
 		switch c.query {
 		case "districts":
 			return rpcStale
-		case pagesCollection:
+		case layout.PagesCollection:
 			return rpcPages
 		}
 		for _, d := range c.docs {

@@ -5,12 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // maxDocBytes is Firestore's limit on a document.
@@ -28,7 +28,7 @@ func TestAcceptedRootFits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	w := &Writer{cfg: config{pageThreshold: defaultPageThreshold, pageSize: defaultPageSize}}
+	w := &Writer{cfg: config{pageThreshold: layout.DefaultPageThreshold, pageSize: layout.DefaultPageSize}}
 	for _, tc := range []struct {
 		n     int
 		paged bool
@@ -41,15 +41,15 @@ func TestAcceptedRootFits(t *testing.T) {
 			t.Fatalf("%d districts: Validate = %v", tc.n, err)
 		}
 		f := buildRootForms(t, w, s)
-		if f.in.paged() != tc.paged {
-			t.Errorf("%d districts: paged %v, want %v", tc.n, f.in.paged(), tc.paged)
+		if f.in.Paged() != tc.paged {
+			t.Errorf("%d districts: paged %v, want %v", tc.n, f.in.Paged(), tc.paged)
 		}
 		docs := map[string]any{day: f.start, day + "-failed": f.failed}
 		for i, p := range f.startPages {
-			docs[day+"-page-"+pageID(i)] = p
+			docs[day+"-page-"+layout.PageID(i)] = p
 		}
 		for i, p := range f.failedPages {
-			docs[day+"-failed-page-"+pageID(i)] = p
+			docs[day+"-failed-page-"+layout.PageID(i)] = p
 		}
 		largestPage, rootSize, failedSize := 0, 0, 0
 		for name, doc := range docs {
@@ -89,65 +89,49 @@ func TestAcceptedRootFits(t *testing.T) {
 // (a lost lease's) — as large as a root and its pages get.
 type rootForms struct {
 	in                      rootInput
-	start, failed           rootDocument
-	startPages, failedPages []pageDocument
+	start, failed           layout.Root
+	startPages, failedPages []layout.Page
 }
 
 // buildRootForms builds s's rootForms as w would write them (w's page
 // threshold and size decide the manifest's form).
 func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
 	t.Helper()
-	in := rootInput{id: day, snap: s, fence: "000000000000001", backend: "firestore", startedAt: time.Now(),
-		docSizes: map[string]int{}, hashes: map[string]string{}}
+	in := rootInput{layout.Input{ID: day, Snap: s, Fence: "000000000000001", Backend: "firestore", StartedAt: time.Now(),
+		DocSizes: map[string]int{}, Hashes: map[string]string{}}}
 	for _, d := range s.Payload.Districts {
-		doc := districtDoc(s, d, memData(d), in.fence)
-		h, _, err := districtHashes(doc)
+		doc := layout.DistrictDoc(s, d, memData(d), in.Fence)
+		h, _, err := layout.DistrictHashes(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		in.docSizes[d.DistrictID], in.hashes[d.DistrictID] = model.FirestoreSize(doc), h
+		in.DocSizes[d.DistrictID], in.Hashes[d.DistrictID] = model.FirestoreSize(doc), h
 	}
 	var err error
-	if in.payloadHash, err = payloadHash(s); err != nil {
+	if in.PayloadHash, err = layout.PayloadHash(s); err != nil {
 		t.Fatal(err)
 	}
-	in.rootEstimate, _, _ = model.RootEstimate(s)
+	in.RootEstimate, _, _ = model.RootEstimate(s)
 	if s.Rankings != nil {
-		in.rankingsSize = model.FirestoreSize(s.Rankings)
+		in.RankingsSize = model.FirestoreSize(s.Rankings)
 	}
 	w.paginate(&in)
 	f := rootForms{in: in}
-	if f.start, f.startPages, err = in.rootDoc(); err != nil {
+	if f.start, f.startPages, err = in.RootDoc(); err != nil {
 		t.Fatal(err)
 	}
-	worst := rootState{status: statusPartial, entries: map[string]string{}, msgs: map[string]string{},
-		modified: time.Now(), finishedAt: time.Now()}
+	worst := layout.State{Status: layout.StatusPartial, Entries: map[string]string{}, Msgs: map[string]string{},
+		Modified: time.Now(), FinishedAt: time.Now()}
 	for _, d := range s.Payload.Districts {
-		worst.entries[d.DistrictID] = entryFailed
-		worst.msgs[d.DistrictID] = "not written (" + strings.Repeat("rpc error: code = Canceled (lease lost) ", 10) + ")"
+		worst.Entries[d.DistrictID] = layout.EntryFailed
+		worst.Msgs[d.DistrictID] = "not written (" + strings.Repeat("rpc error: code = Canceled (lease lost) ", 10) + ")"
 	}
-	md, err := in.metadata(worst)
+	md, err := in.Metadata(worst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mf, pages := in.split(in.manifest(worst))
-	f.failed = rootDocument{Metadata: &md, Manifest: mf, InputExtra: inputExtra(s), Rankings: f.start.Rankings}
+	mf, pages := in.Split(in.Manifest(worst))
+	f.failed = layout.Root{Metadata: &md, Manifest: mf, InputExtra: layout.InputExtra(s), Rankings: f.start.Rankings}
 	f.failedPages = pages
 	return f
-}
-
-// A failed entry's errorMessage is cut to model.MaxEntryMessageBytes, on
-// a character boundary, and says it was cut; a short one is kept whole.
-func TestEntryMessage(t *testing.T) {
-	t.Parallel()
-	short := "rpc error: code = PermissionDenied desc = no"
-	if got := entryMessage(short); got != short {
-		t.Errorf("short message changed: %q", got)
-	}
-	long := "not written (rpc error: code = Unavailable desc = connection reset: " + strings.Repeat("é", 40) + ")"
-	got := entryMessage(long)
-	if len(got) > model.MaxEntryMessageBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") ||
-		!strings.HasPrefix(long, strings.TrimSuffix(got, "…")) {
-		t.Errorf("entryMessage(%q) = %q (%d bytes)", long, got, len(got))
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // streamBatch is how many district documents WriteJSON reads at a time.
@@ -45,7 +46,7 @@ const streamBatch = 100
 // that says a write is in progress is StateUnknown, whether or not its
 // writer lives (Summary asks the lock backend).
 func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent bool) (int, Summary, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
+	ref := r.names(id).Root
 	rd, v, err := r.openWhole(ctx, ref)
 	if err != nil {
 		return 0, Summary{}, err
@@ -53,8 +54,8 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	// With the manifest whole: the pending districts of a root that says
 	// "writing" are told from its failed ones.
 	asRead := summaryOf(id, rd)
-	districts := v.collection(ref, districtsCollection)
-	written := rd.recordedWritten()
+	districts := v.collection(ref, layout.DistrictsCollection)
+	written := rd.RecordedWritten()
 	order, err := streamOrder(ctx, rd, written, districts)
 	if err != nil {
 		return 0, Summary{}, fmt.Errorf("reading districts of %s: %w", id, err)
@@ -65,7 +66,7 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 	}
 	refs := make([]*firestore.DocumentRef, len(order))
 	for i, dID := range order {
-		refs[i] = districts.Doc(districtDocID(dID))
+		refs[i] = districts.Doc(layout.DistrictDocID(dID))
 	}
 	n := 0
 	var piece []byte
@@ -76,11 +77,11 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 			if !doc.Exists() {
 				continue
 			}
-			dd := readDistrict(doc)
+			dd := layout.ReadDistrict(doc)
 			// Get's filter: the districts recorded as written, stored
 			// under their own id.
 			dID := dd.DistrictID
-			if dID == "" || dd.Status == entryFailed || written != nil && !written[dID] || districtDocID(dID) != doc.Ref.ID {
+			if dID == "" || dd.Status == layout.EntryFailed || written != nil && !written[dID] || layout.DistrictDocID(dID) != doc.Ref.ID {
 				continue
 			}
 			stats := dd.Data
@@ -123,9 +124,9 @@ func (r *Reader) WriteJSON(ctx context.Context, w io.Writer, id string, indent b
 
 // streamOrder is the ids of the district documents to read, in the order
 // Get returns the districts: those the manifest records as written, in
-// its order; for a root without such a record (recordedWritten nil) every
+// its order; for a root without such a record (layout.RecordedWritten nil) every
 // stored district document, the manifest's first, then the rest by id.
-func streamOrder(ctx context.Context, root *rootDocument, written map[string]bool, districts *firestore.CollectionRef) ([]string, error) {
+func streamOrder(ctx context.Context, root *layout.Root, written map[string]bool, districts *firestore.CollectionRef) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	if written != nil {
@@ -147,11 +148,11 @@ func streamOrder(ctx context.Context, root *rootDocument, written map[string]boo
 		if err != nil {
 			return nil, err
 		}
-		if dID, ok := strings.CutPrefix(ref.ID, districtDocPrefix); ok {
+		if dID, ok := strings.CutPrefix(ref.ID, layout.DistrictDocPrefix); ok {
 			stored[dID] = true
 		}
 	}
-	return manifestOrder(root, stored), nil
+	return layout.ManifestOrder(root, stored), nil
 }
 
 // skeleton writes a snapshot's JSON around its districts: the snapshot is
@@ -160,7 +161,7 @@ func streamOrder(ctx context.Context, root *rootDocument, written map[string]boo
 // its place. Rendering is json.Encoder's of the *model.Snapshot: Marshal's
 // canonical JSON with <, > and & escaped, and indented.
 type skeleton struct {
-	root        *rootDocument
+	root        *layout.Root
 	indent      bool
 	placeholder string // the placeholder district's id
 	prefix      []byte // up to the first district
@@ -172,7 +173,7 @@ type skeleton struct {
 // snapshot, its payload and the districts array.
 const districtsDepth = 3
 
-func newSkeleton(root *rootDocument, indent bool) (*skeleton, error) {
+func newSkeleton(root *layout.Root, indent bool) (*skeleton, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
@@ -195,7 +196,7 @@ func newSkeleton(root *rootDocument, indent bool) (*skeleton, error) {
 // render renders the snapshot with the placeholder for n districts and
 // splits it around the placeholder.
 func (st *skeleton) render(n int) (before, after []byte, err error) {
-	s, err := rootSnapshotList(st.root, n, []any{map[string]any{"districtId": st.placeholder}})
+	s, err := layout.RootSnapshotList(st.root, n, []any{map[string]any{"districtId": st.placeholder}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -240,7 +241,7 @@ func (st *skeleton) district(dst []byte, data map[string]any, sep bool) ([]byte,
 // or, when there were none, the whole snapshot without districts.
 func (st *skeleton) end(n int) ([]byte, error) {
 	if n == 0 {
-		s, err := rootSnapshotList(st.root, 0, []any{})
+		s, err := layout.RootSnapshotList(st.root, 0, []any{})
 		if err != nil {
 			return nil, err
 		}

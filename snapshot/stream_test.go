@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // getOutput is what `snapwriter get` printed of Get's result before
@@ -49,7 +50,7 @@ func TestWriteJSONIsGet(t *testing.T) {
 
 		const partialDay, emptyDay = "2026-11-21", "2026-11-22"
 		partial := model.Generate(partialDay, 120, 8)
-		e.deny(districtIDs(partial)[70])
+		e.deny(layout.DistrictIDs(partial)[70])
 		mustPartial(t)(e.writer().Write(ctx, partialDay, partial))
 		e.f.setRule(func(c *commitCall) error {
 			if len(c.districts) > 0 {

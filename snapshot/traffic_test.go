@@ -278,7 +278,7 @@ type hotDocument struct{ what, name string }
 // document and its fence counter (the env's project has no other lock).
 func hotDocuments(s *storeEnv, id string, docs map[string]fsproxy.DocStats) []hotDocument {
 	w := s.writer(nil)
-	hot := []hotDocument{{"root", w.root(id).Path}, {"fence", w.fenceRef(id).Path}}
+	hot := []hotDocument{{"root", w.names(id).Root.Path}, {"fence", w.names(id).Fence.Path}}
 	for name := range docs {
 		switch {
 		case strings.Contains(name, "/documents/locks/"):

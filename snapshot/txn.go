@@ -15,6 +15,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/internal/fstx"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Every read-write transaction of a write, a repair and a prune — the
@@ -83,7 +84,7 @@ func (a *attempt) write(ws ...*pb.Write) { a.writes = append(a.writes, ws...) }
 
 // set adds the write that replaces document name with layout struct v.
 func (a *attempt) set(name string, v any) error {
-	w, err := layoutSetWrite(name, v)
+	w, err := layout.SetWrite(name, v)
 	if err != nil {
 		return retry.Permanent(err)
 	}
@@ -92,7 +93,7 @@ func (a *attempt) set(name string, v any) error {
 }
 
 // delete adds the delete of document name.
-func (a *attempt) delete(name string) { a.write(deleteWrite(name)) }
+func (a *attempt) delete(name string) { a.write(layout.DeleteWrite(name)) }
 
 // ids lists, in the transaction, the ids of the documents of collection
 // coll under parent (a document's full name).
@@ -183,7 +184,7 @@ func (j *job) attempt(ctx context.Context, t txn, prev []byte) (tid []byte, err 
 	docs := t.reads
 	fence := ""
 	if t.fenced {
-		fence = w.fenceRef(j.in.id).Path
+		fence = j.names.Fence.Path
 		docs = append([]string{fence}, docs...)
 	}
 	db := databaseOf(docs[0])

@@ -11,6 +11,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Kinds of Problem that Verify reports.
@@ -92,7 +93,7 @@ type Report struct {
 // equal the input's. A snapshot that does not exist is ErrNotFound. It
 // reads the snapshot as it was at one moment, as Get does.
 func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (*Report, error) {
-	ref := r.client.Collection(r.collection).Doc(id)
+	ref := r.names(id).Root
 	doc, v, err := r.openRoot(ctx, ref)
 	if status.Code(err) == codes.NotFound {
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
@@ -106,18 +107,18 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	}
 	// Everything after the root is read as it was when the root was (see
 	// view): a writer at work cannot make the documents disagree with it.
-	stored, err := readStoredDistricts(clientDocs(v.collection(ref, districtsCollection).Documents(ctx)), inData)
+	stored, err := readStoredDistricts(clientDocs(v.collection(ref, layout.DistrictsCollection).Documents(ctx)), inData)
 	if err != nil {
 		return nil, fmt.Errorf("reading districts of %s: %w", id, err)
 	}
-	root := readRoot(doc)
+	root := layout.ReadRoot(doc)
 	// Pages are read whatever the form: an inline root must have none.
-	pages, err := v.collection(ref, pagesCollection).Documents(ctx).GetAll()
+	pages, err := v.collection(ref, layout.PagesCollection).Documents(ctx).GetAll()
 	if err != nil {
 		return nil, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
 	}
-	root.expandPages(snapshotPages(pages))
-	md, mf := root.meta(), &root.Manifest
+	root.ExpandPages(layout.SnapshotPages(pages))
+	md, mf := root.Meta(), &root.Manifest
 	// The state as List says it: a root that says "writing" is settled
 	// against its lock backend, when the Reader has it. The report is of
 	// the root as read: when settle found it finished (or taken over)
@@ -126,10 +127,10 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	if err := r.settle(ctx, &sum); err != nil {
 		return nil, err
 	}
-	if md.writing() && sum.State != StateInterrupted && sum.State != StateUnknown {
+	if md.Writing() && sum.State != StateInterrupted && sum.State != StateUnknown {
 		sum.State = StateWriting
 	}
-	rep := &Report{SnapshotID: id, Complete: md.writtenWhole(), State: sum.State,
+	rep := &Report{SnapshotID: id, Complete: md.WrittenWhole(), State: sum.State,
 		FailedDistricts: []string{}, PendingDistricts: []string{}, Documents: len(stored), Problems: []Problem{}}
 	add := func(kind, district, format string, args ...any) {
 		rep.Problems = append(rep.Problems, Problem{Kind: kind, DistrictID: district, Detail: fmt.Sprintf(format, args...)})
@@ -139,8 +140,8 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 	// record yet what its writer stored last (NotYetRecorded), and roots of
 	// earlier snapwriter versions, whose manifest was written at the end,
 	// none of it: that is incomplete, not inconsistent.
-	current := md.currentForm()
-	inProgress := md.writing()
+	current := md.CurrentForm()
+	inProgress := md.Writing()
 	finished := current || !inProgress
 
 	entries := mf.Districts
@@ -152,24 +153,24 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		rep.Hashed = rep.Hashed || e.ContentHash != ""
 		s, present := stored[d]
 		switch {
-		case e.Status == entrySuccess && !present:
+		case e.Status == layout.EntrySuccess && !present:
 			rep.Written++
 			add(ProblemMissing, d, "the manifest says it was written; no document is stored")
-		case e.Status == entrySuccess:
+		case e.Status == layout.EntrySuccess:
 			rep.Written++
 			if e.ContentHash != "" && s.hash != e.ContentHash {
 				add(ProblemAltered, d, "the document no longer matches the content hash recorded when it was written")
 			}
 		default:
 			failed = append(failed, d)
-			if inProgress && e.pending() {
+			if inProgress && e.Pending() {
 				rep.PendingDistricts = append(rep.PendingDistricts, d)
 			} else {
 				rep.FailedDistricts = append(rep.FailedDistricts, d)
 			}
 			switch {
 			case !present:
-			case md.unrecorded(s):
+			case md.Unrecorded(s.fence):
 				// This write's, not recorded yet (see NotYetRecorded).
 				rep.NotYetRecorded++
 			case !inProgress:
@@ -180,7 +181,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	rep.Districts = len(entries)
-	for _, p := range root.pageProblems(id, pages) {
+	for _, p := range root.PageProblems(id, pages) {
 		add(ProblemCounts, "", "%s", p)
 	}
 	for _, d := range sortedKeys(stored) {
@@ -195,7 +196,7 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		checkLists(id, md, mf, add)
 	}
 	if md.PayloadHash != "" {
-		same, err := storedPayloadMatches(root)
+		same, err := layout.StoredPayloadMatches(root)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot %s: %w", id, err)
 		}
@@ -216,13 +217,13 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 // list, and once the write is over (over) its completeness flag, with the
 // entries. (A write at work says writeComplete false until its finish,
 // even once every district is stored.)
-func checkCounts(md *rootMetadata, mf *manifest, total, written int, failed []string, over bool, add func(kind, district, format string, args ...any)) {
+func checkCounts(md *layout.Metadata, mf *layout.Manifest, total, written int, failed []string, over bool, add func(kind, district, format string, args ...any)) {
 	for _, c := range []struct {
 		field string
 		got   *int64
 		want  int
-	}{{fieldTotalDistricts, mf.TotalDistricts, total}, {fieldSuccessfulDistricts, mf.SuccessfulDistricts, written},
-		{fieldFailedDistricts, mf.FailedDistricts, len(failed)}} {
+	}{{layout.FieldTotalDistricts, mf.TotalDistricts, total}, {layout.FieldSuccessfulDistricts, mf.SuccessfulDistricts, written},
+		{layout.FieldFailedDistricts, mf.FailedDistricts, len(failed)}} {
 		if c.got == nil {
 			add(ProblemCounts, "", "manifest.%s is %v; the entries say %d", c.field, nil, c.want)
 		} else if int(*c.got) != c.want {
@@ -247,14 +248,14 @@ func checkCounts(md *rootMetadata, mf *manifest, total, written int, failed []st
 // the current form with its manifest entries: snapshotId is the date, and
 // successfulDistricts names exactly the districts recorded as written,
 // failedDistricts every other one of them.
-func checkLists(id string, md *rootMetadata, mf *manifest, add func(kind, district, format string, args ...any)) {
+func checkLists(id string, md *layout.Metadata, mf *layout.Manifest, add func(kind, district, format string, args ...any)) {
 	if md.SnapshotID != id || mf.SnapshotID != id {
 		add(ProblemCounts, "", "metadata.snapshotId is %v and manifest.snapshotId %v; both must be the date %s", md.SnapshotID, mf.SnapshotID, id)
 	}
 	written := map[string]bool{}
 	var notWritten []string
 	for _, e := range mf.Districts {
-		if e.Status == entrySuccess {
+		if e.Status == layout.EntrySuccess {
 			written[e.DistrictID] = true
 		} else {
 			notWritten = append(notWritten, e.DistrictID)
@@ -300,7 +301,7 @@ func verifyInput(input *model.Snapshot) (*inputData, error) {
 	}
 	exact := make(map[string]string, len(input.Payload.Districts))
 	for _, d := range input.Payload.Districts {
-		h, err := dataHash(d)
+		h, err := layout.DataHash(d)
 		if err != nil {
 			return nil, fmt.Errorf("district %s: %w", d.DistrictID, err)
 		}
@@ -312,7 +313,7 @@ func verifyInput(input *model.Snapshot) (*inputData, error) {
 // compareInput reports where the stored snapshot differs from the input
 // inData holds: the district set, each stored district's data, and the root
 // payload, numbers compared as Firestore compares them.
-func compareInput(root *rootDocument, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
+func compareInput(root *layout.Root, stored map[string]storedDistrict, inData *inputData, add func(kind, district, format string, args ...any)) error {
 	input := inData.snap
 	inManifest := make(map[string]bool, len(root.Manifest.Districts))
 	for _, e := range root.Manifest.Districts {
@@ -342,7 +343,7 @@ func compareInput(root *rootDocument, stored map[string]storedDistrict, inData *
 			add(ProblemInput, d, "in the stored snapshot, not in the input")
 		}
 	}
-	md := root.meta()
+	md := root.Meta()
 	same := true
 	if md.PayloadHash != "" || md.PayloadMetadata != nil {
 		// Written by snapwriter (before content hashes, the payload was

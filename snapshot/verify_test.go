@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 func kinds(rep *Report) []string {
@@ -35,33 +36,33 @@ func TestVerify(t *testing.T) {
 		{name: "intact"},
 		{name: "intact, checked against its input", input: in},
 		{name: "document deleted", want: []string{ProblemMissing + ":" + victim}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Collection(districtsCollection).Doc(districtDocID(victim)).Delete(ctx); err != nil {
+			if _, err := root.Collection(layout.DistrictsCollection).Doc(layout.DistrictDocID(victim)).Delete(ctx); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "document altered in data", want: []string{ProblemAltered + ":" + victim}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Collection(districtsCollection).Doc(districtDocID(victim)).Update(ctx,
-				[]firestore.Update{{Path: fieldPath(fieldData, "membership", "total"), Value: int64(-1)}}); err != nil {
+			if _, err := root.Collection(layout.DistrictsCollection).Doc(layout.DistrictDocID(victim)).Update(ctx,
+				[]firestore.Update{{Path: layout.FieldPath(layout.FieldData, "membership", "total"), Value: int64(-1)}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "unlisted document", want: []string{ProblemUnlisted + ":999"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Collection(districtsCollection).Doc(districtDocID("999")).Set(ctx, map[string]any{fieldDistrictID: "999", fieldData: map[string]any{}}); err != nil {
+			if _, err := root.Collection(layout.DistrictsCollection).Doc(layout.DistrictDocID("999")).Set(ctx, map[string]any{layout.FieldDistrictID: "999", layout.FieldData: map[string]any{}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "counts tampered", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Update(ctx, []firestore.Update{{Path: fieldPath(fieldManifest, fieldSuccessfulDistricts), Value: int64(59)}}); err != nil {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: layout.FieldPath(layout.FieldManifest, layout.FieldSuccessfulDistricts), Value: int64(59)}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "successfulDistricts tampered", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Update(ctx, []firestore.Update{{Path: fieldPath(fieldMetadata, fieldSuccessfulDistricts), Value: firestore.ArrayRemove(victim)}}); err != nil {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldSuccessfulDistricts), Value: firestore.ArrayRemove(victim)}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},
 		{name: "snapshotId not the date", want: []string{ProblemCounts + ":"}, damage: func(e *env, root *firestore.DocumentRef) {
-			if _, err := root.Update(ctx, []firestore.Update{{Path: fieldPath(fieldMetadata, fieldSnapshotID), Value: "1795244400000"}}); err != nil {
+			if _, err := root.Update(ctx, []firestore.Update{{Path: layout.FieldPath(layout.FieldMetadata, layout.FieldSnapshotID), Value: "1795244400000"}}); err != nil {
 				e.t.Fatal(err)
 			}
 		}},

@@ -40,6 +40,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/pacing"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // Writer writes snapshots. It is safe for concurrent use.
@@ -137,6 +138,7 @@ func (w *Writer) Write(ctx context.Context, id string, snap *model.Snapshot) (*R
 	return w.run(ctx, opWrite, id, snap)
 }
 
-func (w *Writer) root(id string) *firestore.DocumentRef {
-	return w.client.Collection(w.cfg.collection).Doc(id)
+// names are the names of snapshot id's documents.
+func (w *Writer) names(id string) layout.Names {
+	return layout.NewNames(w.client.Collection(w.cfg.collection), id)
 }

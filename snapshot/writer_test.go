@@ -23,6 +23,7 @@ import (
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 var emu *emulator.Emulator
@@ -131,7 +132,7 @@ func (e *env) rootData(id string) map[string]any {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	pages, err := ref.Collection(pagesCollection).Documents(context.Background()).GetAll()
+	pages, err := ref.Collection(layout.PagesCollection).Documents(context.Background()).GetAll()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func (e *env) get(id string) *model.Snapshot {
 func gen(n int, seed int64) *model.Snapshot { return model.Generate(day, n, seed) }
 
 func sortedIDs(s *model.Snapshot) []string {
-	ids := districtIDs(s)
+	ids := layout.DistrictIDs(s)
 	sort.Strings(ids)
 	return ids
 }
@@ -416,7 +417,7 @@ func TestPermanentChunkFailureIsPartial(t *testing.T) {
 	t.Parallel()
 	eachForm(t, func(t *testing.T, e *env) {
 		in := gen(132, 7)
-		ids := districtIDs(in)
+		ids := layout.DistrictIDs(in)
 		victim := ids[60] // in the second district chunk
 		e.deny(victim)
 		res := mustPartial(t)(e.writer().Write(context.Background(), day, in))
@@ -525,7 +526,7 @@ func TestRetriesStopAtMaxRetries(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			in := gen(10, 2)
-			victim := districtIDs(in)[0]
+			victim := layout.DistrictIDs(in)[0]
 			e.f.setRule(func(c *commitCall) error {
 				if c.has(victim) {
 					return status.Error(codes.DeadlineExceeded, "injected")
@@ -748,7 +749,7 @@ func TestSupersededWriterSkipsItsFinish(t *testing.T) {
 		t.Fatalf("err = %v, outcome %v; want fenced out, the manifest left to the newer writer", err, res.Outcome)
 	}
 	after := e.rootData(day)
-	if md := asMap(after["metadata"]); md["writeState"] != stateWriting || !reflect.DeepEqual(after["manifest"], before["manifest"]) {
+	if md := asMap(after["metadata"]); md["writeState"] != layout.StateWriting || !reflect.DeepEqual(after["manifest"], before["manifest"]) {
 		t.Errorf("the superseded writer's finish touched the root: writeState %v", md["writeState"])
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"maps"
 	"time"
+
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
 // written is the written set of a write or repair: how each district of
@@ -27,7 +29,7 @@ type written struct {
 // districtEnd is how the chunk of one district ended.
 type districtEnd struct {
 	ok bool
-	// at: when its chunk committed (isoMillis), when ok; when it failed,
+	// at: when its chunk committed (layout.IsoMillis), when ok; when it failed,
 	// when failed for good.
 	at  string
 	msg string // why it was not written, when not ok
@@ -48,11 +50,11 @@ func settled(r BatchResult) bool { return r.Success || !r.unsure && !r.notAttemp
 func endOf(r BatchResult) districtEnd {
 	switch {
 	case r.Success:
-		return districtEnd{ok: true, at: isoMillis(r.CommittedAt)}
+		return districtEnd{ok: true, at: layout.IsoMillis(r.CommittedAt)}
 	case !settled(r):
 		return districtEnd{msg: errText(r.Err), open: true}
 	}
-	return districtEnd{msg: errText(r.Err), at: isoMillis(time.Now())}
+	return districtEnd{msg: errText(r.Err), at: layout.IsoMillis(time.Now())}
 }
 
 // add notes how chunk r ended for each of its districts.
@@ -71,15 +73,15 @@ func (s *written) add(r BatchResult) {
 // those whose chunks failed for good as failed, with their error, when
 // they failed. Every other district stays not written yet: not reached,
 // or its chunk in flight, never attempted, or of unknown outcome.
-func (s *written) progress() rootState {
-	st := rootState{status: statusPartial, writing: true, entries: map[string]string{}, times: map[string]string{},
-		msgs: map[string]string{}}
+func (s *written) progress() layout.State {
+	st := layout.State{Status: layout.StatusPartial, Writing: true, Entries: map[string]string{}, Times: map[string]string{},
+		Msgs: map[string]string{}}
 	for id, e := range s.ends {
 		switch {
 		case e.ok:
-			st.entries[id], st.times[id] = entrySuccess, e.at
+			st.Entries[id], st.Times[id] = layout.EntrySuccess, e.at
 		case !e.open:
-			st.entries[id], st.times[id], st.msgs[id] = entryFailed, e.at, e.msg
+			st.Entries[id], st.Times[id], st.Msgs[id] = layout.EntryFailed, e.at, e.msg
 		}
 	}
 	return st
@@ -87,18 +89,18 @@ func (s *written) progress() rootState {
 
 // finished is the root's state that records the set: status, a manifest
 // entry for every district of the chunks, finished at now.
-func (s *written) finished(status string, complete bool, now time.Time) rootState {
-	st := rootState{status: status, complete: complete, entries: make(map[string]string, len(s.ends)),
-		msgs: make(map[string]string, len(s.ends)), modified: now, finishedAt: now}
+func (s *written) finished(status string, complete bool, now time.Time) layout.State {
+	st := layout.State{Status: status, Complete: complete, Entries: make(map[string]string, len(s.ends)),
+		Msgs: make(map[string]string, len(s.ends)), Modified: now, FinishedAt: now}
 	if !s.decided {
-		st.times = map[string]string{}
+		st.Times = map[string]string{}
 	}
 	for id, e := range s.ends {
-		st.entries[id], st.msgs[id] = entryFailed, e.msg
+		st.Entries[id], st.Msgs[id] = layout.EntryFailed, e.msg
 		if e.ok {
-			st.entries[id] = entrySuccess
-			if st.times != nil {
-				st.times[id] = e.at
+			st.Entries[id] = layout.EntrySuccess
+			if st.Times != nil {
+				st.Times[id] = e.at
 			}
 		}
 	}

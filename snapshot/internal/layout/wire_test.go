@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 	snap := model.Generate(day, 5, 11)
 	var docs []map[string]any
 	for _, d := range snap.Payload.Districts {
-		docs = append(docs, districtDoc(snap, d, memData(d), "000000000000003"))
+		docs = append(docs, DistrictDoc(snap, d, memData(d), "000000000000003"))
 	}
 	docs = append(docs, map[string]any{
 		"nil": nil, "t": true, "f": false, "empty": "", "é – 😀": "\u2028\x00",
@@ -31,7 +31,7 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 		"deep": map[string]any{"a": []any{map[string]any{"b": []any{int64(1), "x", nil, []string{"y"}}}, strings.Repeat("z", 300)}},
 	}, map[string]any{})
 	for i, doc := range docs {
-		got, err := wireSetWrite(name, doc)
+		got, err := WireSetWrite(name, doc)
 		if err != nil {
 			t.Fatalf("doc %d: %v", i, err)
 		}
@@ -59,13 +59,13 @@ func TestWireFieldsAreProtoFields(t *testing.T) {
 		}
 	}
 	for _, bad := range []map[string]any{{"nan": math.NaN()}, {"a": []any{math.Inf(-1)}}, {"f": func() {}}} {
-		if _, err := wireSetWrite(name, bad); err == nil {
+		if _, err := WireSetWrite(name, bad); err == nil {
 			t.Errorf("wireSetWrite(%v) = nil error", bad)
 		}
 	}
 }
 
-// The reference encoding wireSetWrite is held to: the Firestore API's
+// The reference encoding WireSetWrite is held to: the Firestore API's
 // protobuf messages, built as the Firestore client builds them for these
 // types (int64 as integerValue, float64 as doubleValue, a nil list or map
 // as null).

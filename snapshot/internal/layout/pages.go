@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import (
 	"fmt"
@@ -20,20 +20,20 @@ import (
 // entries are (entriesIn "pages", pages, pageSize). The metadata's id lists
 // stay in the root in both forms.
 const (
-	pagesCollection = "manifest"
+	PagesCollection = "manifest"
 	entriesInPages  = "pages"
-	// defaultPageSize keeps a page far under 1 MiB: an entry is about 200
+	// DefaultPageSize keeps a page far under 1 MiB: an entry is about 200
 	// bytes, and a failed one's errorMessage may add a few hundred more.
-	defaultPageSize = 1000
-	// defaultPageThreshold is the largest estimated root (model.RootEstimate,
+	DefaultPageSize = 1000
+	// DefaultPageThreshold is the largest estimated root (model.RootEstimate,
 	// itself from above) kept inline: a margin under 1 MiB for what the
 	// estimate cannot know, such as the errorMessages of failed chunks.
-	defaultPageThreshold = model.MaxDocumentBytes - 64<<10
+	DefaultPageThreshold = model.MaxDocumentBytes - 64<<10
 )
 
-// pageDocument is one manifest page: entries [first, first+len) of the
+// Page is one manifest page: entries [first, first+len) of the
 // manifest, in input order.
-type pageDocument struct {
+type Page struct {
 	SnapshotID string      `firestore:"snapshotId"`
 	Page       int64       `firestore:"page"`
 	First      int64       `firestore:"first"`
@@ -63,73 +63,68 @@ func toPage(e manifestEntry) pageEntry {
 // entry is page entry p as the manifest entry it stands for, as
 // manifest.districts holds entries (toPage's inverse).
 func (p pageEntry) entry() manifestEntry {
-	return manifestEntry{DistrictID: p.DistrictID, FileName: districtDocID(p.DistrictID), Status: p.Status,
+	return manifestEntry{DistrictID: p.DistrictID, FileName: DistrictDocID(p.DistrictID), Status: p.Status,
 		FileSize: p.FileSize, ContentHash: p.ContentHash, LastModified: p.LastModified, ErrorMessage: p.ErrorMessage}
 }
 
-// pageID is page n's document id: zero-padded, so ids sort as pages do.
-func pageID(n int) string { return fmt.Sprintf("%05d", n) }
+// PageID is page n's document id: zero-padded, so ids sort as pages do.
+func PageID(n int) string { return fmt.Sprintf("%05d", n) }
 
-// paginate decides the form of in's manifest from the estimated root
-// (in.rootEstimate, validation's): inline while it fits under the writer's
-// threshold, else pages.
-func (w *Writer) paginate(in *rootInput) {
-	if in.rootEstimate <= w.cfg.pageThreshold {
+// Paginate decides the form of in's manifest from the estimated root
+// (in.RootEstimate, validation's): inline while it fits under threshold,
+// else pages of pageSize entries.
+func (in *Input) Paginate(threshold, pageSize int) {
+	if in.RootEstimate <= threshold {
 		return
 	}
-	in.pageSize = w.cfg.pageSize
-	in.pageOf = make(map[string]int, len(in.snap.Payload.Districts))
-	for i, d := range in.snap.Payload.Districts {
-		in.pageOf[d.DistrictID] = i / in.pageSize
+	in.PageSize = pageSize
+	in.PageOf = make(map[string]int, len(in.Snap.Payload.Districts))
+	for i, d := range in.Snap.Payload.Districts {
+		in.PageOf[d.DistrictID] = i / in.PageSize
 	}
 }
 
-// paged reports whether in's manifest entries live in manifest pages.
-func (in rootInput) paged() bool { return in.pageSize > 0 }
+// Paged reports whether in's manifest entries live in manifest pages.
+func (in Input) Paged() bool { return in.PageSize > 0 }
 
-// split divides manifest m into the root's manifest and the pages: m as it
+// Split divides manifest m into the root's manifest and the pages: m as it
 // is, and no pages, for the inline form.
-func (in rootInput) split(m manifest) (manifest, []pageDocument) {
-	if !in.paged() {
+func (in Input) Split(m Manifest) (Manifest, []Page) {
+	if !in.Paged() {
 		return m, nil
 	}
-	var pages []pageDocument
-	for first := 0; first < len(m.Districts); first += in.pageSize {
-		p := pageDocument{SnapshotID: in.id, Page: int64(len(pages)), First: int64(first)}
-		for _, e := range m.Districts[first:min(first+in.pageSize, len(m.Districts))] {
+	var pages []Page
+	for first := 0; first < len(m.Districts); first += in.PageSize {
+		p := Page{SnapshotID: in.ID, Page: int64(len(pages)), First: int64(first)}
+		for _, e := range m.Districts[first:min(first+in.PageSize, len(m.Districts))] {
 			p.Districts = append(p.Districts, toPage(e))
 		}
 		pages = append(pages, p)
 	}
 	m.Districts = nil
-	m.EntriesIn, m.Pages, m.PageSize = entriesInPages, int64(len(pages)), int64(in.pageSize)
+	m.EntriesIn, m.Pages, m.PageSize = entriesInPages, int64(len(pages)), int64(in.PageSize)
 	return m, pages
 }
 
-// pagesRef is snapshot id's manifest pages collection.
-func (w *Writer) pagesRef(id string) *firestore.CollectionRef {
-	return w.root(id).Collection(pagesCollection)
-}
-
-// paged reports whether a stored manifest keeps its entries in manifest
+// Paged reports whether a stored manifest keeps its entries in manifest
 // pages.
-func (m *manifest) paged() bool { return m.EntriesIn == entriesInPages }
+func (m *Manifest) Paged() bool { return m.EntriesIn == entriesInPages }
 
-// expandPages puts the entries of a paged root's manifest pages into its
+// ExpandPages puts the entries of a paged root's manifest pages into its
 // manifest's Districts, in page order, so that code reading the root sees
 // the manifest whole in either form. pages are the stored page documents,
 // in id order; those the root does not count (stale) are left out.
-func (r *rootDocument) expandPages(pages []storedPage) {
-	if !r.Manifest.paged() {
+func (r *Root) ExpandPages(pages []StoredPage) {
+	if !r.Manifest.Paged() {
 		return
 	}
 	entries := []manifestEntry{}
 	for _, p := range pages {
-		if !r.Manifest.counts(p.id) {
+		if !r.Manifest.counts(p.ID) {
 			continue
 		}
-		var page pageDocument
-		decodeFields(p.fields, &page)
+		var page Page
+		DecodeFields(p.Fields, &page)
 		for _, e := range page.Districts {
 			entries = append(entries, e.entry())
 		}
@@ -137,59 +132,59 @@ func (r *rootDocument) expandPages(pages []storedPage) {
 	r.Manifest.Districts = entries
 }
 
-// storedPage is a stored manifest page: its id and its fields, as
-// DocumentSnapshot.Data gives them (fieldsOf, on the Firestore API).
-type storedPage struct {
-	id     string
-	fields map[string]any
+// StoredPage is a stored manifest page: its id and its fields, as
+// DocumentSnapshot.Data gives them (FieldsOf, on the Firestore API).
+type StoredPage struct {
+	ID     string
+	Fields map[string]any
 }
 
-// snapshotPages are the stored pages docs, read by the Firestore client.
-func snapshotPages(docs []*firestore.DocumentSnapshot) []storedPage {
-	pages := make([]storedPage, len(docs))
+// SnapshotPages are the stored pages docs, read by the Firestore client.
+func SnapshotPages(docs []*firestore.DocumentSnapshot) []StoredPage {
+	pages := make([]StoredPage, len(docs))
 	for i, d := range docs {
-		pages[i] = storedPage{id: d.Ref.ID, fields: d.Data()}
+		pages[i] = StoredPage{ID: d.Ref.ID, Fields: d.Data()}
 	}
 	return pages
 }
 
-// apiPages are the stored pages docs, read on the Firestore API.
-func apiPages(docs []*pb.Document) []storedPage {
-	pages := make([]storedPage, len(docs))
+// APIPages are the stored pages docs, read on the Firestore API.
+func APIPages(docs []*pb.Document) []StoredPage {
+	pages := make([]StoredPage, len(docs))
 	for i, d := range docs {
-		pages[i] = storedPage{id: lastSegment(d.GetName()), fields: fieldsOf(d)}
+		pages[i] = StoredPage{ID: baseName(d.GetName()), Fields: FieldsOf(d)}
 	}
 	return pages
 }
 
 // counts reports whether a paged manifest counts the page stored under id.
-func (m *manifest) counts(id string) bool {
+func (m *Manifest) counts(id string) bool {
 	i, err := strconv.Atoi(id)
-	return err == nil && id == pageID(i) && int64(i) < m.Pages
+	return err == nil && id == PageID(i) && int64(i) < m.Pages
 }
 
-// pageProblems says where the stored manifest pages disagree with the
+// PageProblems says where the stored manifest pages disagree with the
 // root: a paged root counts manifest.pages pages, 00000 onwards, each
 // naming the snapshot; an inline one has none.
-func (r *rootDocument) pageProblems(id string, pages []*firestore.DocumentSnapshot) []string {
+func (r *Root) PageProblems(id string, pages []*firestore.DocumentSnapshot) []string {
 	var probs []string
 	n := int64(0)
-	if r.Manifest.paged() {
+	if r.Manifest.Paged() {
 		n = r.Manifest.Pages
 	}
 	have := map[string]bool{}
 	for _, p := range pages {
 		have[p.Ref.ID] = true
-		switch named := readPage(p).SnapshotID; {
-		case !r.Manifest.paged() || !r.Manifest.counts(p.Ref.ID):
+		switch named := ReadPage(p).SnapshotID; {
+		case !r.Manifest.Paged() || !r.Manifest.counts(p.Ref.ID):
 			probs = append(probs, fmt.Sprintf("manifest page %s is stored, but the root counts %s", p.Ref.ID, plural.N(int(n), "page")))
 		case named != id:
 			probs = append(probs, fmt.Sprintf("manifest page %s names snapshot %v", p.Ref.ID, named))
 		}
 	}
 	for i := range int(n) {
-		if !have[pageID(i)] {
-			probs = append(probs, fmt.Sprintf("manifest page %s is missing (the root counts %s)", pageID(i), plural.N(int(n), "page")))
+		if !have[PageID(i)] {
+			probs = append(probs, fmt.Sprintf("manifest page %s is missing (the root counts %s)", PageID(i), plural.N(int(n), "page")))
 		}
 	}
 	return probs

@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import (
 	"fmt"
@@ -7,15 +7,15 @@ import (
 	"sync"
 )
 
-// The layout types (rootDocument, pageDocument, fenceDocument,
-// districtDocument and what they hold) are written by their firestore
+// The layout types (Root, Page, Fence,
+// District and what they hold) are written by their firestore
 // tags: by the Firestore client (DocumentRef.Set, Transaction.Set and
 // Update encode them by reflection), or, for a district document, through
-// encodeFields. Stored documents are read back into them by decodeFields,
+// EncodeFields. Stored documents are read back into them by DecodeFields,
 // from the fields DocumentSnapshot.Data gives, by the same tags: one list
 // of field names per type, for writes and reads.
 //
-// decodeFields is not DocumentSnapshot.DataTo, which converts a whole
+// DecodeFields is not DocumentSnapshot.DataTo, which converts a whole
 // double to an int64 field and fails a whole document on one value of an
 // unexpected type. Reads of the layout take what is stored as it is:
 //
@@ -126,10 +126,10 @@ func supportedKind(t reflect.Type) bool {
 	return false
 }
 
-// decodeFields sets *dst, a layout struct, from a stored document's (or
+// DecodeFields sets *dst, a layout struct, from a stored document's (or
 // map's) fields m, by the rules above. dst should be a zero value: fields
 // m does not set are left as they are.
-func decodeFields(m map[string]any, dst any) {
+func DecodeFields(m map[string]any, dst any) {
 	v := reflect.ValueOf(dst)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		panic(fmt.Sprintf("snapshot: decodeFields into %T, want a pointer to a struct", dst))
@@ -202,12 +202,12 @@ func assign[T any](x any, set func(T)) bool {
 	return ok
 }
 
-// encodeFields is layout struct v as the Firestore client writes it (its
+// EncodeFields is layout struct v as the Firestore client writes it (its
 // firestore tags, omitempty, a nil pointer, list or map as null), in the
 // values DocumentSnapshot.Data gives of it once stored: strings, bools,
 // int64, float64, []any and map[string]any. The district document is
 // written from it (envelope).
-func encodeFields(v any) map[string]any {
+func EncodeFields(v any) map[string]any {
 	rv := reflect.ValueOf(v)
 	for rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()

@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import (
 	"crypto/sha256"
@@ -8,14 +8,14 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// contentHash is the first 128 bits of the SHA-256 of v's canonical JSON
+// ContentHash is the first 128 bits of the SHA-256 of v's canonical JSON
 // (keys sorted, numbers as the input had them), base64url without padding:
 // 22 characters, the same for a value built from the input and for the
 // same value read back from Firestore. 128 bits tell an edited document
 // from the original beyond doubt, and the manifest, which holds one per
 // district in a root limited to 1 MiB, cannot spare a full 64-character
 // digest for each of thousands of districts.
-func contentHash(v any) (string, error) {
+func ContentHash(v any) (string, error) {
 	b, err := model.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("hashing: %w", err)
@@ -23,36 +23,36 @@ func contentHash(v any) (string, error) {
 	return digestHash(sha256.Sum256(b)), nil
 }
 
-// digestHash is contentHash of a value whose canonical JSON has SHA-256
+// digestHash is ContentHash of a value whose canonical JSON has SHA-256
 // digest sum.
 func digestHash(sum [sha256.Size]byte) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
-// districtHashes returns the hash of a district document as stored and the
+// DistrictHashes returns the hash of a district document as stored and the
 // hash of its data alone. The document's hash leaves out the field that
 // says which writer stored it (two writes of the same district hash alike)
 // and stands for the data by the data's own hash, so that the data, nearly
 // all of the document, is encoded once.
-func districtHashes(doc map[string]any) (hash, dataHash string, err error) {
-	if dataHash, err = contentHash(doc[fieldData]); err != nil {
+func DistrictHashes(doc map[string]any) (hash, dataHash string, err error) {
+	if dataHash, err = ContentHash(doc[FieldData]); err != nil {
 		return "", "", err
 	}
 	hash, err = new(docHasher).envelopeHash(doc, dataHash)
 	return hash, dataHash, err
 }
 
-// docHasher hashes district documents' envelopes (envelopeHash), reusing
+// Hasher hashes district documents' envelopes (envelopeHash), reusing
 // the map it hashes and the summarizer's space: a write hashes every
-// district's before its first commit (summarizeDistricts). Its zero value
-// is ready; one docHasher is not for concurrent use.
+// district's before its first commit (SummarizeDistricts). Its zero value
+// is ready; one Hasher is not for concurrent use.
 type docHasher struct {
 	fields map[string]any
 	sum    model.Summarizer
 }
 
 // envelopeHash is the hash of a district document, given its fields
-// (whatever its data field holds) and the hash of its data: contentHash of
+// (whatever its data field holds) and the hash of its data: ContentHash of
 // the fields without writerFence, data standing for the data's hash.
 func (h *docHasher) envelopeHash(doc map[string]any, dataHash string) (string, error) {
 	sum, err := h.summarize(doc, dataHash)
@@ -70,11 +70,11 @@ func (h *docHasher) summarize(doc map[string]any, dataHash string) (model.DataSu
 	}
 	defer clear(h.fields) // hold no document's values between uses
 	for k, v := range doc {
-		if k != fieldWriterFence {
+		if k != FieldWriterFence {
 			h.fields[k] = v
 		}
 	}
-	h.fields[fieldData] = dataHash
+	h.fields[FieldData] = dataHash
 	sum, err := h.sum.Summarize(h.fields)
 	if err != nil {
 		return model.DataSummary{}, fmt.Errorf("hashing: %w", err)
@@ -82,9 +82,9 @@ func (h *docHasher) summarize(doc map[string]any, dataHash string) (model.DataSu
 	return sum, nil
 }
 
-// dataHash is the hash of district d's data, as districtHashes gives it of
+// DataHash is the hash of district d's data, as DistrictHashes gives it of
 // its document.
-func dataHash(d model.DistrictStatistics) (string, error) {
+func DataHash(d model.DistrictStatistics) (string, error) {
 	sum, err := d.Summary()
 	if err != nil {
 		return "", err
@@ -92,47 +92,47 @@ func dataHash(d model.DistrictStatistics) (string, error) {
 	return digestHash(sum.Digest), nil
 }
 
-// payloadHash is the hash of a snapshot's own payload, as given:
+// PayloadHash is the hash of a snapshot's own payload, as given:
 // everything but its districts, its status (which the writer replaces by
 // "partial" while a write is incomplete) and its snapshot_id (a snapshot is
 // its date and its districts: two exports of the same data may number it
 // differently).
-func payloadHash(s *model.Snapshot) (string, error) {
-	return payloadHashWithID(s, "")
+func PayloadHash(s *model.Snapshot) (string, error) {
+	return PayloadHashWithID(s, "")
 }
 
-// payloadHashWithID hashes the payload with snapshot_id id, as snapwriter
+// PayloadHashWithID hashes the payload with snapshot_id id, as snapwriter
 // recorded payloadHash before the snapshot_id was left out of it.
-func payloadHashWithID(s *model.Snapshot, id string) (string, error) {
+func PayloadHashWithID(s *model.Snapshot, id string) (string, error) {
 	c := *s
 	c.Payload.Districts = nil
 	c.Status = ""
 	c.SnapshotID = id
-	return contentHash(c)
+	return ContentHash(c)
 }
 
-// payloadMatches reports whether recorded, a root's payloadHash, is the
-// hash of s's payload: as payloadHash gives it, or as earlier versions
+// PayloadMatches reports whether recorded, a root's payloadHash, is the
+// hash of s's payload: as PayloadHash gives it, or as earlier versions
 // did, with the snapshot_id storedID the root holds.
-func payloadMatches(recorded string, s *model.Snapshot, storedID string) (bool, error) {
-	h, err := payloadHash(s)
+func PayloadMatches(recorded string, s *model.Snapshot, storedID string) (bool, error) {
+	h, err := PayloadHash(s)
 	if err != nil || h == recorded {
 		return err == nil, err
 	}
 	if storedID == "" {
 		return false, nil
 	}
-	old, err := payloadHashWithID(s, storedID)
+	old, err := PayloadHashWithID(s, storedID)
 	return old == recorded, err
 }
 
-// storedPayloadMatches reports whether a stored root's payload still
+// StoredPayloadMatches reports whether a stored root's payload still
 // matches the payloadHash it records.
-func storedPayloadMatches(root *rootDocument) (bool, error) {
-	s, err := rootSnapshot(root, nil)
+func StoredPayloadMatches(root *Root) (bool, error) {
+	s, err := RootSnapshot(root, nil)
 	if err != nil {
 		return false, err
 	}
-	md := root.meta()
-	return payloadMatches(md.PayloadHash, s, md.inputID())
+	md := root.Meta()
+	return PayloadMatches(md.PayloadHash, s, md.InputID())
 }

@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import "strings"
 
@@ -14,25 +14,25 @@ import "strings"
 // metadata's, a manifest entry's, a district document's and the rankings
 // entry's.
 const (
-	// The root document (rootDocument).
-	fieldMetadata   = "metadata"
-	fieldManifest   = "manifest"
+	// The root document (Root).
+	FieldMetadata   = "metadata"
+	FieldManifest   = "manifest"
 	fieldRankings   = "rankings"
 	fieldInputExtra = "inputExtra"
 
-	// inputExtra (inputExtraFields).
+	// inputExtra (ExtraFields).
 	fieldExtraSnapshot = "snapshot"
 	fieldExtraPayload  = "payload"
 
-	// The root's metadata (rootMetadata), the application's fields.
-	fieldSnapshotID          = "snapshotId" // also the manifest's and a page's
+	// The root's metadata (Metadata), the application's fields.
+	FieldSnapshotID          = "snapshotId" // also the manifest's and a page's
 	fieldCreatedAt           = "createdAt"  // also the manifest's
 	fieldSchemaVersion       = "schemaVersion"
 	fieldCalculationVersion  = "calculationVersion"
-	fieldStatus              = "status" // also an entry's, a district document's, the rankings entry's
-	fieldConfiguredDistricts = "configuredDistricts"
-	fieldSuccessfulDistricts = "successfulDistricts" // a list in metadata, a count in the manifest
-	fieldFailedDistricts     = "failedDistricts"     // a list in metadata, a count in the manifest
+	FieldStatus              = "status" // also an entry's, a district document's, the rankings entry's
+	FieldConfiguredDistricts = "configuredDistricts"
+	FieldSuccessfulDistricts = "successfulDistricts" // a list in metadata, a count in the manifest
+	FieldFailedDistricts     = "failedDistricts"     // a list in metadata, a count in the manifest
 	fieldErrors              = "errors"
 	fieldProcessingDuration  = "processingDuration"
 	fieldSource              = "source"
@@ -45,43 +45,43 @@ const (
 
 	// The root's metadata, snapwriter's own fields.
 	fieldInputSnapshotID      = "inputSnapshotId"
-	fieldWriteState           = "writeState"
-	fieldWriteComplete        = "writeComplete"
-	fieldWriteFailedDistricts = "writeFailedDistricts"
-	fieldWriterFence          = "writerFence" // also the fence document's and a district document's
-	fieldWriterLockBackend    = "writerLockBackend"
-	fieldWriterLockKeyHash    = "writerLockKeyHash"
+	FieldWriteState           = "writeState"
+	FieldWriteComplete        = "writeComplete"
+	FieldWriteFailedDistricts = "writeFailedDistricts"
+	FieldWriterFence          = "writerFence" // also the fence document's and a district document's
+	FieldWriterLockBackend    = "writerLockBackend"
+	FieldWriterLockKeyHash    = "writerLockKeyHash"
 	fieldWriteStartedAt       = "writeStartedAt"
-	fieldWriteFinishedAt      = "writeFinishedAt"
+	FieldWriteFinishedAt      = "writeFinishedAt"
 	fieldRepairStartedAt      = "repairStartedAt"
 	fieldRepairedAt           = "repairedAt"
 	fieldPayloadHash          = "payloadHash"
 	fieldPayloadMetadata      = "payloadMetadata"
 
 	// The manifest (manifest).
-	fieldDistricts            = "districts" // also a page's
-	fieldTotalDistricts       = "totalDistricts"
+	FieldDistricts            = "districts" // also a page's
+	FieldTotalDistricts       = "totalDistricts"
 	fieldAllDistrictsRankings = "allDistrictsRankings"
 	fieldEntriesIn            = "entriesIn"
 	fieldPages                = "pages"
 	fieldPageSize             = "pageSize"
 
-	// A manifest entry (manifestEntry).
-	fieldDistrictID   = "districtId" // also a district document's
+	// A manifest entry (Entry).
+	FieldDistrictID   = "districtId" // also a district document's
 	fieldFileName     = "fileName"
 	fieldFileSize     = "fileSize"
 	fieldContentHash  = "contentHash"
 	fieldLastModified = "lastModified"
-	fieldErrorMessage = "errorMessage"
+	FieldErrorMessage = "errorMessage"
 
 	// The manifest's rankings entry (rankingsEntry).
 	fieldFilename = "filename"
 	fieldSize     = "size"
 
-	// The fence document (fenceDocument).
+	// The fence document (Fence).
 	fieldUpdatedAt = "updatedAt"
 
-	// A manifest page (pageDocument).
+	// A manifest page (Page).
 	fieldPage  = "page"
 	fieldFirst = "first"
 
@@ -93,20 +93,20 @@ const (
 	fieldPageEntryModified     = "t"
 	fieldPageEntryErrorMessage = "err"
 
-	// A district document (districtEnvelope, districtDocument).
-	fieldDistrictName = "districtName"
-	fieldCollectedAt  = "collectedAt"
-	fieldData         = "data"
+	// A district document (Envelope, District).
+	FieldDistrictName = "districtName"
+	FieldCollectedAt  = "collectedAt"
+	FieldData         = "data"
 )
 
-// districtsCollection is the subcollection of a snapshot's district
-// documents; districtDocPrefix begins their ids (districtDocID).
+// DistrictsCollection is the subcollection of a snapshot's district
+// documents; DistrictDocPrefix begins their ids (DistrictDocID).
 const (
-	districtsCollection = "districts"
-	districtDocPrefix   = "district_"
+	DistrictsCollection = "districts"
+	DistrictDocPrefix   = "district_"
 )
 
-// fieldPath is the field path of a nested field, its names joined with
-// dots: fieldPath(fieldMetadata, fieldStatus) is "metadata.status". The
+// FieldPath is the field path of a nested field, its names joined with
+// dots: FieldPath(FieldMetadata, FieldStatus) is "metadata.status". The
 // names here are plain identifiers, which need no quoting.
-func fieldPath(names ...string) string { return strings.Join(names, ".") }
+func FieldPath(names ...string) string { return strings.Join(names, ".") }

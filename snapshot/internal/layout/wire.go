@@ -1,9 +1,10 @@
-package snapshot
+package layout
 
 import (
 	"bytes"
 	"fmt"
 	"math"
+	"strings"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -16,7 +17,7 @@ import (
 // trees a district of 11 KB of JSON takes about 67 KB, so
 // 16 chunks in flight held 55 MB, and the heap twice that: a
 // concurrency-16 write took 4.4 times its input. The same fields in
-// protobuf's wire form take about what the JSON does. wireSetWrite
+// protobuf's wire form take about what the JSON does. WireSetWrite
 // therefore encodes a document's fields to the wire form once, and carries
 // them in the Document message as unknown fields, which protobuf-go keeps
 // and writes out verbatim, after the known ones (the name): the request
@@ -43,10 +44,10 @@ const (
 	valueString  protowire.Number = 17
 )
 
-// wireSetWrite is the Write that replaces document name with doc's fields,
+// WireSetWrite is the Write that replaces document name with doc's fields,
 // as DocumentRef.Set sends it, with the fields kept in their wire form (see
 // above).
-func wireSetWrite(name string, doc map[string]any) (*pb.Write, error) {
+func WireSetWrite(name string, doc map[string]any) (*pb.Write, error) {
 	fields, err := appendWireFields(nil, documentFields, doc)
 	if err != nil {
 		return nil, err
@@ -58,10 +59,10 @@ func wireSetWrite(name string, doc map[string]any) (*pb.Write, error) {
 	return &pb.Write{Operation: &pb.Write_Update{Update: d}}, nil
 }
 
-// deleteWrite deletes document name (nothing happens when it is missing).
+// DeleteWrite deletes document name (nothing happens when it is missing).
 // Only a district document's set is sent in the wire form above; every
 // other document goes through the Firestore client.
-func deleteWrite(name string) *pb.Write {
+func DeleteWrite(name string) *pb.Write {
 	return &pb.Write{Operation: &pb.Write_Delete{Delete: name}}
 }
 
@@ -189,25 +190,25 @@ func endNested(dst []byte, start int) []byte {
 	return dst
 }
 
-// layoutSetWrite is the Write that replaces document name with layout
-// struct v, as Transaction.Set sends it (encodeFields: the client's
+// SetWrite is the Write that replaces document name with layout
+// struct v, as Transaction.Set sends it (EncodeFields: the client's
 // encoding of the layout types).
-func layoutSetWrite(name string, v any) (*pb.Write, error) {
-	w, err := wireSetWrite(name, encodeFields(v))
+func SetWrite(name string, v any) (*pb.Write, error) {
+	w, err := WireSetWrite(name, EncodeFields(v))
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", lastSegment(name), err)
+		return nil, fmt.Errorf("encoding %s: %w", baseName(name), err)
 	}
 	return w, nil
 }
 
-// layoutUpdateWrite is the Write that sets the top-level fields of
+// UpdateWrite is the Write that sets the top-level fields of
 // document name that fields holds, and only those, on a document that
 // must exist: what Transaction.Update sends for []firestore.Update of
-// those paths (each value the layout's encoding, encodeFields).
-func layoutUpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
-	w, err := wireSetWrite(name, fields)
+// those paths (each value the layout's encoding, EncodeFields).
+func UpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
+	w, err := WireSetWrite(name, fields)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", lastSegment(name), err)
+		return nil, fmt.Errorf("encoding %s: %w", baseName(name), err)
 	}
 	mask := &pb.DocumentMask{}
 	for k := range fields {
@@ -218,9 +219,9 @@ func layoutUpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
 	return w, nil
 }
 
-// fieldsOf is a document read on the Firestore API as
-// DocumentSnapshot.Data gives it: what decodeFields reads.
-func fieldsOf(doc *pb.Document) map[string]any {
+// FieldsOf is a document read on the Firestore API as
+// DocumentSnapshot.Data gives it: what DecodeFields reads.
+func FieldsOf(doc *pb.Document) map[string]any {
 	m := make(map[string]any, len(doc.GetFields()))
 	for k, v := range doc.GetFields() {
 		m[k] = valueOf(v)
@@ -264,3 +265,6 @@ func valueOf(v *pb.Value) any {
 	}
 	return nil
 }
+
+// baseName is the last segment of document name: its id.
+func baseName(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }

@@ -1,4 +1,4 @@
-package snapshot
+package layout
 
 import (
 	"fmt"
@@ -14,114 +14,114 @@ import (
 // stored value of an unexpected type, or a field an older document lacks,
 // reads).
 
-// readRoot is a stored root document; an empty rootDocument when doc does
+// ReadRoot is a stored root document; an empty Root when doc does
 // not exist. Its manifest holds the entries of an inline root; those of a
-// paged one are in its pages (expandPages).
-func readRoot(doc *firestore.DocumentSnapshot) *rootDocument {
-	return decodeRoot(doc.Data())
+// paged one are in its pages (ExpandPages).
+func ReadRoot(doc *firestore.DocumentSnapshot) *Root {
+	return DecodeRoot(doc.Data())
 }
 
-// decodeRoot is readRoot of a root's fields as DocumentSnapshot.Data
+// DecodeRoot is ReadRoot of a root's fields as DocumentSnapshot.Data
 // gives them.
-func decodeRoot(data map[string]any) *rootDocument {
-	var r rootDocument
-	decodeFields(data, &r)
+func DecodeRoot(data map[string]any) *Root {
+	var r Root
+	DecodeFields(data, &r)
 	return &r
 }
 
-// readPage is a stored manifest page.
-func readPage(doc *firestore.DocumentSnapshot) pageDocument {
-	var p pageDocument
-	decodeFields(doc.Data(), &p)
+// ReadPage is a stored manifest page.
+func ReadPage(doc *firestore.DocumentSnapshot) Page {
+	var p Page
+	DecodeFields(doc.Data(), &p)
 	return p
 }
 
-// readDistrict is a stored district document. Data is nil when the
+// ReadDistrict is a stored district document. Data is nil when the
 // document has no data object.
-func readDistrict(doc *firestore.DocumentSnapshot) districtDocument {
-	var d districtDocument
-	decodeFields(doc.Data(), &d)
+func ReadDistrict(doc *firestore.DocumentSnapshot) District {
+	var d District
+	DecodeFields(doc.Data(), &d)
 	return d
 }
 
-// readFence is a stored fence document (zero when doc does not exist).
-func readFence(doc *firestore.DocumentSnapshot) fenceDocument {
-	var f fenceDocument
-	decodeFields(doc.Data(), &f)
+// ReadFence is a stored fence document (zero when doc does not exist).
+func ReadFence(doc *firestore.DocumentSnapshot) Fence {
+	var f Fence
+	DecodeFields(doc.Data(), &f)
 	return f
 }
 
-// meta is the root's metadata: empty for a stored document that has none,
+// Meta is the root's metadata: empty for a stored document that has none,
 // which then reads as a root of no writer, not in progress.
-func (r *rootDocument) meta() *rootMetadata {
+func (r *Root) Meta() *Metadata {
 	if r.Metadata == nil {
-		return &rootMetadata{}
+		return &Metadata{}
 	}
 	return r.Metadata
 }
 
-// writing reports whether the metadata describes a write in progress or
+// Writing reports whether the metadata describes a write in progress or
 // interrupted, in the current form or an earlier version's.
-func (md *rootMetadata) writing() bool { return inProgress(md.WriteState, md.Status) }
+func (md *Metadata) Writing() bool { return InProgress(md.WriteState, md.Status) }
 
-// currentForm reports whether the metadata is in this version's form (it
+// CurrentForm reports whether the metadata is in this version's form (it
 // has a writeState), whose manifest and lists are exact at every moment,
 // rather than an earlier version's or the application's.
-func (md *rootMetadata) currentForm() bool { return md.WriteState != "" }
+func (md *Metadata) CurrentForm() bool { return md.WriteState != "" }
 
-// writtenWhole reports whether the metadata records a write that finished
+// WrittenWhole reports whether the metadata records a write that finished
 // with every district written (writeComplete not false: roots of the
 // application's writer may lack the flag).
-func (md *rootMetadata) writtenWhole() bool {
-	return (md.WriteComplete == nil || *md.WriteComplete) && !md.writing()
+func (md *Metadata) WrittenWhole() bool {
+	return (md.WriteComplete == nil || *md.WriteComplete) && !md.Writing()
 }
 
-// legacy reports whether a complete root is still in an earlier
+// Legacy reports whether a complete root is still in an earlier
 // snapwriter version's form (its snapshotId the input's, or no
 // writeState): a repair brings it to the current form. The application's
 // roots have no writerFence.
-func (md *rootMetadata) legacy() bool {
-	return md.WriterFence != "" && !md.currentForm()
+func (md *Metadata) Legacy() bool {
+	return md.WriterFence != "" && !md.CurrentForm()
 }
 
-// complete reports whether the root is a complete snapshot, as the
+// Complete reports whether the root is a complete snapshot, as the
 // application's readers take it: status "success", written whole, and no
 // write at work on it.
-func (r *rootDocument) complete() bool {
-	md := r.meta()
-	return md.Status == statusSuccess && md.writtenWhole()
+func (r *Root) Complete() bool {
+	md := r.Meta()
+	return md.Status == StatusSuccess && md.WrittenWhole()
 }
 
-// inputID is the input's snapshot_id the root holds: inputSnapshotId, or,
+// InputID is the input's snapshot_id the root holds: inputSnapshotId, or,
 // in roots from before snapshotId was the date, snapshotId.
-func (md *rootMetadata) inputID() string {
+func (md *Metadata) InputID() string {
 	if md.InputSnapshotID != nil {
 		return *md.InputSnapshotID
 	}
 	return md.SnapshotID
 }
 
-// unrecorded reports whether stored district s, which the root does not
-// record as written, was written by the writer the root names (its fence
-// is the root's) while that write was at work: a district whose record the
+// Unrecorded reports whether a stored district written under fence, which
+// the root does not record as written, was written by the writer the root
+// names (its fence is the root's) while that write was at work: a district whose record the
 // writer did not live to commit. Roots of earlier versions recorded every
 // chunk with its commit and have no such districts.
-func (md *rootMetadata) unrecorded(s storedDistrict) bool {
-	return md.WriterFence != "" && s.fence == md.WriterFence && md.currentForm() && md.writing()
+func (md *Metadata) Unrecorded(fence string) bool {
+	return md.WriterFence != "" && fence == md.WriterFence && md.CurrentForm() && md.Writing()
 }
 
-// recordedWritten is the set of districts a root's manifest records as
+// RecordedWritten is the set of districts a root's manifest records as
 // written, which is what the snapshot holds; nil for a root of an earlier
 // snapwriter version whose write is in progress or interrupted, whose
 // manifest records nothing yet. Documents it does not name (of an earlier
 // write of the date, not yet replaced) are not the snapshot's. A paged
 // root's pages must be expanded first.
-func (r *rootDocument) recordedWritten() map[string]bool {
-	md := r.meta()
-	if !md.currentForm() && md.writing() {
+func (r *Root) RecordedWritten() map[string]bool {
+	md := r.Meta()
+	if !md.CurrentForm() && md.Writing() {
 		return nil
 	}
-	if md.WriteState == stateDeleting {
+	if md.WriteState == StateDeleting {
 		// A prune is deleting it: nothing is the snapshot's any more (the
 		// pages of a paged root are not rewritten by the mark).
 		return map[string]bool{}
@@ -132,33 +132,33 @@ func (r *rootDocument) recordedWritten() map[string]bool {
 	}
 	set := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		if e.Status == entrySuccess {
+		if e.Status == EntrySuccess {
 			set[e.DistrictID] = true
 		}
 	}
 	return set
 }
 
-// rootSnapshot rebuilds the input-format Snapshot from a root document and
+// RootSnapshot rebuilds the input-format Snapshot from a root document and
 // the data of its district documents (district id → data). Roots written
 // by the TypeScript application have no payloadMetadata; their payload
 // metadata is rebuilt the way its reader does.
-func rootSnapshot(root *rootDocument, districts map[string]model.Object) (*model.Snapshot, error) {
+func RootSnapshot(root *Root, districts map[string]model.Object) (*model.Snapshot, error) {
 	list := make([]any, 0, len(districts))
-	for _, id := range manifestOrder(root, districts) {
+	for _, id := range ManifestOrder(root, districts) {
 		if data := districts[id]; data != nil {
 			list = append(list, data)
 		} else {
 			list = append(list, nil) // no data object: refused as a district
 		}
 	}
-	return rootSnapshotList(root, len(districts), list)
+	return RootSnapshotList(root, len(districts), list)
 }
 
-// rootSnapshotList is rootSnapshot of a root whose districts' data, in
+// RootSnapshotList is RootSnapshot of a root whose districts' data, in
 // order, are list, and which n district documents are read with (the count
 // a root of the application's rebuilds its payload metadata with).
-func rootSnapshotList(root *rootDocument, n int, list []any) (*model.Snapshot, error) {
+func RootSnapshotList(root *Root, n int, list []any) (*model.Snapshot, error) {
 	md := root.Metadata
 	if md == nil {
 		return nil, fmt.Errorf("root document has no metadata")
@@ -166,7 +166,7 @@ func rootSnapshotList(root *rootDocument, n int, list []any) (*model.Snapshot, e
 	// The input's own keys (model's JSON form), decoded by model.Decode
 	// as an input file is.
 	s := map[string]any{
-		"snapshot_id":         md.inputID(),
+		"snapshot_id":         md.InputID(),
 		"created_at":          md.CreatedAt,
 		"schema_version":      md.SchemaVersion,
 		"calculation_version": md.CalculationVersion,
@@ -200,7 +200,7 @@ func rootSnapshotList(root *rootDocument, n int, list []any) (*model.Snapshot, e
 // legacyPayloadMetadata mirrors the TypeScript reader for roots it wrote,
 // which n district documents are read with: the input's optional fields
 // only where the root has them.
-func legacyPayloadMetadata(md *rootMetadata, n int) (model.Object, error) {
+func legacyPayloadMetadata(md *Metadata, n int) (model.Object, error) {
 	pm := model.PayloadMetadata{
 		Source:               md.Source,
 		FetchedAt:            md.CreatedAt,
@@ -220,9 +220,9 @@ func legacyPayloadMetadata(md *rootMetadata, n int) (model.Object, error) {
 	return toObject(pm)
 }
 
-// manifestOrder lists the stored district ids in manifest order, then any
+// ManifestOrder lists the stored district ids in manifest order, then any
 // district document the manifest does not name, sorted.
-func manifestOrder[V any](root *rootDocument, districts map[string]V) []string {
+func ManifestOrder[V any](root *Root, districts map[string]V) []string {
 	seen := map[string]bool{}
 	var ids []string
 	for _, e := range root.Manifest.Districts {

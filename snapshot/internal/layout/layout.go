@@ -1,4 +1,11 @@
-package snapshot
+// Package layout is the document schema of a snapshot in Firestore: the
+// root document with its metadata and manifest, the manifest pages, the
+// fence document and the district documents, their field names, how they
+// are built from an input (Input), hashed, encoded for a commit (the wire
+// form) and read back, and the names of the documents (Names). It holds
+// pure functions from input to documents and back: it reads and writes
+// nothing, and its tests need no server.
+package layout
 
 import (
 	"time"
@@ -7,40 +14,40 @@ import (
 )
 
 // Status values of a manifest entry: the TypeScript readers know only
-// these two. A district not written yet is "failed" with notWrittenYet.
+// these two. A district not written yet is "failed" with NotWrittenYet.
 // legacyEntryPending is the status roots of earlier snapwriter versions
 // gave such a district.
 const (
-	entrySuccess       = "success"
-	entryFailed        = "failed"
+	EntrySuccess       = "success"
+	EntryFailed        = "failed"
 	legacyEntryPending = "pending"
 )
 
-// notWrittenYet is the errorMessage of a manifest entry whose district the
+// NotWrittenYet is the errorMessage of a manifest entry whose district the
 // write in progress has not written. While the root says "writing" it
 // means pending: the writer has not reached the district (or its chunk is
 // in flight, or of unknown outcome until the finish), since the progress
 // records record a chunk that failed for good as failed, with its error.
 // A root whose writer died keeps it for the districts it never reached
 // (and those it wrote in its last moments without recording them).
-const notWrittenYet = "not written yet"
+const NotWrittenYet = "not written yet"
 
 // pending reports whether manifest entry e, of a root that says
 // "writing", is of a district its writer has not reached: not written yet
 // (or, in an earlier version's root, "pending").
-func (e manifestEntry) pending() bool {
-	return e.Status == legacyEntryPending || e.Status != entrySuccess && e.ErrorMessage == notWrittenYet
+func (e manifestEntry) Pending() bool {
+	return e.Status == legacyEntryPending || e.Status != EntrySuccess && e.ErrorMessage == NotWrittenYet
 }
 
 // metadata.status of a snapshot whose write has not succeeded (in
 // progress, interrupted or finished with failed districts), and of a
 // complete one: the application's vocabulary.
 const (
-	statusPartial = "partial"
-	statusSuccess = "success"
-	// statusFailed is what a prune marks a root with before it deletes
-	// anything (see Writer.Prune): the application's readers skip it.
-	statusFailed = "failed"
+	StatusPartial = "partial"
+	StatusSuccess = "success"
+	// StatusFailed is what a prune marks a root with before it deletes
+	// anything (see snapshot's Writer.Prune): the application's readers skip it.
+	StatusFailed = "failed"
 )
 
 // metadata.writeState, ours: whether a writer is at work ("writing": in
@@ -50,19 +57,19 @@ const (
 // legacyStatusWriting is the metadata.status earlier
 // snapwriter versions left on such a root (with "pending" entries).
 const (
-	stateWriting        = "writing"
-	stateFinished       = "finished"
-	stateDeleting       = "deleting"
+	StateWriting        = "writing"
+	StateFinished       = "finished"
+	StateDeleting       = "deleting"
 	legacyStatusWriting = "writing"
 )
 
-// inProgress is whether a root whose writeState is writeState ("" when it
+// InProgress is whether a root whose writeState is writeState ("" when it
 // has none, as roots of earlier versions) and status is status describes a
 // write in progress or interrupted, in the current form or an earlier
-// version's (rootMetadata.writing).
-func inProgress(writeState, status string) bool {
+// version's (Metadata.Writing).
+func InProgress(writeState, status string) bool {
 	if writeState != "" {
-		return writeState == stateWriting
+		return writeState == StateWriting
 	}
 	return status == legacyStatusWriting
 }
@@ -75,39 +82,39 @@ func inProgress(writeState, status string) bool {
 // conflicts with it, and so does a finish that must settle a chunk of
 // unknown outcome.
 const (
-	fenceCollection = "snapwriter"
-	fenceDocID      = "fence"
+	FenceCollection = "snapwriter"
+	FenceDocID      = "fence"
 )
 
-// districtDocID is the id of a district's document in the districts
+// DistrictDocID is the id of a district's document in the districts
 // subcollection, as the TypeScript application names it.
-func districtDocID(districtID string) string { return districtDocPrefix + districtID }
+func DistrictDocID(districtID string) string { return DistrictDocPrefix + districtID }
 
-// districtEnvelope is the district document without its data: the
+// Envelope is the district document without its data: the
 // application's envelope around the district's statistics, stamped with
 // the fence of the writer that wrote it (a field the application's
 // readers ignore), so that a commit whose outcome was lost can be checked.
-type districtEnvelope struct {
+type Envelope struct {
 	DistrictID   string `firestore:"districtId"`
 	DistrictName string `firestore:"districtName"`
 	CollectedAt  string `firestore:"collectedAt"`
-	Status       string `firestore:"status"` // always entrySuccess
+	Status       string `firestore:"status"` // always EntrySuccess
 	WriterFence  string `firestore:"writerFence"`
 }
 
-// districtDocument is a stored district document: its envelope and the
+// District is a stored district document: its envelope and the
 // district's statistics, stored verbatim under data.
-type districtDocument struct {
-	districtEnvelope
+type District struct {
+	Envelope
 	Data model.Object `firestore:"data"`
 }
 
-// districtDoc is the district document of d, written under fence: its
+// DistrictDoc is the district document of d, written under fence: its
 // envelope and, under data, d's data (DistrictStatistics.Data). It is
-// hashed (districtHashes) and sent (wireSetWrite) as this map.
-func districtDoc(s *model.Snapshot, d model.DistrictStatistics, data model.Object, fence string) map[string]any {
+// hashed (DistrictHashes) and sent (WireSetWrite) as this map.
+func DistrictDoc(s *model.Snapshot, d model.DistrictStatistics, data model.Object, fence string) map[string]any {
 	doc := envelope(s, d, fence)
-	doc[fieldData] = data
+	doc[FieldData] = data
 	return doc
 }
 
@@ -117,35 +124,35 @@ func envelope(s *model.Snapshot, d model.DistrictStatistics, fence string) map[s
 	if collected == "" {
 		collected = s.CreatedAt
 	}
-	return encodeFields(districtEnvelope{
+	return EncodeFields(Envelope{
 		DistrictID:   d.DistrictID,
 		DistrictName: "District " + d.DistrictID,
 		CollectedAt:  collected,
-		Status:       entrySuccess,
+		Status:       EntrySuccess,
 		WriterFence:  fence,
 	})
 }
 
-// rootDocument is the snapshot's root document: the application's
+// Root is the snapshot's root document: the application's
 // PerDistrictSnapshot (metadata, manifest, rankings) plus what the input
 // had that the layout has no place for. It is written as it is, and a
-// stored root is read back into it (readRoot): Metadata is nil only for a
+// stored root is read back into it (ReadRoot): Metadata is nil only for a
 // stored document that has none.
-type rootDocument struct {
-	Metadata   *rootMetadata     `firestore:"metadata"`
-	Manifest   manifest          `firestore:"manifest"`
-	Rankings   *model.Object     `firestore:"rankings,omitempty"`
-	InputExtra *inputExtraFields `firestore:"inputExtra,omitempty"`
+type Root struct {
+	Metadata   *Metadata     `firestore:"metadata"`
+	Manifest   Manifest      `firestore:"manifest"`
+	Rankings   *model.Object `firestore:"rankings,omitempty"`
+	InputExtra *ExtraFields  `firestore:"inputExtra,omitempty"`
 }
 
-// inputExtraFields keeps the input's keys the model does not name
+// ExtraFields keeps the input's keys the model does not name
 // (model.Snapshot.Extra, model.Payload.Extra), verbatim.
-type inputExtraFields struct {
+type ExtraFields struct {
 	Snapshot model.Object `firestore:"snapshot,omitempty"`
 	Payload  model.Object `firestore:"payload,omitempty"`
 }
 
-// rootMetadata is the application's PerDistrictSnapshotMetadata plus the
+// Metadata is the application's PerDistrictSnapshotMetadata plus the
 // writer's own fields. Its district lists say what is stored: successful
 // the districts whose documents this snapshot holds, failed those it does
 // not (and the input's own collection failures). PayloadMetadata keeps the
@@ -158,7 +165,7 @@ type inputExtraFields struct {
 // versions may lack are pointers (nil when absent) where absence means
 // something else than the zero value; of the others, absent reads as zero
 // ("" for writeState: no writeState, an earlier version's root).
-type rootMetadata struct {
+type Metadata struct {
 	SnapshotID          string   `firestore:"snapshotId"`
 	InputSnapshotID     *string  `firestore:"inputSnapshotId"` // nil: a root from before snapshotId was the date
 	CreatedAt           string   `firestore:"createdAt"`
@@ -181,10 +188,10 @@ type rootMetadata struct {
 
 	// The writer's own: what it is doing, under which fence, and what it
 	// was given.
-	WriteState           string   `firestore:"writeState"`           // stateWriting, stateFinished or stateDeleting
+	WriteState           string   `firestore:"writeState"`           // StateWriting, StateFinished or StateDeleting
 	WriteComplete        *bool    `firestore:"writeComplete"`        // nil: a root of the application's that lacks it
 	WriteFailedDistricts []string `firestore:"writeFailedDistricts"` // payload districts not stored
-	writerStamp
+	Stamp
 	WriteStartedAt  string       `firestore:"writeStartedAt"`
 	WriteFinishedAt string       `firestore:"writeFinishedAt,omitempty"`
 	RepairStartedAt string       `firestore:"repairStartedAt,omitempty"`
@@ -193,21 +200,21 @@ type rootMetadata struct {
 	PayloadMetadata model.Object `firestore:"payloadMetadata"` // nil: a root of the application's
 }
 
-// writerStamp names the writer of a root, and of its fence document: its
+// Stamp names the writer of a root, and of its fence document: its
 // fence, and the lock backend and key the fence was issued on.
-type writerStamp struct {
+type Stamp struct {
 	WriterFence       string `firestore:"writerFence"`
 	WriterLockBackend string `firestore:"writerLockBackend"`
 	WriterLockKeyHash string `firestore:"writerLockKeyHash"`
 }
 
-// manifest is the application's SnapshotManifest: one entry per district
-// in input order. In the paged form (see pageDocument) Districts is left
+// Manifest is the application's SnapshotManifest: one entry per district
+// in input order. In the paged form (see Page) Districts is left
 // out of the root and the last three fields say where the entries are.
 // The counts are pointers so that a stored manifest that lacks one is told
 // from one that counts 0 (Verify reports either); a written one has all
 // three.
-type manifest struct {
+type Manifest struct {
 	SnapshotID           string          `firestore:"snapshotId"`
 	CreatedAt            string          `firestore:"createdAt"`
 	Districts            []manifestEntry `firestore:"districts,omitempty"`
@@ -220,14 +227,14 @@ type manifest struct {
 	PageSize             int64           `firestore:"pageSize,omitempty"`
 }
 
-// manifestEntry is one district's entry in the manifest. Chunks remove
+// Entry is one district's entry in the manifest. Chunks remove
 // and add entries by value, so an entry must be built the same way every
 // time (pendingEntry). Entries of the application's roots have no
-// contentHash ("" when read).
+// ContentHash ("" when read).
 type manifestEntry struct {
 	DistrictID   string `firestore:"districtId"`
 	FileName     string `firestore:"fileName"`
-	Status       string `firestore:"status"` // entrySuccess or entryFailed
+	Status       string `firestore:"status"` // EntrySuccess or EntryFailed
 	FileSize     int64  `firestore:"fileSize"`
 	ContentHash  string `firestore:"contentHash"`
 	LastModified string `firestore:"lastModified"`
@@ -248,14 +255,14 @@ const (
 	rankingsMissing  = "missing"
 )
 
-// fenceDocument is the fence document: the writer's fence, for the chunks'
-// check (see fenceCollection).
-type fenceDocument struct {
-	writerStamp
+// Fence is the fence document: the writer's fence, for the chunks'
+// check (see FenceCollection).
+type Fence struct {
+	Stamp
 	UpdatedAt string `firestore:"updatedAt"`
 }
 
-// isoMillis formats a manifest entry's lastModified as the application
+// IsoMillis formats a manifest entry's lastModified as the application
 // does (JavaScript's toISOString: UTC, milliseconds), 6 bytes shorter per
 // district than nanoseconds in a root limited to 1 MiB.
-func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func IsoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
