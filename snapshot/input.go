@@ -3,10 +3,7 @@ package snapshot
 import (
 	"time"
 
-	"cloud.google.com/go/firestore"
-
 	"github.com/snapwriter/snapwriter/model"
-	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
@@ -28,25 +25,4 @@ func (w *Writer) paginate(in *rootInput) {
 func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared, stamp layout.Stamp, start time.Time) (rootInput, error) {
 	in, err := layout.NewInput(id, snap, prep, stamp, w.lockName, start)
 	return rootInput{in}, err
-}
-
-// setPages adds to tx the writes of pages and the deletes of the stored
-// pages (stored, by id) it does not replace: those of an earlier write with
-// more districts, or every one when the manifest is inline now.
-func setPages(tx *firestore.Transaction, names layout.Names, pages []layout.Page, stored []string) error {
-	keep := make(map[string]bool, len(pages))
-	for i, p := range pages {
-		keep[layout.PageID(i)] = true
-		if err := tx.Set(names.Page(i), p); err != nil {
-			return retry.Permanent(err)
-		}
-	}
-	for _, sid := range stored {
-		if !keep[sid] {
-			if err := tx.Delete(names.Pages.Doc(sid)); err != nil {
-				return retry.Permanent(err)
-			}
-		}
-	}
-	return nil
 }
