@@ -95,3 +95,28 @@ func TestErrorCombinations(t *testing.T) {
 		t.Errorf("withID: %+v", e)
 	}
 }
+
+// The telemetry's error.type is the table of endings' name, for every row
+// that has one; the rest are named by their cause.
+func TestTelemetryErrorTypeFromEndings(t *testing.T) {
+	t.Parallel()
+	for _, e := range ending.All() {
+		err := withID("d", fmt.Errorf("x: %w", e.Err))
+		want := e.Name
+		if want == "" {
+			want = "_OTHER"
+		}
+		if got := errorType(err); got != want {
+			t.Errorf("%v: error.type %q, table %q", e.Err, got, want)
+		}
+	}
+	lostNotFound := fmt.Errorf("%w (%w)", ErrNotFound, fmt.Errorf("%w: %w", ErrLockLost, locking.ErrLeaseLost))
+	for err, want := range map[error]string{
+		context.Canceled: "Canceled", fmt.Errorf("x: %w", context.DeadlineExceeded): "DEADLINE_EXCEEDED",
+		lostNotFound: "LockLost", errors.New("boom"): "_OTHER",
+	} {
+		if got := errorType(err); got != want {
+			t.Errorf("%v: error.type %q, want %q", err, got, want)
+		}
+	}
+}
