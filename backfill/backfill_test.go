@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/emulator"
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/outcome"
@@ -378,3 +379,21 @@ type recorder struct {
 
 func (r *recorder) Describe(date string) { r.started = append(r.started, date) }
 func (r *recorder) Add(n int) error      { r.done += n; return nil }
+
+// A date's outcome is the table of endings' word for its error (through
+// outcome.Of), but for a snapshot that was already complete.
+func TestClassifyReadsEndings(t *testing.T) {
+	t.Parallel()
+	for _, e := range ending.All() {
+		err := fmt.Errorf("snapshot d: %w", e.Err)
+		if o, got := classify(nil, err); o != outcome.Outcome(e.Outcome) || got != err {
+			t.Errorf("classify(%v) = %s, %v; table %s", e.Err, o, got, e.Outcome)
+		}
+	}
+	if o, _ := classify(&snapshot.Result{Outcome: snapshot.OutcomeSkipped}, nil); o != outcome.Skipped {
+		t.Errorf("skipped: %s", o)
+	}
+	if o, _ := classify(&snapshot.Result{Outcome: snapshot.OutcomeComplete}, nil); o != outcome.Complete {
+		t.Errorf("complete: %s", o)
+	}
+}

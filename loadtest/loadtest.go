@@ -26,6 +26,7 @@ import (
 	"cloud.google.com/go/firestore"
 	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
@@ -59,13 +60,13 @@ func DefaultConcurrency() []int { return []int{snapshot.DefaultConcurrency, 16} 
 var (
 	// ErrRefused: the collection holds something loadtest did not write.
 	// Nothing was written.
-	ErrRefused = errors.New("collection refused")
+	ErrRefused = ending.ErrRefused
 	// ErrBusy: another loadtest holds the collection's run lock and did
 	// not finish within the lock wait. Nothing was written.
-	ErrBusy = errors.New("another loadtest is running on the collection")
+	ErrBusy = ending.ErrBusy
 	// ErrPartialRounds: at least one round did not write every district;
 	// the Report says which. Everything was cleaned up.
-	ErrPartialRounds = errors.New("rounds ended partial")
+	ErrPartialRounds = ending.ErrPartialRounds
 	// ErrInterrupted: ctx ended (a signal) before every round ran. What
 	// was written was cleaned up, unless the error also says otherwise.
 	ErrInterrupted = errors.New("interrupted")

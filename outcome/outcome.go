@@ -10,12 +10,7 @@
 // kept or already gone.
 package outcome
 
-import (
-	"errors"
-
-	"github.com/snapwriter/snapwriter/model"
-	"github.com/snapwriter/snapwriter/snapshot"
-)
+import "github.com/snapwriter/snapwriter/internal/ending"
 
 // Outcome is how one date ended. Its string is its spelling in reports,
 // JSON and text alike.
@@ -86,20 +81,13 @@ func (o Outcome) Done() bool { return o.Severity() == 0 && o != WouldPrune }
 
 // Of is the outcome of a date whose write, prune or input read ended
 // with err, for the endings the error says (nil: "" — the caller knows
-// what success was). The sentinels are checked most telling first: a
-// partial write whose lease was lost is Partial.
+// what success was): the word the table of endings gives its first
+// ending (internal/ending), most telling first — a partial write whose
+// lease was lost is Partial, a prune refused for the newest complete
+// snapshot Kept — and Failed for any other error.
 func Of(err error) Outcome {
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, snapshot.ErrPartial):
-		return Partial
-	case errors.Is(err, snapshot.ErrFencedOut):
-		return FencedOut
-	case errors.Is(err, snapshot.ErrLockHeld):
-		return LockHeld
-	case errors.Is(err, model.ErrNotReady):
-		return NotReady
 	}
-	return Failed
+	return Outcome(ending.Of(err).Outcome)
 }

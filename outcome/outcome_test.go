@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -57,5 +58,24 @@ func TestOf(t *testing.T) {
 		if got := Of(tc.err); got != tc.want {
 			t.Errorf("Of(%v) = %q, want %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// Of reads the table of endings: every row's word is an outcome of this
+// package, and a date that ended so is that outcome.
+func TestOfReadsEndings(t *testing.T) {
+	t.Parallel()
+	known := map[Outcome]bool{Partial: true, LockHeld: true, FencedOut: true, NotReady: true, Failed: true, Kept: true}
+	for _, e := range ending.All() {
+		o := Outcome(e.Outcome)
+		if !known[o] {
+			t.Errorf("%v: word %q is not an ending's outcome", e.Err, e.Outcome)
+		}
+		if got := Of(fmt.Errorf("x: %w", e.Err)); got != o {
+			t.Errorf("Of(%v) = %q, table %q", e.Err, got, o)
+		}
+	}
+	if Of(snapshot.ErrNewestComplete) != Kept || Outcome(ending.Failure.Outcome) != Failed {
+		t.Error("a prune refused for the newest complete snapshot is not kept, or a failure not failed")
 	}
 }

@@ -9,7 +9,6 @@ package retention
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -87,16 +86,15 @@ func (r *Report) Run(ctx context.Context, p Pruner, describe func(error) string)
 	}
 }
 
-// outcomeOf is the outcome of a Prune that returned res and err: pruned,
-// gone or kept, else as the error says (outcome.Of).
+// outcomeOf is the outcome of a Prune that returned res and err: pruned
+// or gone, else as the error says (outcome.Of: kept for
+// snapshot.ErrNewestComplete).
 func outcomeOf(res *snapshot.PruneResult, err error) outcome.Outcome {
 	switch {
 	case err == nil && res != nil && !res.Found:
 		return outcome.Gone
 	case err == nil:
 		return outcome.Pruned
-	case errors.Is(err, snapshot.ErrNewestComplete):
-		return outcome.Kept
 	}
 	return outcome.Of(err)
 }

@@ -3,13 +3,16 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+
+	"github.com/snapwriter/snapwriter/internal/ending"
 )
 
 // The endings of a write, repair or prune that the snapshot package
 // names, for errors.Is, so that callers can tell what to do about them
 // (repair, wait, look into another writer). The library's messages say
 // what happened; what the user of a program should run or pass about it is
-// the program's to say (cmd/snapwriter adds it by the sentinel matched).
+// the program's to say (cmd/snapwriter adds it from the table of endings,
+// internal/ending, which also names them for the telemetry).
 // One error may match several: a lease lost mid-write is ErrPartial and
 // ErrLockLost, a manifest not recorded with the lease lost is
 // ErrManifestNotRecorded and ErrLockLost, a lease lost before the root is
@@ -21,57 +24,66 @@ var (
 	// Repair completes the snapshot. A fenced-out write, one whose manifest
 	// was not recorded and one whose root failed are not partial: they are
 	// ErrFencedOut, ErrManifestNotRecorded and ErrRootFailed.
-	ErrPartial = errors.New("snapshot written partially")
+	ErrPartial = ending.ErrPartial
 	// ErrLockHeld: another writer holds the snapshot's lock and did not
 	// let go within the lock wait. Nothing was written.
-	ErrLockHeld = errors.New("snapshot lock is held by another writer")
+	ErrLockHeld = ending.ErrLockHeld
 	// ErrFencedOut: a writer with a newer fence wrote this snapshot.
 	// Whatever this writer had not committed was refused; the newer
 	// writer's data is intact.
-	ErrFencedOut = errors.New("fenced out by a newer writer")
+	ErrFencedOut = ending.ErrFencedOut
 	// ErrLockLost: this writer's lease ended mid-write (the lock could not
 	// be renewed before it expired) and no newer writer has written the
 	// snapshot. No chunk was started after the loss; what was committed
 	// before it is recorded in the manifest, and Repair completes the rest.
-	ErrLockLost = errors.New("lost the lock")
+	ErrLockLost = ending.ErrLockLost
 	// ErrManifestNotRecorded: the write's outcome could not be recorded in
 	// the root document, which still describes a write in progress.
 	// Repair (or writing the snapshot again) completes it.
-	ErrManifestNotRecorded = errors.New("the manifest was not recorded")
+	ErrManifestNotRecorded = ending.ErrManifestNotRecorded
 	// ErrLockBackendSwitch: the snapshot was written under a different
 	// lock backend, whose fences are not comparable with ours: only a
 	// writer WithAllowLockBackendSwitch replaces it.
-	ErrLockBackendSwitch = errors.New("snapshot was written under a different lock backend")
+	ErrLockBackendSwitch = ending.ErrLockBackendSwitch
 	// ErrLockKeySwitch: the snapshot was written under another lock key
 	// (on the same backend), whose fences are not comparable with ours:
 	// only a writer WithAllowLockBackendSwitch replaces it.
-	ErrLockKeySwitch = errors.New("snapshot was written under a different lock key")
+	ErrLockKeySwitch = ending.ErrLockKeySwitch
 	// ErrRootFailed: the root document could not be written, so no
 	// district was attempted.
-	ErrRootFailed = errors.New("root document write failed")
+	ErrRootFailed = ending.ErrRootFailed
 	// ErrTimeout: the lock store did not answer within the lock wait plus
 	// the request timeout. Nothing was written.
-	ErrTimeout = errors.New("no answer from the lock store")
+	ErrTimeout = ending.ErrTimeout
 	// ErrNothingWritten: the write ended before its root document was
 	// written (with ErrLockLost: the lease was lost first), so the stored
 	// snapshot is as it was. Writing it again is all there is to do.
-	ErrNothingWritten = errors.New("nothing was written")
+	ErrNothingWritten = ending.ErrNothingWritten
 	// ErrMismatch: the input given to Repair is not the snapshot that was
 	// written (other districts, another root payload, or districts whose
 	// stored, intact documents hold other data). Nothing was written.
-	ErrMismatch = errors.New("input does not match the stored snapshot")
+	ErrMismatch = ending.ErrMismatch
 )
 
-// sentinels are the endings above by name: the name the telemetry gives
-// an error that matches one (errorType).
-var sentinels = []struct {
-	err  error
-	name string
-}{
-	{ErrPartial, "Partial"}, {ErrLockHeld, "LockHeld"}, {ErrFencedOut, "FencedOut"}, {ErrLockLost, "LockLost"},
-	{ErrManifestNotRecorded, "ManifestNotRecorded"}, {ErrLockBackendSwitch, "LockBackendSwitch"},
-	{ErrLockKeySwitch, "LockKeySwitch"}, {ErrRootFailed, "RootFailed"}, {ErrTimeout, "Timeout"},
-	{ErrNothingWritten, "NothingWritten"}, {ErrMismatch, "Mismatch"},
+// ErrNotFound: no snapshot is stored under that id.
+var ErrNotFound = ending.ErrNotFound
+
+// ErrNoDistrict: the snapshot is stored, but not the district asked for
+// (Reader.District): the snapshot does not have it, or its write failed.
+// It is not ErrNotFound, which says the snapshot itself is absent.
+var ErrNoDistrict = ending.ErrNoDistrict
+
+// ErrNewestComplete is Prune's refusal to delete the newest complete
+// snapshot: a retention policy never leaves the application without one.
+// Nothing was deleted.
+var ErrNewestComplete = ending.ErrNewestComplete
+
+// sentinels are the endings above: an error that matches one is an *Error
+// (withID). What each is called, and what it means to the CLI, is the
+// table of endings' (internal/ending).
+var sentinels = []error{
+	ErrPartial, ErrLockHeld, ErrFencedOut, ErrLockLost, ErrManifestNotRecorded, ErrLockBackendSwitch,
+	ErrLockKeySwitch, ErrRootFailed, ErrTimeout, ErrNothingWritten, ErrMismatch,
 }
 
 // Error is the error a write or repair ends with when it did not complete
@@ -114,34 +126,27 @@ func newError(id string, sentinel, cause error) *Error {
 	return &Error{ID: id, Err: fmt.Errorf("%w: %w", sentinel, cause)}
 }
 
-// sentinelName is the name of the first of the sentinels that err wraps,
-// in the order errors.Is visits them (the outermost first); "" when it
-// wraps none.
-func sentinelName(err error) string {
+// isSentinel reports whether err matches one of the sentinels above.
+func isSentinel(err error) bool {
 	for _, s := range sentinels {
-		if err == s.err {
-			return s.name
+		if errors.Is(err, s) {
+			return true
 		}
 	}
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		return sentinelName(u.Unwrap())
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if name := sentinelName(e); name != "" {
-				return name
-			}
-		}
-	}
-	return ""
+	return false
 }
 
 // withID is err as snapshot id's error: an *Error when err matches a
 // sentinel (its message unchanged but for the id before it), else err
 // wrapped with the id.
 func withID(id string, err error) error {
-	if sentinelName(err) != "" {
+	if isSentinel(err) {
 		return &Error{ID: id, Err: err}
 	}
 	return fmt.Errorf("snapshot %s: %w", id, err)
 }
+
+// Is reports whether target is the ending a ChangedError is: the kind of
+// ErrMismatch that WithRewriteChanged lifts, whose hint is its own in the
+// table of endings (internal/ending).
+func (e *ChangedError) Is(target error) bool { return target == ending.ErrChanged }

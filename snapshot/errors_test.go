@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/locking"
 )
 
@@ -26,17 +27,18 @@ func TestErrorKinds(t *testing.T) {
 		t.Fatalf("%d sentinels named, want %d", len(sentinels), len(texts))
 	}
 	for _, s := range sentinels {
-		err := newError("2026-11-20", s.err, errors.New("cause"))
+		err := newError("2026-11-20", s, errors.New("cause"))
+		name := ending.Of(s).Name
 		for _, s2 := range sentinels {
-			if got := errors.Is(err, s2.err); got != (s.err == s2.err) {
-				t.Errorf("errors.Is(%s error, %s sentinel) = %v", s.name, s2.name, got)
+			if got := errors.Is(err, s2); got != (s == s2) {
+				t.Errorf("errors.Is(%s error, %s sentinel) = %v", name, ending.Of(s2).Name, got)
 			}
 		}
-		if s.err.Error() != texts[s.err] || s.name == "" || errorType(err) != s.name {
-			t.Errorf("%s: sentinel says %q, error.type %q", s.name, s.err.Error(), errorType(err))
+		if s.Error() != texts[s] || name == "" || errorType(err) != name {
+			t.Errorf("%s: sentinel says %q, error.type %q", name, s.Error(), errorType(err))
 		}
-		if want := "snapshot 2026-11-20: " + texts[s.err] + ": cause"; err.Error() != want {
-			t.Errorf("%s: message %q, want %q", s.name, err, want)
+		if want := "snapshot 2026-11-20: " + texts[s] + ": cause"; err.Error() != want {
+			t.Errorf("%s: message %q, want %q", name, err, want)
 		}
 	}
 }
@@ -91,5 +93,30 @@ func TestErrorCombinations(t *testing.T) {
 	var e *Error
 	if err := withID("d", fmt.Errorf("x: %w", ErrFencedOut)); !errors.As(err, &e) || !errors.Is(e, ErrFencedOut) || e.ID != "d" {
 		t.Errorf("withID: %+v", e)
+	}
+}
+
+// The telemetry's error.type is the table of endings' name, for every row
+// that has one; the rest are named by their cause.
+func TestTelemetryErrorTypeFromEndings(t *testing.T) {
+	t.Parallel()
+	for _, e := range ending.All() {
+		err := withID("d", fmt.Errorf("x: %w", e.Err))
+		want := e.Name
+		if want == "" {
+			want = "_OTHER"
+		}
+		if got := errorType(err); got != want {
+			t.Errorf("%v: error.type %q, table %q", e.Err, got, want)
+		}
+	}
+	lostNotFound := fmt.Errorf("%w (%w)", ErrNotFound, fmt.Errorf("%w: %w", ErrLockLost, locking.ErrLeaseLost))
+	for err, want := range map[error]string{
+		context.Canceled: "Canceled", fmt.Errorf("x: %w", context.DeadlineExceeded): "DEADLINE_EXCEEDED",
+		lostNotFound: "LockLost", errors.New("boom"): "_OTHER",
+	} {
+		if got := errorType(err); got != want {
+			t.Errorf("%v: error.type %q, want %q", err, got, want)
+		}
 	}
 }

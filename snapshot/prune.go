@@ -46,11 +46,6 @@ const opPrune operation = "prune"
 // prune has marked.
 const deletingMessage = "snapshot being deleted"
 
-// ErrNewestComplete is Prune's refusal to delete the newest complete
-// snapshot: a retention policy never leaves the application without one.
-// Nothing was deleted.
-var ErrNewestComplete = errors.New("the newest complete snapshot is never pruned")
-
 // PruneResult is what Prune did to one snapshot.
 type PruneResult struct {
 	SnapshotID string `json:"snapshotId"`

@@ -17,14 +17,6 @@ import (
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
-// ErrNotFound: no snapshot is stored under that id.
-var ErrNotFound = errors.New("snapshot not found")
-
-// ErrNoDistrict: the snapshot is stored, but not the district asked for
-// (Reader.District): the snapshot does not have it, or its write failed.
-// It is not ErrNotFound, which says the snapshot itself is absent.
-var ErrNoDistrict = errors.New("no such district")
-
 // State is the state of a stored snapshot, as Summary.State reports it.
 type State string
 

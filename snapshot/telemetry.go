@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/retry"
 )
 
@@ -265,22 +265,17 @@ func endStep(span trace.Span, st retry.Stats, err error) {
 	endSpan(span, err)
 }
 
-// errorType is an error's error.type: the name of the first sentinel it
-// matches (the ending the exit code is chosen by: ErrPartial is
-// "Partial"), else what it is as the program
-// tells failures apart — invalid input, a lock held, a gRPC status code,
-// a context's end — else "_OTHER".
+// errorType is an error's error.type: the name the table of endings
+// gives it (internal/ending: the first ending it matches that has a
+// name, the one its exit code is chosen by — ErrPartial is "Partial",
+// model.ErrInvalid "InvalidInput", locking.ErrAcquisitionTimeout
+// "LockHeld"), else its cause as the program tells failures apart — a
+// context's end, a gRPC status code — else "_OTHER".
 func errorType(err error) string {
-	if name := sentinelName(err); name != "" {
+	if name := ending.Name(err); name != "" {
 		return name
 	}
 	switch {
-	case errors.Is(err, model.ErrInvalid):
-		return "InvalidInput"
-	case errors.Is(err, locking.ErrAcquisitionTimeout):
-		return "LockHeld"
-	case errors.Is(err, locking.ErrContended):
-		return "Contended"
 	case errors.Is(err, context.Canceled):
 		return "Canceled"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -19,6 +19,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/input/gcs"
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/internal/progress"
 	"github.com/snapwriter/snapwriter/locking"
@@ -135,14 +136,9 @@ func (a *app) markRuns(c *cobra.Command) {
 	}
 }
 
-// levelFor is the level of a command's closing log line: Warn unless it
-// ends with exit 0.
-func levelFor(code int) zapcore.Level {
-	if code == exitOK {
-		return zapcore.InfoLevel
-	}
-	return zapcore.WarnLevel
-}
+// levelFor is the level of a command's closing log line, as the table of
+// endings gives it for the exit code: Info for 0, else Warn.
+func levelFor(code int) zapcore.Level { return ending.ForExit(code).Level }
 
 func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{

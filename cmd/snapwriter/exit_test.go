@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/loadtest"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/outcome"
@@ -102,5 +103,30 @@ func TestUsageNamesTheFlag(t *testing.T) {
 		if err.Error() != tc.want || exitCode(err) != exitUsage || needsHelp(err) {
 			t.Errorf("usage(%v) = %q (exit %d), want %q (exit 2)", tc.err, err, exitCode(err), tc.want)
 		}
+	}
+}
+
+// The CLI's translators read the table of endings: every row's exit code,
+// hint and closing level, and a date that ended so exits as a run of it
+// alone would.
+func TestEndingsTable(t *testing.T) {
+	t.Parallel()
+	for _, e := range ending.All() {
+		err := fmt.Errorf("snapshot d: %w: cause", e.Err)
+		if got := exitCode(err); got != e.Exit {
+			t.Errorf("%v: exit %d, table %d", e.Err, got, e.Exit)
+		}
+		if got := hint(err); got != e.Hint {
+			t.Errorf("%v: hint %q, table %q", e.Err, got, e.Hint)
+		}
+		if got := levelFor(e.Exit); got != e.Level {
+			t.Errorf("%v: closing level %s, table %s", e.Err, got, e.Level)
+		}
+		if got := dateExit(outcome.Outcome(e.Outcome), err); got != e.Exit {
+			t.Errorf("%v: a date %s exits %d, table %d", e.Err, e.Outcome, got, e.Exit)
+		}
+	}
+	if exitCode(usagef("x")) != ending.Of(ending.ErrUsage).Exit || levelFor(exitOK) != ending.None.Level {
+		t.Error("a usage error or a run that ended well is not the table's")
 	}
 }

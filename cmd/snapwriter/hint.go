@@ -4,39 +4,22 @@ import (
 	"context"
 	"errors"
 
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// hint is what the user can run or pass about err, by the snapshot
-// sentinel it matches: the library's messages say what happened, the CLI
-// what to do about it. "" when there is nothing to add.
+// hint is what the user can run or pass about err, as the table of
+// endings gives it for err's ending: the library's messages say what
+// happened, the CLI what to do about it. "" when there is nothing to add.
 //
 // An error can match several sentinels; the ending the write came to
-// decides. A partial write or an unrecorded manifest may also carry the
-// lost lock (ErrLockLost) or the refusal that stopped it, and a refusal
-// for changed data (ErrMismatch) is lifted by --rewrite-changed only when
-// the write got no further, so they are asked in that order. A fenced-out
-// write has nothing to run: its newer writer's data stands.
-func hint(err error) string {
-	switch {
-	case errors.Is(err, snapshot.ErrFencedOut):
-		return ""
-	case errors.Is(err, snapshot.ErrPartial):
-		return "`snapwriter repair` completes it"
-	case errors.Is(err, snapshot.ErrManifestNotRecorded):
-		return "`snapwriter repair` (or writing it again) completes it"
-	case errors.Is(err, snapshot.ErrLockBackendSwitch):
-		return "stop every writer of the other lock backend, then rerun once with --allow-lock-backend-switch"
-	case errors.Is(err, snapshot.ErrLockKeySwitch):
-		return "stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch"
-	case errors.Is(err, snapshot.ErrMismatch) && errors.As(err, new(*snapshot.ChangedError)):
-		// Only a refusal for changed data (not for other districts) is
-		// lifted by --rewrite-changed.
-		return "or `snapwriter repair --rewrite-changed` re-writes what differs"
-	}
-	return ""
-}
+// decides (the table's order). A partial write or an unrecorded manifest
+// may also carry the lost lock (ErrLockLost), and only a refusal for
+// changed data (a ChangedError, not one for other districts) is lifted by
+// --rewrite-changed. A fenced-out write has nothing to run: its newer
+// writer's data stands.
+func hint(err error) string { return ending.Of(err).Hint }
 
 // hinted is an error whose message ends with its hint.
 type hinted struct{ err error }

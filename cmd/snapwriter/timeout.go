@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/internal/storeerr"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/pglock"
@@ -105,7 +106,10 @@ func (a *app) lockWait(err error, lf lockFlags) error {
 // attempt to acquire the lock — and what ran out is named otherwise: a
 // lease lost to unanswered renewals ran out of its --lock-ttl, however
 // soon in the run, and the transactions of the write are bounded by the
-// retry policy's attempt timeout.
+// retry policy's attempt timeout. What went unanswered is the ending's
+// (the table of endings decides which an error that matches several is),
+// but for a lease lost: its renewals went unanswered whatever else ended
+// the write — save a manifest not recorded, whose finish is what failed.
 func (a *app) writeWait(err error, f writeFlags) error {
 	if err == nil || exitCode(err) != exitError {
 		return err
@@ -113,16 +117,15 @@ func (a *app) writeWait(err error, f writeFlags) error {
 	fs, lockStore := a.firestoreEndpoint(), a.lockEndpoint(f.lock)
 	attempt := fmt.Sprintf("within %s an attempt", retry.DefaultPolicy().AttemptTimeout)
 	w := waitError{Endpoint: fs, What: "the write", Within: "in time"}
-	switch {
-	case errors.Is(err, snapshot.ErrTimeout):
+	switch end := ending.Of(err).Err; {
+	case end == snapshot.ErrTimeout:
 		// The acquisition's own bound ran out: the command waited that long.
 		w = waitError{Endpoint: lockStore, Within: fmt.Sprintf("--lock-wait %s + --contention-wait %s + --timeout %s", f.lockWait, f.contention, a.bound())}
-	case errors.Is(err, snapshot.ErrManifestNotRecorded):
-		// Even with the lock lost too: the finish is what failed.
+	case end == snapshot.ErrManifestNotRecorded:
 		w = waitError{Endpoint: fs, What: "the transaction recording the manifest", Within: attempt}
 	case errors.Is(err, snapshot.ErrLockLost):
 		w = waitError{Endpoint: lockStore, What: "the lock's renewals", Within: fmt.Sprintf("before the lock expired (--lock-ttl %s)", f.lockTTL)}
-	case errors.Is(err, snapshot.ErrRootFailed):
+	case end == snapshot.ErrRootFailed:
 		w = waitError{Endpoint: fs, What: "the root document's transaction", Within: attempt}
 	case errors.As(err, new(*locking.Error)):
 		// Acquiring the lock, each attempt within --timeout.

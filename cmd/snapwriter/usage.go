@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/loadtest"
 	"github.com/snapwriter/snapwriter/schedule"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -26,6 +27,9 @@ type usageError struct {
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
+
+// Is makes a usageError the table of endings' usage ending: exit 2.
+func (e usageError) Is(target error) bool { return target == ending.ErrUsage }
 
 func usagef(format string, args ...any) error { return usageError{err: fmt.Errorf(format, args...)} }
 
