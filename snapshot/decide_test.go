@@ -193,19 +193,19 @@ func districtRead(t *testing.T, j *job, id, fence string) *pb.Document {
 	t.Helper()
 	in := j.in
 	in.fence = fence
-	for _, o := range j.in.ops(map[string]bool{id: true}) {
-		doc, err := in.document(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := wireSetWrite(j.w.root(day).Collection(districtsCollection).Doc(districtDocID(id)).Path, doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return asRead(t, set)
+	ops := j.in.ops(map[string]bool{id: true})
+	if len(ops) != 1 {
+		t.Fatalf("no district %s", id)
 	}
-	t.Fatalf("no district %s", id)
-	return nil
+	doc, err := in.document(ops[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := wireSetWrite(j.w.root(day).Collection(districtsCollection).Doc(districtDocID(id)).Path, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return asRead(t, set)
 }
 
 // fenceRead is the snapshot's fence document as a transaction would read
