@@ -314,29 +314,34 @@ func TestResolveDecidesUnknownOutcomes(t *testing.T) {
 func TestRecordOutcome(t *testing.T) {
 	t.Parallel()
 	w := offlineWriter(t)
+	committed := func(ops []op) BatchResult {
+		r := chunkOf(1, ops)
+		r.Success, r.CommittedAt = true, time.Now()
+		return r
+	}
 	for _, tc := range []struct {
 		name   string
-		chunk  func(j *job, ops []op) BatchResult
+		chunk  func(ops []op) BatchResult
 		fence  func(t *testing.T, j *job) *pb.Document
 		found  func(t *testing.T, j *job) map[string]*pb.Document
 		want   Outcome
 		writes int // after the root's
 		err    error
 	}{{
-		name: "complete",
-		chunk: func(j *job, ops []op) BatchResult {
-			return BatchResult{BatchIndex: 1, OperationCount: len(ops), Success: true, CommittedAt: time.Now(), DistrictIDs: opIDs(ops), ops: ops}
-		},
-		want: OutcomeComplete,
+		name:  "complete",
+		chunk: committed,
+		want:  OutcomeComplete,
 	}, {
 		name: "partial",
-		chunk: func(j *job, ops []op) BatchResult {
-			return BatchResult{BatchIndex: 1, OperationCount: len(ops), DistrictIDs: opIDs(ops), ops: ops, Err: errors.New("refused")}
+		chunk: func(ops []op) BatchResult {
+			r := chunkOf(1, ops)
+			r.Err = errors.New("refused")
+			return r
 		},
 		want: OutcomePartial,
 	}, {
 		name:  "unknown outcome, landed",
-		chunk: func(j *job, ops []op) BatchResult { return unsureChunk(1, ops) },
+		chunk: func(ops []op) BatchResult { return unsureChunk(1, ops) },
 		found: func(t *testing.T, j *job) map[string]*pb.Document {
 			found := map[string]*pb.Document{}
 			for _, id := range districtIDs(j.in.snap) {
@@ -347,34 +352,28 @@ func TestRecordOutcome(t *testing.T) {
 		want: OutcomeComplete, writes: 1,
 	}, {
 		name:  "unknown outcome, lost",
-		chunk: func(j *job, ops []op) BatchResult { return unsureChunk(1, ops) },
+		chunk: func(ops []op) BatchResult { return unsureChunk(1, ops) },
 		want:  OutcomePartial, writes: 1,
 	}, {
-		name: "newer fence",
-		chunk: func(j *job, ops []op) BatchResult {
-			return BatchResult{BatchIndex: 1, OperationCount: len(ops), Success: true, DistrictIDs: opIDs(ops), ops: ops}
-		},
+		name:  "newer fence",
+		chunk: committed,
 		fence: func(t *testing.T, j *job) *pb.Document { return fenceRead(t, j, "000000000000002", "firestore") },
 		err:   ErrFencedOut,
 	}, {
-		name: "another backend",
-		chunk: func(j *job, ops []op) BatchResult {
-			return BatchResult{BatchIndex: 1, OperationCount: len(ops), Success: true, DistrictIDs: opIDs(ops), ops: ops}
-		},
+		name:  "another backend",
+		chunk: committed,
 		fence: func(t *testing.T, j *job) *pb.Document { return fenceRead(t, j, j.in.fence, "postgres") },
 		err:   ErrFencedOut,
 	}, {
-		name: "fence document gone",
-		chunk: func(j *job, ops []op) BatchResult {
-			return BatchResult{BatchIndex: 1, OperationCount: len(ops), Success: true, DistrictIDs: opIDs(ops), ops: ops}
-		},
+		name:  "fence document gone",
+		chunk: committed,
 		fence: func(*testing.T, *job) *pb.Document { return nil },
 		err:   ErrFencedOut,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			j := offlineJob(t, w, 5)
-			b := tc.chunk(j, j.in.ops(nil))
+			b := tc.chunk(j.in.ops(nil))
 			j.res.BatchResults = append(j.res.BatchResults, b)
 			j.written.add(b)
 			found := map[string]*pb.Document{}
