@@ -45,13 +45,12 @@ test:
 	$(GO) test -tags walkcount -count=1 -run '^TestWalksPerDistrict$$' ./snapshot/
 
 # The fast tier for the edit-test loop (docs/development.md, "The fast
-# tier"): the pure-logic tests and a few smoke tests (emulator.Smoke,
-# pgserver.Smoke) against one emulator and one PostgreSQL cluster, without
-# -race. In -short mode every other test that reaches the emulator,
-# PostgreSQL or the built binary is skipped, and so are a few slow ones;
-# `make test` runs them all.
+# tier"): every test that needs no server, without -race. It starts no
+# server — no emulator, no PostgreSQL, no built binary: in -short mode the
+# harnesses start none and every test that would reach one skips itself,
+# and so do a few slow ones; `make test` runs them all.
 test-short:
-	$(WITH_EMU) $(WITH_PG) $(GO) test -short -count=1 -timeout 10m ./...
+	$(GO) test -short -count=1 -timeout 10m ./...
 
 # End to end on the local emulator: generate 132 districts, write, read back,
 # compare; then how to go on by hand. bin/snapwriter and bin/withemulator are

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
@@ -28,10 +29,18 @@ import (
 // A package whose tests need the emulator fails, never skips, when none can
 // be started.
 //
-// In -short mode (make test-short) the tests that reach the emulator
-// through ProjectID, TestClient, TestClientFor or TestAPIClient are
-// skipped there, unless they are smoke tests (Smoke).
+// In -short mode (make test-short) Main starts no emulator and leaves *emu
+// nil: the tests that reach the emulator through ProjectID, TestClient,
+// TestClientFor or TestAPIClient are skipped there, and a test that reaches
+// it otherwise (emu.Host, emu.Dial) calls SkipShort first.
 func Main(m *testing.M, emu **Emulator) int {
+	// TestMain runs before the test flags are parsed; -short is one.
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		return m.Run()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	e, err := Start(ctx)
 	cancel()
@@ -49,31 +58,28 @@ func Main(m *testing.M, emu **Emulator) int {
 	return m.Run()
 }
 
-// Smoke makes t, and its subtests, a smoke test: one of the few tests
-// that still reach the emulator (or PostgreSQL) in -short mode. Call it
-// first thing in the test:
+// SkipShort skips t in -short mode, where Main starts no emulator. The
+// harness's own calls (ProjectID, TestClient, …) do it; a test that reaches
+// the emulator otherwise, through emu.Host or emu.Dial, calls it first:
 //
-//	func TestWriteAndGet(t *testing.T) {
-//		emulator.Smoke(t)
-//		…
+//	func TestRoundTrips(t *testing.T) {
+//		emulator.SkipShort(t)
+//		conn, err := grpc.NewClient(emu.Host, …)
 //
 // Without -short it does nothing; every test runs.
-func Smoke(t testing.TB) { harness.MarkSmoke(t) }
-
-// skipUnlessSmoke skips t, in -short mode only, unless it is a smoke test.
-func skipUnlessSmoke(t testing.TB) {
+func SkipShort(t testing.TB) {
 	t.Helper()
-	harness.SkipUnlessSmoke(t, "the Firestore emulator")
+	harness.SkipShort(t, "the Firestore emulator")
 }
 
 var unsafeID = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // ProjectID returns a project id unique to this test run, so tests sharing
-// one emulator never see each other's documents. In -short mode it skips t
-// unless t is a smoke test (Smoke).
+// one emulator never see each other's documents. In -short mode it skips
+// t.
 func ProjectID(t testing.TB) string {
 	t.Helper()
-	skipUnlessSmoke(t)
+	SkipShort(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := strings.Trim(unsafeID.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
@@ -94,7 +100,7 @@ func (e *Emulator) TestClient(t testing.TB, interceptors ...grpc.UnaryClientInte
 // interceptors, closed when t ends. Its requests name their project.
 func (e *Emulator) TestAPIClient(t testing.TB, interceptors ...grpc.UnaryClientInterceptor) *vkit.Client {
 	t.Helper()
-	skipUnlessSmoke(t)
+	SkipShort(t)
 	c, err := e.APIClient(context.Background(), interceptors...)
 	if err != nil {
 		t.Fatalf("emulator API client: %v", err)
@@ -107,7 +113,7 @@ func (e *Emulator) TestAPIClient(t testing.TB, interceptors ...grpc.UnaryClientI
 // instance one with injected faults and one without) can share data.
 func (e *Emulator) TestClientFor(t testing.TB, project string, interceptors ...grpc.UnaryClientInterceptor) *firestore.Client {
 	t.Helper()
-	skipUnlessSmoke(t)
+	SkipShort(t)
 	c, err := e.Client(context.Background(), project, interceptors...)
 	if err != nil {
 		t.Fatalf("emulator client: %v", err)

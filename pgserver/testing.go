@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -26,10 +27,21 @@ import (
 // cluster can be started. run, if given, runs the tests instead of m.Run
 // (to nest another harness's Main).
 //
-// In -short mode (make test-short) the tests that reach the cluster through
-// TestPool, Tables or TestDatabase are skipped there, unless they are smoke
-// tests (Smoke).
+// In -short mode (make test-short) Main starts no cluster and leaves *srv
+// nil (run, if given, still runs): the tests that reach the cluster through
+// TestPool, Tables or TestDatabase are skipped there, and a test that
+// reaches it otherwise (pg.DSN) calls SkipShort first.
 func Main(m *testing.M, srv **Server, run ...func() int) int {
+	// TestMain runs before the test flags are parsed; -short is one.
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if testing.Short() {
+		if len(run) > 0 {
+			return run[0]()
+		}
+		return m.Run()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	s, err := Start(ctx)
 	cancel()
@@ -45,23 +57,20 @@ func Main(m *testing.M, srv **Server, run ...func() int) int {
 	return m.Run()
 }
 
-// Smoke makes t, and its subtests, a smoke test: one of the few tests
-// that still reach PostgreSQL (or the Firestore emulator) in -short mode.
-// Call it first thing in the test. Without -short it does nothing; every
-// test runs.
-func Smoke(t testing.TB) { harness.MarkSmoke(t) }
-
-// skipUnlessSmoke skips t, in -short mode only, unless it is a smoke test.
-func skipUnlessSmoke(t testing.TB) {
+// SkipShort skips t in -short mode, where Main starts no cluster. The
+// harness's own calls (TestPool, Tables, TestDatabase) do it; a test that
+// reaches the cluster otherwise, through pg.DSN, calls it first. Without
+// -short it does nothing; every test runs.
+func SkipShort(t testing.TB) {
 	t.Helper()
-	harness.SkipUnlessSmoke(t, "PostgreSQL")
+	harness.SkipShort(t, "PostgreSQL")
 }
 
 // TestPool returns a connection pool to the cluster for t, closed when t
 // ends. configure, if not nil, adjusts the pool's configuration first.
 func (s *Server) TestPool(t testing.TB, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
-	skipUnlessSmoke(t)
+	SkipShort(t)
 	cfg, err := pgxpool.ParseConfig(s.DSN)
 	if err != nil {
 		t.Fatalf("pgserver: %v", err)
@@ -81,7 +90,7 @@ func (s *Server) TestPool(t testing.TB, configure ...func(*pgxpool.Config)) *pgx
 // tests sharing one cluster never see each other's rows.
 func Tables(t testing.TB) (locks, fences string) {
 	t.Helper()
-	skipUnlessSmoke(t)
+	SkipShort(t)
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	p := "t" + hex.EncodeToString(b[:])
@@ -93,7 +102,7 @@ func Tables(t testing.TB) (locks, fences string) {
 // uses fixed table names (a CLI, say), so parallel tests stay apart.
 func (s *Server) TestDatabase(t testing.TB) string {
 	t.Helper()
-	skipUnlessSmoke(t)
+	SkipShort(t)
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	name := "t" + hex.EncodeToString(b[:])

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
@@ -151,6 +152,7 @@ func (l *rpcLog) chunks() (calls map[string]int, gets []*firestorepb.BatchGetDoc
 // loggedAPI is an API client on the emulator whose every call l records.
 func loggedAPI(t *testing.T, l *rpcLog) *vkit.Client {
 	t.Helper()
+	emulator.SkipShort(t)
 	conn, err := grpc.NewClient(emu.Host,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(emulatorOwner{}),

@@ -13,8 +13,11 @@ import (
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// These examples run against the Firestore emulator that `make test`
-// starts (FIRESTORE_EMULATOR_HOST); each uses a project of its own.
+// These examples need a Firestore emulator (FIRESTORE_EMULATOR_HOST), so
+// they carry no Output comment, which would make `go test -short` (make
+// test-short, which starts no emulator) run them: TestExamples runs each
+// against the emulator and checks that it prints what its last comment
+// says. Each uses a project of its own.
 
 // newWriter connects to Firestore and guards each snapshot with a
 // Firestore lock in the same database.
@@ -58,7 +61,7 @@ func ExampleWriter_Write() {
 	default:
 		log.Fatal(err)
 	}
-	// Output: complete: 132 districts in 3 chunks
+	// Prints: complete: 132 districts in 3 chunks
 }
 
 // Read a snapshot back in the input format, and the state of every
@@ -86,7 +89,7 @@ func ExampleReader_Get() {
 	for _, s := range list {
 		fmt.Println(s.SnapshotID, s.State, s.Districts)
 	}
-	// Output:
+	// Prints:
 	// identical to the input: true
 	// 2026-11-20 complete 60
 }
@@ -112,5 +115,5 @@ func ExampleWriter_Repair() {
 		log.Fatal(err)
 	}
 	fmt.Println("outcome:", res.Outcome)
-	// Output: outcome: skipped
+	// Prints: outcome: skipped
 }

@@ -11,7 +11,6 @@ import (
 
 	"cloud.google.com/go/firestore"
 
-	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
@@ -107,7 +106,6 @@ func lockDocs(t *testing.T, e *env) int {
 // A partial snapshot becomes complete and equal to the input; only the
 // failed districts are written again.
 func TestRepairCompletesPartial(t *testing.T) {
-	emulator.Smoke(t)
 	t.Parallel()
 	eachForm(t, func(t *testing.T, e *env) {
 		in := gen(132, 7)

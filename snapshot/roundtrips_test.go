@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/snapwriter/snapwriter/emulator"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
@@ -54,6 +55,7 @@ type rpcCall struct {
 // the tap records on under name.
 func (tp *rpcTap) dial(t *testing.T, name string) *grpc.ClientConn {
 	t.Helper()
+	emulator.SkipShort(t)
 	conn, err := grpc.NewClient(emu.Host,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(emulatorOwner{}),

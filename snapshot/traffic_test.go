@@ -41,6 +41,7 @@ type storeEnv struct {
 
 func newStoreEnv(t *testing.T, cfg fsproxy.Config) *storeEnv {
 	t.Helper()
+	emulator.SkipShort(t)
 	p := fsproxy.Start(t, emu.Host, cfg)
 	project := emulator.ProjectID(t)
 	client, api, lock := storeClients(t, p.Addr(), project)

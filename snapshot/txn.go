@@ -131,20 +131,31 @@ type txnStats struct {
 	waited  time.Duration
 }
 
-// transact runs t under retry policy p, one attempt per try: contention
-// (ABORTED) is retried for the contention wait, each attempt after an
-// aborted one retrying that transaction, which the server then gives
+// transact runs t under retry policy p, one attempt per try (attempt),
+// as retryAttempts retries them.
+func (j *job) transact(ctx context.Context, p retry.Policy, t txn) (txnStats, error) {
+	return j.retryAttempts(ctx, p, t.paced, func(ctx context.Context, prev []byte) ([]byte, error) {
+		return j.attempt(ctx, t, prev)
+	})
+}
+
+// retryAttempts runs try under retry policy p: contention (ABORTED) is
+// retried for the contention wait, each attempt after an aborted one
+// retrying that transaction (prev, its id), which the server then gives
 // priority; the first contention of the job is explained in one WARNING.
 // A commit whose outcome is unknown is retried as a fresh transaction:
 // every write is a set or a delete, so repeating one that was applied
-// changes nothing. Once the job is superseded no attempt starts.
-func (j *job) transact(ctx context.Context, p retry.Policy, t txn) (txnStats, error) {
+// changes nothing. Once the job is superseded no attempt starts. When
+// paced, each attempt first takes that many district writes from the
+// write budget, outside the attempt's timeout, and the store's answer
+// goes back to it.
+func (j *job) retryAttempts(ctx context.Context, p retry.Policy, paced int, try func(ctx context.Context, prev []byte) ([]byte, error)) (txnStats, error) {
 	var s txnStats
 	var prev []byte // the last attempt's transaction, when it was aborted
 	opts := []retry.Option{retry.WithNotify(j.notify(ctx))}
-	if t.paced > 0 {
+	if paced > 0 {
 		opts = append(opts, retry.WithGate(func(ctx context.Context) error {
-			d, err := j.pace.wait(ctx, t.paced)
+			d, err := j.pace.wait(ctx, paced)
 			s.waited += d
 			return err
 		}))
@@ -158,9 +169,9 @@ func (j *job) transact(ctx context.Context, p retry.Policy, t txn) (txnStats, er
 			s.aborted++
 		}
 		sent := time.Now()
-		tid, err := j.attempt(ctx, t, prev)
-		if t.paced > 0 {
-			j.pace.answered(ctx, err, sent, t.paced)
+		tid, err := try(ctx, prev)
+		if paced > 0 {
+			j.pace.answered(ctx, err, sent, paced)
 		}
 		prev = nil
 		if status.Code(err) == codes.Aborted {

@@ -30,7 +30,7 @@ var built struct {
 // binary returns the path of a freshly built snapwriter binary.
 func binary(t *testing.T) string {
 	t.Helper()
-	harness.SkipUnlessSmoke(t, "the built snapwriter binary")
+	harness.SkipShort(t, "the built snapwriter binary")
 	built.once.Do(func() {
 		built.dir, built.err = os.MkdirTemp("", "snapwriter-bin-")
 		if built.err != nil {

@@ -166,7 +166,6 @@ func edit(t *testing.T, src string, fn func(m map[string]any)) string {
 func districts(m map[string]any) []any { return m["payload"].(map[string]any)["districts"].([]any) }
 
 func TestWriteGetListEndToEnd(t *testing.T) {
-	emulator.Smoke(t)
 	t.Parallel()
 	c := newCLI(t)
 	in := genJSON(t, day, 132)
@@ -394,7 +393,6 @@ func TestFencedOutExit5(t *testing.T) {
 
 // The built binary, as a user runs it: generate | write, then get.
 func TestBinary(t *testing.T) {
-	emulator.Smoke(t)
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "snapwriter")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {

@@ -33,7 +33,11 @@ var emu *emulator.Emulator
 func TestMain(m *testing.M) { os.Exit(emulator.Main(m, &emu)) }
 
 // start runs a proxy in front of the emulator until t ends.
-func start(t *testing.T, cfg fsproxy.Config) *fsproxy.Proxy { return fsproxy.Start(t, emu.Host, cfg) }
+func start(t *testing.T, cfg fsproxy.Config) *fsproxy.Proxy {
+	t.Helper()
+	emulator.SkipShort(t)
+	return fsproxy.Start(t, emu.Host, cfg)
+}
 
 // through is the proxy as an emulator: clients dialled on it (with the
 // emulator's credentials, option.WithGRPCConn) go through it.
@@ -677,6 +681,7 @@ func TestLatency(t *testing.T) {
 // meanwhile may be given the port just freed (it happened), and a dial
 // would then reach that one; the port is checked by listening on it.
 func TestClose(t *testing.T) {
+	emulator.SkipShort(t)
 	p, err := fsproxy.New(emu.Host, fsproxy.Config{})
 	if err != nil {
 		t.Fatal(err)

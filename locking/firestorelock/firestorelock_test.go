@@ -742,7 +742,6 @@ func TestLeaseLossOnDeletedLock(t *testing.T) {
 // Do on this backend: exclusive across goroutines, each run with its own
 // fence.
 func TestDoOnFirestore(t *testing.T) {
-	emulator.Smoke(t)
 	t.Parallel()
 	b, _ := newBackend(t)
 	var inside atomic.Int32

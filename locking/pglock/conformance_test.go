@@ -6,7 +6,6 @@ import (
 
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/locktest"
-	"github.com/snapwriter/snapwriter/pgserver"
 )
 
 // conformanceBackend is the PostgreSQL backend with a record count, so the
@@ -26,7 +25,6 @@ func (b conformanceBackend) CountRecords(ctx context.Context) (int, error) {
 // The PostgreSQL backend passes the backend-neutral conformance suite, each
 // subtest on tables of its own.
 func TestConformance(t *testing.T) {
-	pgserver.Smoke(t)
 	t.Parallel()
 	locktest.Run(t, func(t *testing.T) locking.Backend {
 		b, locks, fences := testBackend(t)
