@@ -83,26 +83,14 @@ func (j *job) commitChunks(ops []op) error {
 	if err != nil {
 		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.id, err)
 	}
-	defer j.pace.begin(len(ops))()
+	defer j.adm.Begin(len(ops))()
 	first := len(res.BatchResults)
 	districts := j.w.root(j.in.id).Collection(districtsCollection)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
-		// Fewer at once while the store answers slowly (shedder).
-		var epoch int
-		admitted := false
-		if j.shed != nil {
-			if epoch, admitted = j.shed.enter(ctx, j.wctx); admitted {
-				defer j.shed.leave()
-			}
-		}
-		t0 := time.Now()
+		t := j.adm.Admit(ctx, j.wctx) // nil: not admitted, and so not attempted
 		r := j.writeChunk(chunk{index: first + i, ops: ops, districts: districts, in: &j.in})
-		if admitted && r.Success {
-			// The store's latency: a wait for the write budget is
-			// the writer's own, not queueing at the store.
-			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
-		}
+		t.Done(r.Success, r.budgetWait)
 		rec.add(r)
 		if r.Success {
 			j.progress.add(len(r.DistrictIDs))
@@ -217,7 +205,7 @@ type fencedCommit struct {
 // write's policy; an attempt after an aborted one retries that
 // transaction, which the server then gives priority. Every attempt first
 // takes its n writes from the writer's budget, outside the attempt's
-// timeout, and the store's answer goes back to the budget (pacer).
+// timeout, and the store's answer goes back to the budget (admission).
 // encode makes the chunk's writes, once, while the first attempt's fence
 // read is on its way: every attempt commits the same messages. A write's
 // chunks and a prune's delete chunks both commit through it.
@@ -250,14 +238,14 @@ func (j *job) commitFenced(ctx context.Context, n int, encode func() ([]*pb.Writ
 		}
 		sent := time.Now()
 		tid, _, err := j.w.apiTxn(ctx, tx, prev)
-		j.pace.answered(ctx, err, sent, n)
+		j.adm.Answered(ctx, err, sent, n)
 		prev = nil
 		if status.Code(err) == codes.Aborted {
 			prev = tid
 		}
 		return err
 	}, retry.WithGate(func(ctx context.Context) error {
-		d, err := j.pace.wait(ctx, n)
+		d, err := j.adm.Wait(ctx, n)
 		c.waited += d
 		return err
 	}))
