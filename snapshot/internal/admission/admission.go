@@ -77,12 +77,12 @@ func New(c Config) *Gate {
 // lease's locking.OnRenewal function, and runs on its heartbeat.
 func (g *Gate) Renewed(st locking.RenewalStat) { g.shed.renewed(st) }
 
-// Start watches for a renewal of the write's lease overdue, the first due
-// TTL/3 after the lock was acquired by a request sent at sent; while one
-// is, no chunk starts. Stop ends the watch: the write is over.
+// Start watches for an overdue renewal of the write's lease (the first is
+// due TTL/3 after the lock was acquired by a request sent at sent): no
+// chunk starts while one is overdue.
 func (g *Gate) Start(sent time.Time) { g.shed.start(sent) }
 
-// Stop ends the watch Start began.
+// Stop ends the watch Start began: the write is over.
 func (g *Gate) Stop() { g.shed.stop() }
 
 // Hold starts no chunk until Unhold, whatever shedding admits: a
