@@ -81,25 +81,13 @@ func (j *job) commitChunks(ops []op) error {
 	if err != nil {
 		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.ID, err)
 	}
-	defer j.pace.begin(len(ops))()
+	defer j.adm.Begin(len(ops))()
 	first := len(res.BatchResults)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
-		// Fewer at once while the store answers slowly (shedder).
-		var epoch int
-		admitted := false
-		if j.shed != nil {
-			if epoch, admitted = j.shed.enter(ctx, j.wctx); admitted {
-				defer j.shed.leave()
-			}
-		}
-		t0 := time.Now()
+		t := j.adm.Admit(ctx, j.wctx) // nil: not admitted, and so not attempted
 		r := j.writeChunk(chunk{index: first + i, ops: ops, names: j.names, in: &j.in})
-		if admitted && r.Success {
-			// The store's latency: a wait for the write budget is
-			// the writer's own, not queueing at the store.
-			j.shed.committed(time.Since(t0)-r.budgetWait, epoch)
-		}
+		t.Done(r.Success, r.budgetWait)
 		rec.add(r)
 		if r.Success {
 			j.progress.add(len(r.DistrictIDs))

@@ -14,6 +14,7 @@ import (
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/admission"
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
 )
 
@@ -52,10 +53,10 @@ type job struct {
 
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration
-	// shed admits the write's chunks, fewer at once while the store (and
-	// so the lock's renewals) answers slowly; nil admits them all, up to
-	// the concurrency.
-	shed *shedder
+	// adm admits the write's chunks (the maintenance hold, fewer at once
+	// while the store, and so the lock's renewals, answers slowly) and
+	// takes their writes from the writer's budget (package admission).
+	adm *admission.Gate
 	// contended is set once a transaction of this write met another's
 	// lock, so that it is explained in one WARNING, not one per retry.
 	contended atomic.Bool
@@ -69,9 +70,6 @@ type job struct {
 	// stale, when set, is the listing of the district documents that ran
 	// beside a fresh write's root transaction, which findStale takes.
 	stale *listing
-	// pace takes the chunks' writes from the writer's budget, and counts
-	// the waits and the store's push-back (Result.WriteRate).
-	pace *pacer
 }
 
 // operation is what a job does under the lock.
@@ -83,11 +81,10 @@ const (
 )
 
 // newJob is a job of op on snapshot id, its log lines named so, with its
-// shedder (started once the lock is taken: see lock).
+// admission gate (watching the lock once it is taken: see lock).
 func (w *Writer) newJob(ctx context.Context, op operation, id string) *job {
 	j := &job{w: w, op: op, id: id, names: w.names(id), ctx: ctx, log: w.tel.logger(ctx, w.cfg.log).With(zap.String("snapshotId", id), zap.String("op", string(op)))}
-	j.shed = newShedder(w.cfg.concurrency, w.cfg.lockTTL, j.log)
-	j.pace = newPacer(w.cfg.budget, w.tel, j.log)
+	j.adm = w.newAdmission(j.log)
 	return j
 }
 

@@ -12,13 +12,13 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 )
 
-// lock takes the snapshot's lock, which the job's shedder learns the
-// renewals of, and sets the job's lease and work context: ctx ending stops
+// lock takes the snapshot's lock, whose renewals the job's admission gate
+// learns of, and sets the job's lease and work context: ctx ending stops
 // new chunks, and wctx, which the work in flight runs under, ends a grace
 // period later, or at once if the lease is lost. It then starts the
-// shedder, makes the job subject to the writer's maintenance notices
+// gate's watch of the renewals, makes the job subject to the writer's maintenance notices
 // (WithMaintenance) and notes the lock wait since start. unlock ends the
-// notices' hold on the job, stops the shedder, cancels wctx and releases
+// notices' hold on the job, stops the watch, cancels wctx and releases
 // the lock.
 func (j *job) lock(start time.Time) (unlock func(), err error) {
 	w, ctx, log, id := j.w, j.ctx, j.log, j.id
@@ -36,7 +36,7 @@ func (j *job) lock(start time.Time) (unlock func(), err error) {
 	}
 	actx, span := w.tel.start(actx, SpanLockAcquire, lockAttrs(w.lockName, key)...)
 	lease, err := locking.Acquire(actx, w.locker, key,
-		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(j.shed.renewed))
+		locking.WithTTL(w.cfg.lockTTL), locking.WithRetry(w.lockRetry()), locking.OnRenewal(j.adm.Renewed))
 	wait := time.Since(t0)
 	w.tel.acquired(actx, span, wait, lease, err)
 	if err != nil {
@@ -56,12 +56,12 @@ func (j *job) lock(start time.Time) (unlock func(), err error) {
 	gctx, gcancel := graceful(ctx, w.cfg.grace)
 	wctx, cancel := lease.Context(gctx)
 	j.lease, j.wctx = lease, wctx
-	j.shed.start(time.Now())
+	j.adm.Start(time.Now())
 	leave := w.cfg.maintenance.join(id, j)
 	j.lockWait = w.cfg.now().Sub(start)
 	return func() {
 		leave()
-		j.shed.stop()
+		j.adm.Stop()
 		cancel()
 		gcancel()
 		// Detached from ctx: a cancelled write must still hand the lock back.

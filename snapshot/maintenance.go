@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/snapshot/internal/admission"
 )
 
 // DefaultMaintenanceWait bounds a maintenance notice that nothing ends
@@ -75,7 +76,7 @@ func (m *Maintenance) Paused() bool {
 type pausable struct {
 	id    string
 	lease *locking.Lease
-	shed  *shedder
+	gate  *admission.Gate
 	// log is the job's logger when it joined: the job's own field changes
 	// as it goes (the fence is added), on the job's goroutine.
 	log *zap.Logger
@@ -112,7 +113,7 @@ func (m *Maintenance) Notice(ctx context.Context) error {
 	ps := m.held()
 	m.mu.Unlock()
 	return each(ctx, ps, "renewing the lock for a maintenance notice", func(p *pausable) error {
-		busy := p.shed.inFlight()
+		busy := p.gate.InFlight()
 		p.log.Info("maintenance notice: renewing the lock now; no chunk starts until the pause ends",
 			zap.String("fence", p.lease.Fence()), zap.Int("chunksInFlight", busy), zap.Duration("maintenanceWait", m.Wait()))
 		t0 := time.Now()
@@ -158,7 +159,7 @@ func (m *Maintenance) end(ctx context.Context, n int, by string) error {
 		m.mu.Lock()
 		again := m.paused // a new notice since: it holds the write
 		if !again {
-			p.shed.unhold()
+			p.gate.Unhold()
 		}
 		m.mu.Unlock()
 		p.log.Info("maintenance pause over: lock confirmed; chunks start again", zap.String("resumedBy", by),
@@ -174,7 +175,7 @@ func (m *Maintenance) held() []*pausable {
 	ps := make([]*pausable, 0, len(m.writes))
 	for p := range m.writes {
 		if m.paused {
-			p.shed.hold()
+			p.gate.Hold()
 		}
 		ps = append(ps, p)
 	}
@@ -188,7 +189,7 @@ func (m *Maintenance) join(id string, j *job) (leave func()) {
 	if m == nil {
 		return func() {}
 	}
-	p := &pausable{id: id, lease: j.lease, shed: j.shed, log: j.log}
+	p := &pausable{id: id, lease: j.lease, gate: j.adm, log: j.log}
 	m.mu.Lock()
 	if m.writes == nil {
 		m.writes = map[*pausable]struct{}{}
@@ -196,7 +197,7 @@ func (m *Maintenance) join(id string, j *job) (leave func()) {
 	m.writes[p] = struct{}{}
 	paused := m.paused
 	if paused {
-		p.shed.hold()
+		p.gate.Hold()
 	}
 	m.mu.Unlock()
 	if paused {

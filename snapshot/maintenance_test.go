@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,37 +28,6 @@ func TestMaintenanceZeroValue(t *testing.T) {
 	}
 	var none *Maintenance
 	none.join(day, &job{})()
-}
-
-// A held shedder starts no chunk, whatever its limit, and lets the chunks
-// in flight run on; unheld, the waiting chunks start.
-func TestShedderHold(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		s := newShedder(1, 6*time.Second, zap.NewNop())
-		ctx := context.Background()
-		if _, ok := s.enter(ctx, ctx); !ok {
-			t.Fatal("enter refused the first chunk")
-		}
-		s.hold()
-		if n := s.inFlight(); n != 1 {
-			t.Errorf("%d chunks in flight; want 1", n)
-		}
-		admitted := make(chan bool, 1)
-		go func() {
-			_, ok := s.enter(ctx, ctx)
-			admitted <- ok
-		}()
-		s.leave()
-		synctest.Wait()
-		if len(admitted) != 0 {
-			t.Fatal("a chunk started while held")
-		}
-		s.unhold()
-		synctest.Wait()
-		if len(admitted) != 1 || !<-admitted {
-			t.Fatal("no chunk started once unheld")
-		}
-	})
 }
 
 // timedRenewals is the Firestore lock backend, noting when each extension

@@ -63,21 +63,16 @@ func (j *job) deleteChunks(names []string, res *PruneResult) (n int, err error) 
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}
-	defer j.pace.begin(len(names))()
+	defer j.adm.Begin(len(names))()
 	type deleted struct {
 		retries int
 		err     error
 	}
 	results := batching.Run(j.ctx, chunks, j.w.cfg.concurrency, func(ctx context.Context, _ int, chunk []string) deleted {
-		epoch, admitted := j.shed.enter(ctx, j.wctx)
-		if admitted {
-			defer j.shed.leave()
-		}
+		t := j.adm.Admit(ctx, j.wctx)
 		t0 := time.Now()
 		retries, waited, err := j.deleteChunk(chunk)
-		if admitted && err == nil {
-			j.shed.committed(time.Since(t0)-waited, epoch) // the store's latency alone
-		}
+		t.Done(err == nil, waited)
 		fields := []zap.Field{zap.Int("documents", len(chunk)), zap.Int("retryAttempts", retries),
 			zap.Int64("durationMs", time.Since(t0).Milliseconds())}
 		if err != nil {

@@ -111,10 +111,7 @@ func (j *job) summarize() {
 	j.written.tally(res)
 	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.StartedAt).Milliseconds()
 	res.RootCommits, res.LockWaitMs = int(j.rootCommits.Load()), j.lockWait.Milliseconds()
-	if j.shed != nil {
-		res.LockRenewals = j.shed.summary()
-	}
-	res.WriteRate = j.pace.report()
+	res.LockRenewals, res.WriteRate = admitted(j.adm)
 	lvl := zap.InfoLevel
 	if !res.Complete() {
 		lvl = zap.WarnLevel

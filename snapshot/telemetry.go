@@ -300,18 +300,18 @@ func (t *telemetry) retried(ctx context.Context, err error, wait time.Duration) 
 		semconv.RPCResponseStatusCode(codeName(code)), attribute.Float64("snapwriter.retry.wait", wait.Seconds())))
 }
 
-// budgetWaited records a chunk attempt's wait d for the write budget.
-func (t *telemetry) budgetWaited(ctx context.Context, d time.Duration) {
+// BudgetWaited records a chunk attempt's wait d for the write budget.
+func (t *telemetry) BudgetWaited(ctx context.Context, d time.Duration) {
 	t.budgetWait.Record(context.WithoutCancel(ctx), d.Seconds())
 }
 
-// rateLimit records the write budget's rate now.
-func (t *telemetry) rateLimit(ctx context.Context, limit float64) {
+// RateLimit records the write budget's rate now.
+func (t *telemetry) RateLimit(ctx context.Context, limit float64) {
 	t.rateGauge.Record(context.WithoutCancel(ctx), limit)
 }
 
-// pushedBack counts a chunk commit the store refused with code.
-func (t *telemetry) pushedBack(ctx context.Context, code codes.Code) {
+// PushedBack counts a chunk commit the store refused with code.
+func (t *telemetry) PushedBack(ctx context.Context, code codes.Code) {
 	t.pushBacks.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(semconv.RPCResponseStatusCode(codeName(code))))
 }
 

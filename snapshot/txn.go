@@ -155,7 +155,7 @@ func (j *job) retryAttempts(ctx context.Context, p retry.Policy, paced int, try 
 	opts := []retry.Option{retry.WithNotify(j.notify(ctx))}
 	if paced > 0 {
 		opts = append(opts, retry.WithGate(func(ctx context.Context) error {
-			d, err := j.pace.wait(ctx, paced)
+			d, err := j.adm.Wait(ctx, paced)
 			s.waited += d
 			return err
 		}))
@@ -171,7 +171,7 @@ func (j *job) retryAttempts(ctx context.Context, p retry.Policy, paced int, try 
 		sent := time.Now()
 		tid, err := try(ctx, prev)
 		if paced > 0 {
-			j.pace.answered(ctx, err, sent, paced)
+			j.adm.Answered(ctx, err, sent, paced)
 		}
 		prev = nil
 		if status.Code(err) == codes.Aborted {

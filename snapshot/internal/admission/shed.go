@@ -1,4 +1,4 @@
-package snapshot
+package admission
 
 import (
 	"context"
@@ -10,27 +10,15 @@ import (
 	"github.com/snapwriter/snapwriter/locking"
 )
 
-// LockRenewals is how the renewals of a write's lock went, and what the
-// write did to keep them fast (see WithConcurrency).
-type LockRenewals struct {
-	// Count is how many renewals succeeded.
-	Count int `json:"count"`
-	// SlowestMs is the latency of the slowest of them, retries included.
-	SlowestMs int64 `json:"slowestMs"`
-	// Sheds counts the times the write halved the chunks it runs at once
-	// because the store answered slowly (see WithConcurrency).
-	Sheds int `json:"sheds"`
-	// MinConcurrency is the fewest chunks a shed left in flight: the
-	// configured concurrency when the write never shed.
-	MinConcurrency int `json:"minConcurrency"`
-	// Pauses counts the renewals that went unanswered TTL/6 past their
-	// due time, during which the write started no chunk.
-	Pauses int `json:"pauses"`
-	// Lost: the lease ended mid-write (a renewal could not be made
-	// before it expired), and no newer writer took the snapshot over: the
-	// write started no chunk after it (ErrLockLost). The Result's JSON
-	// says it as "lockLost".
-	Lost bool `json:"-"`
+// Renewals is how the renewals of a write's lock went, and what the
+// write did to keep them fast: snapshot.LockRenewals but for the loss of
+// the lease, field for field, which documents them.
+type Renewals struct {
+	Count          int
+	SlowestMs      int64
+	Sheds          int
+	MinConcurrency int
+	Pauses         int
 }
 
 // shedPolicy decides how many chunks a write runs at once, so that the
@@ -80,11 +68,11 @@ type shedPolicy struct {
 	cutAt time.Time
 	// paused: a renewal is overdue; no chunk starts until it is answered.
 	paused bool
-	stats  LockRenewals
+	stats  Renewals
 }
 
 func newShedPolicy(concurrency int, ttl time.Duration) shedPolicy {
-	return shedPolicy{max: concurrency, limit: 1, ttl: ttl, stats: LockRenewals{MinConcurrency: concurrency}}
+	return shedPolicy{max: concurrency, limit: 1, ttl: ttl, stats: Renewals{MinConcurrency: concurrency}}
 }
 
 // slow and fast are the latencies past which a renewal or a chunk's
@@ -178,8 +166,8 @@ type shedder struct {
 	timer   *time.Timer // fires when the next renewal is overdue
 	watched int         // counts the watches: a timer of an earlier one is stale
 	stopped bool
-	// held: a maintenance notice is in force (Maintenance); no chunk
-	// starts until it ends, whatever the policy admits.
+	// held: a maintenance notice is in force (snapshot.Maintenance); no
+	// chunk starts until it ends, whatever the policy admits.
 	held bool
 }
 
@@ -368,7 +356,7 @@ func (s *shedder) leave() {
 }
 
 // summary is what the write's Result reports of its renewals.
-func (s *shedder) summary() LockRenewals {
+func (s *shedder) summary() Renewals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.policy.stats
