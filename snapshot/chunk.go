@@ -66,12 +66,20 @@ func (in rootInput) document(o op) (map[string]any, error) {
 	return layout.DistrictDoc(in.Snap, *o.district, data, in.Fence), nil
 }
 
-// commitChunks adds deletes of the stale district documents to ops and
-// commits them all in chunks (starting chunks only while the job's ctx is
-// live, running them under its wctx); their results go to the job's
-// Result, and how each district ended to its written set.
-func (j *job) commitChunks(ops []op) error {
-	res, log := j.res, j.log
+// chunked is what the chunk stage returns: each chunk's result, and how
+// each district of them ended (the written set its recorder kept).
+type chunked struct {
+	results []BatchResult
+	written *written
+}
+
+// chunkStage adds deletes of the stale district documents to ops and
+// commits them all in chunks, numbered from first (starting chunks only
+// while the job's ctx is live, running them under its wctx), while a
+// recorder records their progress in the root. The written set and the
+// recorder are the stage's own: the set is handed on when the stage ends.
+func (j *job) chunkStage(first int, ops []op) (chunked, error) {
+	log := j.log
 	stale, err := j.findStale()
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
@@ -79,10 +87,9 @@ func (j *job) commitChunks(ops []op) error {
 	ops = withDeletes(ops, stale)
 	planned, err := j.w.chunks(ops)
 	if err != nil {
-		return fmt.Errorf("snapshot %s: planning chunks: %w", j.in.ID, err)
+		return chunked{}, fmt.Errorf("snapshot %s: planning chunks: %w", j.in.ID, err)
 	}
 	defer j.adm.Begin(len(ops))()
-	first := len(res.BatchResults)
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
 		t := j.adm.Admit(ctx, j.wctx) // nil: not admitted, and so not attempted
@@ -95,9 +102,7 @@ func (j *job) commitChunks(ops []op) error {
 		logBatch(log, r)
 		return r
 	})
-	j.written = rec.close()
-	res.BatchResults = append(res.BatchResults, results...)
-	return nil
+	return chunked{results: results, written: rec.close()}, nil
 }
 
 // chunk is one chunk of a write as its transaction commits it: its batch

@@ -44,7 +44,7 @@ func (b *grantingBackend) Capabilities() locking.Capabilities {
 }
 
 // leased gives j a lease on a granting backend, lost at once when lost.
-func leased(t *testing.T, j *job, lost bool) {
+func leased(t *testing.T, j *offlineRun, lost bool) {
 	t.Helper()
 	b := &grantingBackend{}
 	l, err := locking.Acquire(context.Background(), b, "snapshot-"+day, locking.WithTTL(30*time.Second))
@@ -113,7 +113,7 @@ func TestConclude(t *testing.T) {
 				cancel()
 				j.ctx = ctx
 			}
-			err := j.conclude(tc.finishErr, tc.fenced)
+			err := j.conclude(j.res, tc.finishErr, tc.fenced)
 			if tc.want == nil && err != nil {
 				t.Errorf("err %v, want nil", err)
 			}

@@ -49,10 +49,18 @@ func offlineWriter(t *testing.T, opts ...Option) *Writer {
 	return w
 }
 
+// offlineRun is a job with the values its stages hand on: the Result so
+// far and the written set.
+type offlineRun struct {
+	*job
+	res     *Result
+	written *written
+}
+
 // offlineJob is a write's job on w of n generated districts, its input
 // built as a write builds it under the lock, its Result started by a root
 // transaction that committed (batch 0).
-func offlineJob(t *testing.T, w *Writer, n int) *job {
+func offlineJob(t *testing.T, w *Writer, n int) *offlineRun {
 	t.Helper()
 	j := w.newJob(context.Background(), opWrite, day)
 	in, err := inputPath(w, model.Generate(day, n, 1))
@@ -60,10 +68,10 @@ func offlineJob(t *testing.T, w *Writer, n int) *job {
 		t.Fatal(err)
 	}
 	j.in = in
-	j.res = &Result{SnapshotID: day, Fence: in.Fence, FailedDistricts: []string{},
-		BatchResults: []BatchResult{{BatchIndex: 0, OperationCount: 1, Success: true, DistrictIDs: []string{}}}}
-	j.written = newWritten()
-	return j
+	return &offlineRun{job: j,
+		res: &Result{SnapshotID: day, Fence: in.Fence, FailedDistricts: []string{},
+			BatchResults: []BatchResult{{BatchIndex: 0, OperationCount: 1, Success: true, DistrictIDs: []string{}}}},
+		written: newWritten()}
 }
 
 // opIDs are the district ids of ops, in order.
@@ -190,7 +198,7 @@ func asRead(t *testing.T, w *pb.Write) *pb.Document {
 
 // districtRead is district id's document as a transaction would read it,
 // written under fence.
-func districtRead(t *testing.T, j *job, id, fence string) *pb.Document {
+func districtRead(t *testing.T, j *offlineRun, id, fence string) *pb.Document {
 	t.Helper()
 	in := j.in
 	in.Fence = fence
@@ -211,7 +219,7 @@ func districtRead(t *testing.T, j *job, id, fence string) *pb.Document {
 
 // fenceRead is the snapshot's fence document as a transaction would read
 // it, written under fence by a writer of backend.
-func fenceRead(t *testing.T, j *job, fence, backend string) *pb.Document {
+func fenceRead(t *testing.T, j *offlineRun, fence, backend string) *pb.Document {
 	t.Helper()
 	in := j.in
 	in.Fence, in.Backend = fence, backend
@@ -268,7 +276,7 @@ func TestResolveDecidesUnknownOutcomes(t *testing.T) {
 	districts := j.names.Districts
 	wantDocs := []string{districts.Doc(layout.DistrictDocID(ids[2])).Path, districts.Doc(layout.DistrictDocID(ids[3])).Path,
 		districts.Doc(layout.DistrictDocID("gone")).Path, districts.Doc(layout.DistrictDocID(ids[4])).Path, districts.Doc(layout.DistrictDocID(ids[5])).Path}
-	if got := j.unsureDocs(); !slices.Equal(got, wantDocs) {
+	if got := j.unsureDocs(j.res); !slices.Equal(got, wantDocs) {
 		t.Errorf("unsureDocs = %v, want %v", got, wantDocs)
 	}
 	// Chunk 2 landed (its sets under our fence, its stale document gone);
@@ -279,7 +287,7 @@ func TestResolveDecidesUnknownOutcomes(t *testing.T) {
 		wantDocs[1]: districtRead(t, j, ids[3], j.in.Fence),
 		wantDocs[3]: districtRead(t, j, ids[4], "000000000000000"),
 	}
-	r, set := j.resolve(found)
+	r, set := j.resolve(found, j.res, j.written)
 
 	if b := r.BatchResults[2]; !b.Success || b.Err != nil || b.unsure {
 		t.Errorf("chunk 2: success %v, err %v, unsure %v; want written", b.Success, b.Err, b.unsure)
@@ -303,7 +311,7 @@ func TestResolveDecidesUnknownOutcomes(t *testing.T) {
 	done := BatchResult{BatchIndex: 1, OperationCount: 2, Success: true, CommittedAt: time.Now(), DistrictIDs: layout.DistrictIDs(k.in.Snap), deletes: 1}
 	k.res.BatchResults = append(k.res.BatchResults, done)
 	k.written.add(done)
-	if r, set := k.resolve(nil); set != k.written || r.DistrictsWritten != 2 || r.StaleDeleted != 1 || r.TotalBatches != 2 {
+	if r, set := k.resolve(nil, k.res, k.written); set != k.written || r.DistrictsWritten != 2 || r.StaleDeleted != 1 || r.TotalBatches != 2 {
 		t.Errorf("resolve with nothing unsure: set %p (job's %p), %d written, %d stale deleted, %d batches", set, k.written, r.DistrictsWritten, r.StaleDeleted, r.TotalBatches)
 	}
 }
@@ -323,8 +331,8 @@ func TestRecordOutcome(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		chunk  func(ops []op) BatchResult
-		fence  func(t *testing.T, j *job) *pb.Document
-		found  func(t *testing.T, j *job) map[string]*pb.Document
+		fence  func(t *testing.T, j *offlineRun) *pb.Document
+		found  func(t *testing.T, j *offlineRun) map[string]*pb.Document
 		want   Outcome
 		writes int // after the root's
 		err    error
@@ -343,7 +351,7 @@ func TestRecordOutcome(t *testing.T) {
 	}, {
 		name:  "unknown outcome, landed",
 		chunk: func(ops []op) BatchResult { return unsureChunk(1, ops) },
-		found: func(t *testing.T, j *job) map[string]*pb.Document {
+		found: func(t *testing.T, j *offlineRun) map[string]*pb.Document {
 			found := map[string]*pb.Document{}
 			for _, id := range layout.DistrictIDs(j.in.Snap) {
 				found[j.names.DistrictName(id)] = districtRead(t, j, id, j.in.Fence)
@@ -358,17 +366,17 @@ func TestRecordOutcome(t *testing.T) {
 	}, {
 		name:  "newer fence",
 		chunk: committed,
-		fence: func(t *testing.T, j *job) *pb.Document { return fenceRead(t, j, "000000000000002", "firestore") },
+		fence: func(t *testing.T, j *offlineRun) *pb.Document { return fenceRead(t, j, "000000000000002", "firestore") },
 		err:   ErrFencedOut,
 	}, {
 		name:  "another backend",
 		chunk: committed,
-		fence: func(t *testing.T, j *job) *pb.Document { return fenceRead(t, j, j.in.Fence, "postgres") },
+		fence: func(t *testing.T, j *offlineRun) *pb.Document { return fenceRead(t, j, j.in.Fence, "postgres") },
 		err:   ErrFencedOut,
 	}, {
 		name:  "fence document gone",
 		chunk: committed,
-		fence: func(*testing.T, *job) *pb.Document { return nil },
+		fence: func(*testing.T, *offlineRun) *pb.Document { return nil },
 		err:   ErrFencedOut,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -391,7 +399,8 @@ func TestRecordOutcome(t *testing.T) {
 			var r Result
 			var set *written
 			err := j.decide(context.Background(), txn{fenced: true, body: func(_ context.Context, a *attempt) (err error) {
-				r, set, err = j.recordOutcome(a)
+				f, err := j.recordOutcome(a, j.res, j.written)
+				r, set = f.res, f.written
 				return err
 			}}, a, j.names.Fence.Path)
 			writes := a.writes

@@ -83,23 +83,30 @@ func (w *Writer) finishTimeout() time.Duration {
 	return max(w.cfg.contention+w.cfg.retry.AttemptTimeout, time.Minute)
 }
 
-// finish records the outcome in the root: manifest entries, lists,
-// counts, status (recordOutcome), and with it replaces the job's Result
-// and written set.
+// finished is what the finish recorded: the write's Result, tallied, with
+// its Outcome, and its written set, the chunks of unknown outcome decided.
+type finished struct {
+	res     Result
+	written *written
+}
+
+// finish records the outcome of the write whose Result so far is res (the
+// root's and the chunks' batch results) and whose chunks ended as set
+// says in the root: manifest entries, lists, counts, status
+// (recordOutcome); it returns what it recorded.
 // It runs even when the job's ctx was cancelled or the lease lost: the
 // manifest must say what happened, and its fence check keeps it from
 // touching a newer writer's snapshot. It stops before its first attempt,
 // or between two, once the lost lease has passed to a newer writer
 // (watchSuperseded): then it returns errSuperseded.
-func (j *job) finish() error {
+func (j *job) finish(res *Result, set *written) (finished, error) {
 	stop := j.watchSuperseded()
 	defer stop()
 	j.log.Info("recording the manifest")
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), j.w.finishTimeout())
 	defer cancel()
 	ctx, span := j.w.tel.start(ctx, SpanFinish)
-	var done Result
-	var doneSet *written
+	var done finished
 	// The finish retries transient failures until its own deadline, not
 	// the retry policy's count: a manifest not recorded leaves the
 	// snapshot "in progress" until a repair, and a connection reset every
@@ -109,21 +116,20 @@ func (j *job) finish() error {
 	p.MaxRetries, p.Max = math.MaxInt32, min(p.Max, 4*time.Second)
 	// One read begins the transaction: the fence document, and the
 	// documents of the chunks whose outcome is unknown (resolve).
-	st, err := j.transact(ctx, p, txn{fenced: true, reads: j.unsureDocs(),
+	st, err := j.transact(ctx, p, txn{fenced: true, reads: j.unsureDocs(res),
 		body: func(_ context.Context, a *attempt) error {
-			r, set, err := j.recordOutcome(a)
+			f, err := j.recordOutcome(a, res, set)
 			if err == nil {
-				done, doneSet = r, set
+				done = f
 			}
 			return err
 		}})
 	endStep(span, st.Stats, err)
 	if err != nil {
-		return err
+		return finished{}, err
 	}
 	j.rootCommits.Add(1)
-	*j.res, j.written = done, doneSet
-	return nil
+	return done, nil
 }
 
 // recordOutcome adds to the finish's attempt a (whose transaction checked
@@ -131,11 +137,12 @@ func (j *job) finish() error {
 // outcome is unknown are decided from their documents, read in the same
 // transaction, so the manifest it records is exact; and then it writes
 // the fence document too, so that no such chunk commit can land after
-// it. It returns the Result and the written set as recorded, the
-// Result's Outcome complete or partial.
-func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
+// it. res and set are the write's Result and written set before the
+// finish, left alone (the transaction may run again); it returns them as
+// recorded, the Result's Outcome complete or partial.
+func (j *job) recordOutcome(a *attempt, res *Result, set *written) (finished, error) {
 	in := &j.in
-	r, set := j.resolve(a.found)
+	r, set := j.resolve(a.found, res, set)
 	now := j.w.cfg.now()
 	st := set.finished(in.Snap.Status, r.FailedBatches == 0, now)
 	for _, id := range layout.DistrictIDs(in.Snap) {
@@ -146,15 +153,15 @@ func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
 	}
 	writes, err := j.rootRecord(st, nil)
 	if err != nil {
-		return Result{}, nil, err
+		return finished{}, err
 	}
 	a.write(writes...)
 	r.Outcome = OutcomePartial
 	if st.Complete {
 		r.Outcome = OutcomeComplete
 	}
-	if !anyUnsure(j.res) {
-		return r, set, nil
+	if !anyUnsure(res) {
+		return finished{r, set}, nil
 	}
 	// A chunk whose commit outcome is unknown may still land: writing the
 	// fence document, which every chunk reads, makes such a commit
@@ -163,9 +170,9 @@ func (j *job) recordOutcome(a *attempt) (Result, *written, error) {
 	// answer holds that document until Firestore expires the transaction
 	// (60 s), and a finish writing it would wait as long.
 	if err := a.set(j.names.Fence.Path, in.FenceDoc(now)); err != nil {
-		return Result{}, nil, err
+		return finished{}, err
 	}
-	return r, set, nil
+	return finished{r, set}, nil
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.
@@ -178,12 +185,12 @@ func anyUnsure(res *Result) bool {
 	return false
 }
 
-// unsureDocs are the names of the district documents of the job's chunks
+// unsureDocs are the names of the district documents of res's chunks
 // whose commit outcome is unknown, in chunk order: what resolve decides
 // them from.
-func (j *job) unsureDocs() []string {
+func (j *job) unsureDocs(res *Result) []string {
 	var names []string
-	for _, b := range j.res.BatchResults {
+	for _, b := range res.BatchResults {
 		if b.unsure {
 			for _, o := range b.ops {
 				names = append(names, j.names.DistrictName(o.districtID))
@@ -193,25 +200,24 @@ func (j *job) unsureDocs() []string {
 	return names
 }
 
-// resolve decides the chunks of the job's Result whose commit outcome is
-// unknown from their documents as the finish's transaction read them
-// (found, by name; unsureDocs): a district is written when its document
-// carries this writer's fence, a stale district deleted when its document
-// is gone. It returns the job's Result, tallied, and its written set with
-// those chunks decided, leaving the originals alone (the transaction may
-// run again). Read in the
+// resolve decides the chunks of res whose commit outcome is unknown from
+// their documents as the finish's transaction read them (found, by name;
+// unsureDocs): a district is written when its document carries this
+// writer's fence, a stale district deleted when its document is gone. It
+// returns res, tallied, and the written set s with those chunks decided,
+// leaving the originals alone (the transaction may run again). Read in the
 // transaction that records the manifest, the documents make the record
 // exact: a late commit of such a chunk either comes before it, and is
 // seen, or conflicts with it, and one of the two is aborted.
-func (j *job) resolve(found map[string]*pb.Document) (Result, *written) {
-	in, res := &j.in, j.res
+func (j *job) resolve(found map[string]*pb.Document, res *Result, s *written) (Result, *written) {
+	in := &j.in
 	r := *res
 	r.BatchResults = slices.Clone(res.BatchResults)
 	if !anyUnsure(res) {
-		j.written.tally(&r)
-		return r, j.written
+		s.tally(&r)
+		return r, s
 	}
-	decided := j.written.clone()
+	decided := s.clone()
 	decided.decided = true
 	for i := range r.BatchResults {
 		b := &r.BatchResults[i]

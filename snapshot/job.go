@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -43,14 +44,6 @@ type job struct {
 	// the work's, which what was started runs under: it ends a grace
 	// period after ctx, or at once when the lease is lost (see lock).
 	ctx, wctx context.Context
-	// res is the write's Result, set from the root transaction on
-	// (startResult, skip); nil before.
-	res *Result
-	// written is how each district of the chunks ended, from their end
-	// on (commitChunks), as the finish decided it once it recorded it;
-	// the Result's district counts are read from it.
-	written *written
-
 	// lockWait is how long acquiring the lock took.
 	lockWait time.Duration
 	// adm admits the write's chunks (the maintenance hold, fewer at once
@@ -123,33 +116,34 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 	}
 	j.in.Repairing = j.op == opRepair
 	j.w.paginate(&j.in)
-	err = j.underLock()
-	j.progress.settle(j.progressDone())
-	return j.res, err
+	res, err := j.underLock()
+	j.progress.settle(j.progressDone(res))
+	return res, err
 }
 
 // underLock is what a job does once it holds the lock and its documents
 // are built: the root stage, then, unless that stage found nothing to do
-// or failed, the chunks and the finish.
-func (j *job) underLock() error {
+// or failed, the chunks and the finish. It returns the run's Result, nil
+// when no root transaction ran.
+func (j *job) underLock() (*Result, error) {
 	rs, err := j.rootStage()
 	if rs.skip != "" {
-		j.skip(rs.skip)
-		return nil
+		return j.skip(rs.skip), nil
 	}
 	j.log = j.log.With(zap.String("fence", j.in.Fence))
-	if err := j.startResult(rs.root, err); err != nil {
-		return err
+	res, err := j.startResult(rs.root, err)
+	if err != nil {
+		return res, err
 	}
 	if rs.kind == takeOverStored {
-		j.res.DistrictsKept = len(rs.kept)
+		res.DistrictsKept = len(rs.kept)
 		j.progress.add(len(rs.kept)) // stored already: done, as far as a bar goes
 		j.log.Info("writing the districts not stored", zap.Int("districts", len(rs.todo)), zap.Int("districtsKept", len(rs.kept)))
 		j.in.Kept = rs.kept
 	} else if j.w.cfg.beforeChunks != nil {
 		j.w.cfg.beforeChunks(j.wctx)
 	}
-	return j.writeDistricts(j.in.ops(rs.todo))
+	return j.writeDistricts(*res, j.in.ops(rs.todo))
 }
 
 // runKind is what a run is, as the root stage decides it: a write of the
@@ -250,34 +244,44 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 	}
 }
 
-// writeDistricts writes ops in chunks after the root, then records the
-// outcome in the manifest: the rest of a write or repair.
-func (j *job) writeDistricts(ops []op) error {
-	if err := j.commitChunks(ops); err != nil {
-		j.res.Outcome = OutcomeNotRecorded
-		return err
+// writeDistricts is the rest of a write or repair after its root, whose
+// Result so far is rooted: the chunk stage writes ops, the finish records
+// how they ended in the manifest, and the Result is assembled from what
+// the two returned — the finish's, once it recorded it; otherwise the
+// chunks' batch results with the outcome that no manifest records.
+func (j *job) writeDistricts(rooted Result, ops []op) (*Result, error) {
+	ch, err := j.chunkStage(len(rooted.BatchResults), ops)
+	if err != nil {
+		rooted.Outcome = OutcomeNotRecorded
+		return &rooted, err
 	}
-	finishErr := j.finish() // which sets the Outcome when it records it
-	fenced := j.written.fenced
+	res := rooted
+	res.BatchResults = append(slices.Clone(rooted.BatchResults), ch.results...)
+	set := ch.written
+	fin, finishErr := j.finish(&res, set)
+	fenced := set.fenced
 	superseded := errors.Is(finishErr, errSuperseded)
 	if superseded {
 		// Fenced out in all but the root: see watchSuperseded.
 		fenced, finishErr = true, nil
 	}
-	if finishErr != nil || superseded {
-		j.res.Outcome = OutcomeNotRecorded
-		if fenced || errors.Is(finishErr, ErrFencedOut) {
-			j.res.Outcome = OutcomeFencedOut
-		}
+	switch {
+	case finishErr == nil && !superseded:
+		res, set = fin.res, fin.written // the Outcome as recorded
+	case fenced || errors.Is(finishErr, ErrFencedOut):
+		res.Outcome = OutcomeFencedOut
+	default:
+		res.Outcome = OutcomeNotRecorded
 	}
-	j.summarize()
-	return j.conclude(finishErr, fenced)
+	j.summarize(&res, set)
+	return &res, j.conclude(&res, finishErr, fenced)
 }
 
 // conclude is the error a write or repair that got as far as its chunks
-// ends with, most telling first, and the log line that says so.
-func (j *job) conclude(finishErr error, fenced bool) error {
-	id, res, log := j.in.ID, j.res, j.log
+// ends with, given its Result, most telling first, and the log line that
+// says so.
+func (j *job) conclude(res *Result, finishErr error, fenced bool) error {
+	id, log := j.in.ID, j.log
 	lost := j.lease.Err()
 	res.LockRenewals.Lost = lost != nil && !fenced && !errors.Is(finishErr, ErrFencedOut)
 	switch {

@@ -110,14 +110,15 @@ func (f *progressFeed) run() {
 	}
 }
 
-// progressDone is how many of the input's districts the job's Result says
-// are stored: all of them when the snapshot was complete and left alone.
-func (j *job) progressDone() int {
+// progressDone is how many of the input's districts res, the job's
+// Result, says are stored: all of them when the snapshot was complete and
+// left alone.
+func (j *job) progressDone(res *Result) int {
 	switch {
-	case j.res == nil:
+	case res == nil:
 		return 0
-	case j.res.Outcome == OutcomeSkipped:
+	case res.Outcome == OutcomeSkipped:
 		return len(j.in.Snap.Payload.Districts)
 	}
-	return j.res.DistrictsWritten + j.res.DistrictsKept
+	return res.DistrictsWritten + res.DistrictsKept
 }

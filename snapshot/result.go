@@ -104,11 +104,10 @@ func firstFailure(res *Result) string {
 	return "chunks whose outcome could not be confirmed"
 }
 
-// summarize completes the job's Result — counts, duration, root commits,
-// the lock's renewals — and logs it.
-func (j *job) summarize() {
-	res := j.res
-	j.written.tally(res)
+// summarize completes res — counts (from the written set s, nil when no
+// chunk ran), duration, root commits, the lock's renewals — and logs it.
+func (j *job) summarize(res *Result, s *written) {
+	s.tally(res)
 	res.TotalDurationMs = j.w.cfg.now().Sub(j.in.StartedAt).Milliseconds()
 	res.RootCommits, res.LockWaitMs = int(j.rootCommits.Load()), j.lockWait.Milliseconds()
 	res.LockRenewals, res.WriteRate = admitted(j.adm)

@@ -35,36 +35,38 @@ func resumable(root *layout.Root, in rootInput) bool {
 // same input stored (resumable): the write completes it instead.
 var errResume = errors.New("the stored snapshot is an unfinished write of this input")
 
-// skip makes the Result of a write or repair that found the snapshot
+// skip is the Result of a write or repair that found the snapshot
 // complete and wrote nothing.
-func (j *job) skip(msg string) {
+func (j *job) skip(msg string) *Result {
 	j.log.Info(msg)
-	j.res = &Result{SnapshotID: j.in.ID, Outcome: OutcomeSkipped, FailedDistricts: []string{},
+	return &Result{SnapshotID: j.in.ID, Outcome: OutcomeSkipped, FailedDistricts: []string{},
 		TotalDurationMs: j.w.cfg.now().Sub(j.in.StartedAt).Milliseconds(), LockWaitMs: j.lockWait.Milliseconds()}
 }
 
 // startResult starts the Result of a write or repair from its root
-// transaction (nil when it never ran) and that transaction's error.
-func (j *job) startResult(rootRes *BatchResult, err error) error {
-	j.res = &Result{SnapshotID: j.in.ID, Fence: j.in.Fence, FailedDistricts: []string{}}
+// transaction (nil when it never ran) and that transaction's error; when
+// the root failed, it is the write's whole Result, with the error the
+// write ends with.
+func (j *job) startResult(rootRes *BatchResult, err error) (*Result, error) {
+	res := &Result{SnapshotID: j.in.ID, Fence: j.in.Fence, FailedDistricts: []string{}}
 	if rootRes != nil {
-		j.res.BatchResults = append(j.res.BatchResults, *rootRes)
+		res.BatchResults = append(res.BatchResults, *rootRes)
 		logBatch(j.log, *rootRes)
 	}
-	if err != nil {
-		j.res.Outcome = OutcomeNotWritten
-		if errors.Is(err, ErrFencedOut) {
-			j.res.Outcome = OutcomeFencedOut
-		}
-		if rootRes != nil {
-			j.summarize()
-		}
-		if lost := j.lease.Err(); lost != nil && errors.Is(err, ErrRootFailed) && errors.Is(err, locking.ErrLeaseLost) {
-			return j.lostBeforeRoot(rootRes != nil && rootRes.unsure, lost)
-		}
-		return j.leaseErr(err)
+	if err == nil {
+		return res, nil
 	}
-	return nil
+	res.Outcome = OutcomeNotWritten
+	if errors.Is(err, ErrFencedOut) {
+		res.Outcome = OutcomeFencedOut
+	}
+	if rootRes != nil {
+		j.summarize(res, nil)
+	}
+	if lost := j.lease.Err(); lost != nil && errors.Is(err, ErrRootFailed) && errors.Is(err, locking.ErrLeaseLost) {
+		return res, j.lostBeforeRoot(rootRes != nil && rootRes.unsure, lost)
+	}
+	return res, j.leaseErr(err)
 }
 
 // lostBeforeRoot is the error of a write or repair whose lease was lost
