@@ -73,14 +73,15 @@ type chunked struct {
 	written *written
 }
 
-// chunkStage adds deletes of the stale district documents to ops and
+// chunkStage adds deletes of the stale district documents (findStale of
+// listing, which the root stage may have started) to ops and
 // commits them all in chunks, numbered from first (starting chunks only
 // while the job's ctx is live, running them under its wctx), while a
 // recorder records their progress in the root. The written set and the
 // recorder are the stage's own: the set is handed on when the stage ends.
-func (j *job) chunkStage(first int, ops []op) (chunked, error) {
+func (j *job) chunkStage(first int, ops []op, listing *listing) (chunked, error) {
 	log := j.log
-	stale, err := j.findStale()
+	stale, err := j.findStale(listing)
 	if err != nil {
 		log.Warn("listing stale district documents failed; they are left in place", zap.Error(err))
 	}

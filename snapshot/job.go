@@ -20,12 +20,14 @@ import (
 )
 
 // job is one write or repair of a snapshot, from the lock's acquisition
-// to its release. It carries what every step of the write uses — the
-// lease, the input, the logger, the write's two contexts and its Result —
-// as a firestore.Transaction carries its context, id and writes, so that
-// each step's method takes only what varies. A job is used by one write
-// only; its chunks, its recorder and its watch of the lock share its
-// mutable state, the atomic fields below, and nothing of it is copied.
+// to its release. It carries what every stage of the write uses — the
+// lease, the input, the document names, the logger, the write's two
+// contexts — as a firestore.Transaction carries its context, id and
+// writes, so that each stage's method takes only what varies; what a
+// stage produces (rooted, chunked, finished) it returns, and the Result is
+// assembled from those returns (writeDistricts). A job is used by one
+// write only; its chunks, its recorder and its watch of the lock share
+// its mutable state, the atomic fields below, and nothing of it is copied.
 type job struct {
 	w  *Writer
 	op operation
@@ -60,9 +62,6 @@ type job struct {
 	rootCommits atomic.Int32
 	// progress passes the districts stored on to the writer's Progress.
 	progress *progressFeed
-	// stale, when set, is the listing of the district documents that ran
-	// beside a fresh write's root transaction, which findStale takes.
-	stale *listing
 }
 
 // operation is what a job does under the lock.
@@ -143,7 +142,7 @@ func (j *job) underLock() (*Result, error) {
 	} else if j.w.cfg.beforeChunks != nil {
 		j.w.cfg.beforeChunks(j.wctx)
 	}
-	return j.writeDistricts(*res, j.in.ops(rs.todo))
+	return j.writeDistricts(*res, rs)
 }
 
 // runKind is what a run is, as the root stage decides it: a write of the
@@ -172,6 +171,10 @@ type rooted struct {
 	todo map[string]bool
 	// kept are the districts a takeover keeps as stored.
 	kept map[string]layout.Kept
+	// stale is the listing of the district documents that ran beside a
+	// fresh write's root transaction (nil: none), which the chunk stage
+	// takes (findStale).
+	stale *listing
 	// skip, when set, says why nothing was written: the stored snapshot
 	// is complete.
 	skip string
@@ -191,7 +194,7 @@ func (j *job) rootStage() (rooted, error) {
 	}
 	for {
 		if kind == writeWhole {
-			r, err := j.writeRoot(resume)
+			r, stale, err := j.writeRoot(resume)
 			switch {
 			case errors.Is(err, errResume):
 				j.log.Info("the stored snapshot is an unfinished write of this input; keeping the districts it stored")
@@ -200,7 +203,7 @@ func (j *job) rootStage() (rooted, error) {
 			case errors.Is(err, errSkip):
 				return rooted{skip: "stored snapshot is complete; skipped"}, nil
 			}
-			return rooted{root: &r}, err
+			return rooted{root: &r, stale: stale}, err
 		}
 		t, err := j.takeOver(rewrite)
 		switch {
@@ -244,19 +247,20 @@ func (j *job) notify(ctx context.Context) func(err error, wait time.Duration) {
 	}
 }
 
-// writeDistricts is the rest of a write or repair after its root, whose
-// Result so far is rooted: the chunk stage writes ops, the finish records
+// writeDistricts is the rest of a write or repair after its root stage
+// (rs), whose Result so far is base: the chunk stage writes the
+// districts rs selects and deletes the stale ones, the finish records
 // how they ended in the manifest, and the Result is assembled from what
 // the two returned — the finish's, once it recorded it; otherwise the
 // chunks' batch results with the outcome that no manifest records.
-func (j *job) writeDistricts(rooted Result, ops []op) (*Result, error) {
-	ch, err := j.chunkStage(len(rooted.BatchResults), ops)
+func (j *job) writeDistricts(base Result, rs rooted) (*Result, error) {
+	ch, err := j.chunkStage(len(base.BatchResults), j.in.ops(rs.todo), rs.stale)
 	if err != nil {
-		rooted.Outcome = OutcomeNotRecorded
-		return &rooted, err
+		base.Outcome = OutcomeNotRecorded
+		return &base, err
 	}
-	res := rooted
-	res.BatchResults = append(slices.Clone(rooted.BatchResults), ch.results...)
+	res := base
+	res.BatchResults = append(slices.Clone(base.BatchResults), ch.results...)
 	set := ch.written
 	fin, finishErr := j.finish(&res, set)
 	fenced := set.fenced

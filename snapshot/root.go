@@ -90,7 +90,8 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 // writeRoot commits the root document in a transaction that refuses to
 // replace a root written under a newer fence: two round trips, a read of
 // the root and the fence document that begins the transaction, and the
-// commit (see txn.go).
+// commit (see txn.go). It returns, for a fresh write, the listing of the
+// district documents that ran beside it (findStale takes it).
 //
 // A fresh write — the transaction finds neither a root nor a fence
 // document — also needs no round trip of its own for the listings a write
@@ -106,19 +107,19 @@ func (j *job) lostBeforeRoot(unsure bool, lost error) error {
 // writer of an older fence after it. A write that finds either lists the
 // pages inside its transaction, and the districts after its commit: an
 // older writer that lost its lock may commit chunks up to that commit.
-func (j *job) writeRoot(resume bool) (BatchResult, error) {
+func (j *job) writeRoot(resume bool) (BatchResult, *listing, error) {
 	in := &j.in
 	r := BatchResult{BatchIndex: 0, OperationCount: 1, DistrictIDs: []string{}}
 	doc, pages, err := in.RootDoc()
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	ref := j.names.Root
 	rootName, fenceName := ref.Path, j.names.Fence.Path
 	// Every attempt commits the same documents: encoded once.
 	sets, err := j.rootWrites(doc, pages)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
 	t0 := time.Now()
 	sctx, span := j.w.tel.start(j.wctx, SpanRoot)
@@ -155,8 +156,9 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 		}})
 	r.RetryAttempts, r.DurationMs = st.Retries, time.Since(t0).Milliseconds()
 	endStep(span, st.Stats, err)
+	var stale *listing
 	if err == nil && fresh {
-		j.stale = lists.districts
+		stale = lists.districts
 	} else {
 		lists.districts.cancel()
 	}
@@ -164,16 +166,16 @@ func (j *job) writeRoot(resume bool) (BatchResult, error) {
 	if err != nil {
 		r.Err, r.unsure = err, st.unsure
 		if errors.Is(err, errSkip) || errors.Is(err, errResume) {
-			return r, err
+			return r, nil, err
 		}
 		if refusedByPrior(err) {
-			return r, withID(in.ID, err)
+			return r, nil, withID(in.ID, err)
 		}
-		return r, newError(in.ID, ErrRootFailed, err)
+		return r, nil, newError(in.ID, ErrRootFailed, err)
 	}
 	r.Success = true
 	j.rootCommits.Add(1)
-	return r, nil
+	return r, stale, nil
 }
 
 // rootWrites are the writes every attempt of the root transaction makes
@@ -252,11 +254,10 @@ func (j *job) startListings(ctx context.Context) listings {
 
 // findStale lists district documents of an earlier write of this
 // snapshot that the new snapshot no longer has: from the listing that ran
-// beside a fresh write's root transaction (writeRoot), else by a query
-// now.
-func (j *job) findStale() ([]string, error) {
-	if l := j.stale; l != nil {
-		j.stale = nil
+// beside a fresh write's root transaction (l, which writeRoot returns;
+// nil: none), else by a query now.
+func (j *job) findStale(l *listing) ([]string, error) {
+	if l != nil {
 		ids, err := l.wait()
 		l.cancel()
 		if err == nil {
