@@ -93,7 +93,9 @@ func (j *job) chunkStage(first int, ops []op, listing *listing) (chunked, error)
 	defer j.adm.Begin(len(ops))()
 	rec := j.startRecorder()
 	results := batching.Run(j.ctx, planned, j.w.cfg.concurrency, func(ctx context.Context, i int, ops []op) BatchResult {
-		t := j.adm.Admit(ctx, j.wctx) // nil: not admitted, and so not attempted
+		// nil: not admitted, the write stopped while the chunk waited;
+		// writeChunk then records it as not attempted (notStarted).
+		t := j.adm.Admit(ctx, j.wctx)
 		r := j.writeChunk(chunk{index: first + i, ops: ops, names: j.names, in: &j.in})
 		t.Done(r.Success, r.budgetWait)
 		rec.add(r)

@@ -142,9 +142,9 @@ func (j *job) finish(res *Result, set *written) (finished, error) {
 // recorded, the Result's Outcome complete or partial.
 func (j *job) recordOutcome(a *attempt, res *Result, set *written) (finished, error) {
 	in := &j.in
-	r, set := j.resolve(a.found, res, set)
+	r, decided := j.resolve(a.found, res, set)
 	now := j.w.cfg.now()
-	st := set.finished(in.Snap.Status, r.FailedBatches == 0, now)
+	st := decided.finished(in.Snap.Status, r.FailedBatches == 0, now)
 	for _, id := range layout.DistrictIDs(in.Snap) {
 		st.Complete = st.Complete && in.Stored(st, id)
 	}
@@ -161,7 +161,7 @@ func (j *job) recordOutcome(a *attempt, res *Result, set *written) (finished, er
 		r.Outcome = OutcomeComplete
 	}
 	if !anyUnsure(res) {
-		return finished{r, set}, nil
+		return finished{r, decided}, nil
 	}
 	// A chunk whose commit outcome is unknown may still land: writing the
 	// fence document, which every chunk reads, makes such a commit
@@ -172,7 +172,7 @@ func (j *job) recordOutcome(a *attempt, res *Result, set *written) (finished, er
 	if err := a.set(j.names.Fence.Path, in.FenceDoc(now)); err != nil {
 		return finished{}, err
 	}
-	return finished{r, set}, nil
+	return finished{r, decided}, nil
 }
 
 // anyUnsure reports whether a chunk of res has a commit of unknown outcome.
