@@ -175,8 +175,9 @@ const (
 	rpcChunk   = "chunk"
 	rpcRecord  = "record"
 	rpcExtend  = "lease renewal"
-	// rpcAbandoned: an RPC cancelled before it did anything, as the
-	// recorder's record in flight is when the chunks are done.
+	// rpcAbandoned: an RPC cancelled before it did anything, or a
+	// transaction rolled back without a commit, as the recorder's record
+	// in flight is when the chunks are done.
 	rpcAbandoned = "abandoned"
 	rpcOther     = "other"
 )
@@ -257,8 +258,15 @@ func classify(calls []*rpcCall) map[*rpcCall]string {
 			if out[c] != "" {
 				continue
 			}
-			if slices.ContainsFunc(byTx[c.tid], func(o *rpcCall) bool { return status.Code(o.err) == codes.Canceled }) {
-				out[c] = rpcAbandoned // a transaction cut off before its commit
+			// A transaction cut off before its commit: its RPCs were
+			// cancelled, or it was rolled back (a read that began it is
+			// never cancelled, package fstx: an attempt given up mid-read
+			// leaves it to finish and roll the transaction back), as the
+			// recorder's record in flight is when the chunks are done.
+			if slices.ContainsFunc(byTx[c.tid], func(o *rpcCall) bool {
+				return status.Code(o.err) == codes.Canceled || o.method == "Rollback"
+			}) {
+				out[c] = rpcAbandoned
 				continue
 			}
 		}
