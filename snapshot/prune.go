@@ -232,7 +232,7 @@ func (w *Writer) newerComplete(ctx context.Context, a *attempt, root *firestore.
 		return false, fmt.Errorf("finding a newer complete snapshot: %w", err)
 	}
 	for _, doc := range docs {
-		if model.ValidDate(lastSegment(doc.GetName())) && layout.DecodeRoot(layout.FieldsOf(doc)).Complete() {
+		if model.ValidDate(layout.BaseName(doc.GetName())) && layout.DecodeRoot(layout.FieldsOf(doc)).Complete() {
 			return true, nil
 		}
 	}

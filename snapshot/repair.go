@@ -260,7 +260,7 @@ func apiDocs(docs iter.Seq2[*pb.Document, error]) iter.Seq2[storedDoc, error] {
 				yield(storedDoc{}, err)
 				return
 			}
-			if !yield(storedDoc{id: lastSegment(d.GetName()), fields: layout.FieldsOf(d), updated: d.GetUpdateTime().AsTime()}, nil) {
+			if !yield(storedDoc{id: layout.BaseName(d.GetName()), fields: layout.FieldsOf(d), updated: d.GetUpdateTime().AsTime()}, nil) {
 				return
 			}
 		}

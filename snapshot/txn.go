@@ -266,7 +266,7 @@ func (w *Writer) queryIDs(ctx context.Context, tid []byte, parent, coll string) 
 		if err != nil {
 			return nil, err
 		}
-		ids = append(ids, lastSegment(d.GetName()))
+		ids = append(ids, layout.BaseName(d.GetName()))
 	}
 	return ids, nil
 }
@@ -301,16 +301,6 @@ func (w *Writer) runQuery(ctx context.Context, tid []byte, parent string, q *pb.
 			}
 		}
 	}
-}
-
-// lastSegment is a document name's id.
-func lastSegment(name string) string {
-	for i := len(name) - 1; i >= 0; i-- {
-		if name[i] == '/' {
-			return name[i+1:]
-		}
-	}
-	return name
 }
 
 // databaseOf is the database resource name ("projects/P/databases/D") in a

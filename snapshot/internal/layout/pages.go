@@ -152,7 +152,7 @@ func SnapshotPages(docs []*firestore.DocumentSnapshot) []StoredPage {
 func APIPages(docs []*pb.Document) []StoredPage {
 	pages := make([]StoredPage, len(docs))
 	for i, d := range docs {
-		pages[i] = StoredPage{ID: baseName(d.GetName()), Fields: FieldsOf(d)}
+		pages[i] = StoredPage{ID: BaseName(d.GetName()), Fields: FieldsOf(d)}
 	}
 	return pages
 }

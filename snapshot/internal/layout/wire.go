@@ -196,7 +196,7 @@ func endNested(dst []byte, start int) []byte {
 func SetWrite(name string, v any) (*pb.Write, error) {
 	w, err := WireSetWrite(name, EncodeFields(v))
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", baseName(name), err)
+		return nil, fmt.Errorf("encoding %s: %w", BaseName(name), err)
 	}
 	return w, nil
 }
@@ -208,7 +208,7 @@ func SetWrite(name string, v any) (*pb.Write, error) {
 func UpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
 	w, err := WireSetWrite(name, fields)
 	if err != nil {
-		return nil, fmt.Errorf("encoding %s: %w", baseName(name), err)
+		return nil, fmt.Errorf("encoding %s: %w", BaseName(name), err)
 	}
 	mask := &pb.DocumentMask{}
 	for k := range fields {
@@ -266,5 +266,5 @@ func valueOf(v *pb.Value) any {
 	return nil
 }
 
-// baseName is the last segment of document name: its id.
-func baseName(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
+// BaseName is the last segment of document name: its id.
+func BaseName(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
