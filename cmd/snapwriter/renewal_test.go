@@ -51,6 +51,21 @@ func TestWriteLockHasItsOwnClient(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var clients []*opened
+	// The districts wait for the lease's first extension, an event, not
+	// a time: the write outlasts a renewal however fast or slow the
+	// machine, and the renewal has the whole TTL to be answered.
+	extended := make(chan struct{})
+	var once sync.Once
+	c.interceptors = append(c.interceptors, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if cr, ok := req.(*firestorepb.CommitRequest); ok && writesDistricts(cr) {
+			select {
+			case <-extended:
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
 	var out, errb bytes.Buffer
 	a := newApp(strings.NewReader(genJSON(t, day, 120)), &out, &errb, func(k string) (string, bool) {
 		v, ok := c.env[k]
@@ -59,8 +74,11 @@ func TestWriteLockHasItsOwnClient(t *testing.T) {
 	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
 		o := &opened{}
 		record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			locks, _ := commitTouches(req, "/documents/locks/")
+			locks, extend := commitTouches(req, "/documents/locks/")
 			snap, _ := commitTouches(req, "/documents/snapshots/")
+			if extend {
+				defer once.Do(func() { close(extended) })
+			}
 			mu.Lock()
 			o.locks, o.snapTxn = o.locks || locks, o.snapTxn || snap
 			mu.Unlock()
@@ -76,8 +94,8 @@ func TestWriteLockHasItsOwnClient(t *testing.T) {
 		return cl, err
 	}
 	a.newAPIClient = c.dialAPI
-	// A TTL of 1 s renews the lock every 333 ms while the write runs.
-	if code := a.run(context.Background(), []string{"write", "--input", "-", "--lock-ttl", "1s"}); code != exitOK {
+	// A TTL of 3 s renews the lock every second while the write runs.
+	if code := a.run(context.Background(), []string{"write", "--input", "-", "--lock-ttl", "3s"}); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errb.String())
 	}
 	lockClients, snapClients := 0, 0
