@@ -380,7 +380,7 @@ func (c *Check) Report() *Report {
 		AllowValueChanges: c.o.AllowValueChanges,
 		Baseline:          c.baseline,
 		Compared:          c.compared,
-		Changes:           slices.Clone(c.diffs),
+		Changes:           append([]DistrictDiff{}, c.diffs...),
 	}
 	slices.SortStableFunc(r.Changes, func(a, b DistrictDiff) int { return compareIDs(a.DistrictID, b.DistrictID) })
 	changed := make([]string, len(r.Changes))
