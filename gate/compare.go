@@ -63,8 +63,11 @@ const (
 // Order is ignored (arrays of objects are matched element to element by the
 // policy's array keys, arrays of scalars compare as multisets), an integer
 // equals the double of the same value (a re-derivation may change the type),
-// and volatile fields are never compared.
+// and volatile fields are never compared. A nil p is DefaultPolicy().
 func Compare(p *Policy, old, new Row) []Change {
+	if p == nil {
+		p = DefaultPolicy()
+	}
 	w := walker{p: p}
 	w.root(rootData, old.Data, new.Data)
 	w.root(rootRankings, old.Ranking, new.Ranking)

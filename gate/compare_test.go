@@ -216,3 +216,12 @@ func TestRenderKey(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareNilPolicy(t *testing.T) {
+	old := Row{Data: model.Object{"membership": model.Object{"total": int64(1)}}}
+	n := Row{Data: model.Object{"membership": model.Object{"total": int64(2)}}}
+	cs := Compare(nil, old, n)
+	if len(cs) != 1 || cs[0].Class != Counter {
+		t.Errorf("nil policy: %+v", cs)
+	}
+}
