@@ -94,6 +94,9 @@ func DefaultPolicy() *Policy {
 // listed twice (in one class or in two) are errors wrapping ErrPolicy that
 // name the problem.
 func ParsePolicy(b []byte) (*Policy, error) {
+	if err := checkKeys(b); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var f policyFile
@@ -144,6 +147,54 @@ func ParsePolicy(b []byte) (*Policy, error) {
 		}
 	}
 	return p, nil
+}
+
+// checkKeys rejects what encoding/json lets through: a key given twice in
+// one object (the second would silently replace the first: a class's list
+// lost) and a top-level key spelled in another case ("Version").
+func checkKeys(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// One set of seen keys per open object, nil for an open array.
+	var open []map[string]bool
+	expectKey := func() bool { return len(open) > 0 && open[len(open)-1] != nil }
+	key := true // whether the next string in an object is a key
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			// Syntax errors are the decoder's to report, with its position.
+			return nil
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				open = append(open, map[string]bool{})
+			case '[':
+				open = append(open, nil)
+			default:
+				open = open[:len(open)-1]
+			}
+			key = true
+			if len(open) == 0 {
+				return nil
+			}
+			continue
+		case string:
+			if expectKey() && key {
+				if open[len(open)-1][t] {
+					return fmt.Errorf("%w: key %q given twice in one object", ErrPolicy, t)
+				}
+				if len(open) == 1 && t != "version" && t != "arrayKeys" && t != "classes" {
+					return fmt.Errorf("%w: unknown key %q (want version, arrayKeys, classes)", ErrPolicy, t)
+				}
+				open[len(open)-1][t] = true
+				key = false
+				continue
+			}
+		}
+		// A value: in an object, a key comes next.
+		key = true
+	}
 }
 
 // fileClass reports whether a policy file may name class c: Unclassified

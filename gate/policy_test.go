@@ -113,7 +113,10 @@ func TestParsePolicyErrors(t *testing.T) {
 	for _, tc := range []struct{ name, json, want string }{
 		{"unknown class", `{"version":1,"classes":{"countr":["x"]}}`, `unknown class "countr"`},
 		{"unclassified is no class to name", `{"version":1,"classes":{"unclassified":["x"]}}`, `unknown class "unclassified"`},
-		{"unknown key", `{"version":1,"clases":{}}`, `unknown field "clases"`},
+		{"unknown key", `{"version":1,"clases":{}}`, `unknown key "clases"`},
+		{"key in another case", `{"Version":1}`, `unknown key "Version"`},
+		{"class given twice", `{"version":1,"classes":{"counter":["a"],"identity":["b"],"counter":["c"]}}`, `key "counter" given twice`},
+		{"nested keys are the decoder's", `{"version":1,"arrayKeys":[["a"]],"classes":{"counter":["a"]},"x":{"y":1}}`, `unknown key "x"`},
 		{"duplicate across classes", `{"version":1,"classes":{"counter":["total"],"identity":["total"]}}`, `pattern "total" is in two classes, counter and identity`},
 		{"duplicate in one class", `{"version":1,"classes":{"counter":["total","total"]}}`, `pattern "total" is listed twice in class counter`},
 		{"empty pattern", `{"version":1,"classes":{"counter":[""]}}`, "empty pattern"},
@@ -162,5 +165,17 @@ func TestPolicyMarshalRoundTrip(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte("\n  \"classes\": {\n    \"volatile\"")) {
 		t.Errorf("classes not indented in order:\n%s", b)
+	}
+}
+
+func TestParsePolicyAcceptsRepeatsAcrossObjects(t *testing.T) {
+	// The same key in two different objects, and the same string as a key
+	// and a value, are no duplicates.
+	p, err := ParsePolicy([]byte(`{"version":1,"arrayKeys":[["counter"],["counter","x"]],"classes":{"counter":["counter","classes"],"identity":["version"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Class([]string{"data", "counter"}); got != Counter {
+		t.Errorf("Class = %s", got)
 	}
 }

@@ -498,7 +498,8 @@ const (
 // WriteText writes the report for people: a summary line; the districts
 // added (`+ district 133 (added)`), removed (`- district 42 (removed)`) and
 // changed (`~ district 7`, then one indented line per field: `field: old →
-// new  (class; verdict: reason)`), at most 50 of each with "… and N more";
+// new  (class; verdict: reason)`), at most 50 districts of each and 50
+// fields of a district with "… and N more";
 // then one `held: <rule>: <message>` line per hold, or `passes`, or
 // `passes by the month-end closing rule (N deltas allowed)`. Values are
 // canonical JSON cut at 60 characters with "…"; an absent one is (absent).
@@ -534,7 +535,11 @@ func (r *Report) WriteText(w io.Writer) error {
 			break
 		}
 		fmt.Fprintf(&b, "~ district %s\n", dd.DistrictID)
-		for _, c := range dd.Changes {
+		for j, c := range dd.Changes {
+			if j == maxListed {
+				fmt.Fprintf(&b, "    … and %d more fields\n", len(dd.Changes)-maxListed)
+				break
+			}
 			fmt.Fprintf(&b, "    %s: %s → %s  (%s; %s: %s)\n", c.Field, textValue(c.Old), textValue(c.New), c.Class, c.Verdict, c.Reason)
 		}
 	}

@@ -206,6 +206,11 @@ func TestWriteTextLimits(t *testing.T) {
 	c.Baseline("2026-11-29", live, nil)
 	long := strings.Repeat("x", 100)
 	c.District("1", &Row{Data: model.Object{"note": "a"}}, &Row{Data: model.Object{"note": long}})
+	many := model.Object{}
+	for i := range 55 {
+		many[fmt.Sprintf("f%02d", i)] = int64(i)
+	}
+	c.District("2", &Row{Data: model.Object{}}, &Row{Data: many})
 	var b strings.Builder
 	if err := c.Report().WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -216,6 +221,7 @@ func TestWriteTextLimits(t *testing.T) {
 		`data.note: "a" → "` + strings.Repeat("x", 59) + "…",
 		"held: count: 60 districts of the 60 live in the newest complete snapshot 2026-11-29 are missing from the input; districts 1, 2, 3,",
 		"50 … and 10 more\n",
+		"    data.f49: (absent) → 49  (unclassified; holds: field appeared)\n    … and 5 more fields\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
