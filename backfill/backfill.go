@@ -36,8 +36,9 @@ type DateResult struct {
 // Summary is how a backfill went, date by date, with counts.
 type Summary struct {
 	// Counts of the dates by outcome; Failed counts those that are Failed,
-	// LockHeld or FencedOut.
-	Complete, Partial, Failed, Skipped, NotStarted, NotReady int
+	// LockHeld or FencedOut. Held counts the dates the publication gate
+	// held (snapshot.WithGate).
+	Complete, Partial, Failed, Skipped, NotStarted, NotReady, Held int
 	// Dates are the results in the order the dates were taken.
 	Dates []DateResult
 	// Stopped, when not nil, says why the backfill stopped before its last
@@ -58,6 +59,8 @@ func (s *Summary) Add(r DateResult) {
 		s.NotStarted++
 	case outcome.NotReady:
 		s.NotReady++
+	case outcome.Held:
+		s.Held++
 	default:
 		s.Failed++
 	}

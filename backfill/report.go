@@ -21,6 +21,7 @@ type Report struct {
 	Skipped    int          `json:"skipped"`
 	NotStarted int          `json:"notStarted"`
 	NotReady   int          `json:"notReady"`
+	Held       int          `json:"held"`
 	ExitCode   int          `json:"exitCode"` // the worst date's
 	Dates      []DateReport `json:"dates"`
 }
@@ -41,7 +42,7 @@ type DateReport struct {
 // exit code (the caller's contract), and the Report's is that of s.Worst.
 func NewReport(s *Summary, shard Shard, exit func(DateResult) int) Report {
 	rep := Report{TaskIndex: shard.Index, TaskCount: shard.Count, Complete: s.Complete, Partial: s.Partial,
-		Failed: s.Failed, Skipped: s.Skipped, NotStarted: s.NotStarted, NotReady: s.NotReady, Dates: make([]DateReport, 0, len(s.Dates))}
+		Failed: s.Failed, Skipped: s.Skipped, NotStarted: s.NotStarted, NotReady: s.NotReady, Held: s.Held, Dates: make([]DateReport, 0, len(s.Dates))}
 	if worst, ok := s.Worst(); ok {
 		rep.ExitCode = exit(worst)
 	}
@@ -57,13 +58,16 @@ func NewReport(s *Summary, shard Shard, exit func(DateResult) int) Report {
 }
 
 // Counts is the one-line account of the dates: "N complete, N partial,
-// N failed, N skipped, N not started", and ", N not ready" when there
-// are any.
+// N failed, N skipped, N not started", and ", N not ready" and ", N held"
+// when there are any.
 func (r *Report) Counts() string {
 	s := fmt.Sprintf("%d complete, %d partial, %d failed, %d skipped, %d not started",
 		r.Complete, r.Partial, r.Failed, r.Skipped, r.NotStarted)
 	if r.NotReady > 0 {
 		s += fmt.Sprintf(", %d not ready", r.NotReady)
+	}
+	if r.Held > 0 {
+		s += fmt.Sprintf(", %d held", r.Held)
 	}
 	return s
 }

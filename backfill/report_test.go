@@ -70,7 +70,7 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wantJSON = `{"taskIndex":1,"taskCount":2,"complete":1,"partial":1,"failed":0,"skipped":1,"notStarted":0,"notReady":0,"exitCode":3,"dates":[` +
+	const wantJSON = `{"taskIndex":1,"taskCount":2,"complete":1,"partial":1,"failed":0,"skipped":1,"notStarted":0,"notReady":0,"held":0,"exitCode":3,"dates":[` +
 		`{"date":"2026-01-01","outcome":"complete","exitCode":0,"fence":"7","districtsWritten":3,"durationMs":1500},` +
 		`{"date":"2026-01-02","outcome":"partial","exitCode":3,"fence":"8","districtsWritten":2,"failedDistricts":["9"],"durationMs":0,"error":"1 failed"},` +
 		`{"date":"2026-01-03","outcome":"skipped","exitCode":0,"fence":"5","districtsWritten":0,"durationMs":0}]}`

@@ -46,6 +46,11 @@ const (
 	// finished, or it changed while it was read; nothing written
 	// (model.ErrNotReady).
 	NotReady Outcome = "not-ready"
+	// Held: the publication gate held the date (snapshot.ErrHeld): its
+	// input has fewer districts than are live, changed values, or
+	// month-end deltas past their bounds; nothing written. A person looks
+	// (snapwriter diff), then allows it or fixes the input.
+	Held Outcome = "held"
 	// Failed: the date could not be done (input, Firestore, lock store).
 	Failed Outcome = "failed"
 	// NotStarted: the run stopped (cancelled, or a store did not answer)
@@ -57,8 +62,8 @@ const (
 // that a run reports its worst date: 0 for nothing (Complete, Skipped,
 // WouldPrune, Pruned, Gone, Kept), then a repair (Partial), a rerun
 // (LockHeld), a look at who else writes (FencedOut), a rerun once the
-// upload has finished (NotReady), and 5 for everything (Failed,
-// NotStarted, and any unknown outcome).
+// upload has finished (NotReady), a person's look at the data (Held), and
+// 6 for everything (Failed, NotStarted, and any unknown outcome).
 func (o Outcome) Severity() int {
 	switch o {
 	case Complete, Skipped, WouldPrune, Pruned, Gone, Kept:
@@ -71,8 +76,10 @@ func (o Outcome) Severity() int {
 		return 3
 	case NotReady:
 		return 4
+	case Held:
+		return 5
 	}
-	return 5
+	return 6
 }
 
 // Done reports whether the date needs nothing more: it is stored whole, or

@@ -15,7 +15,7 @@ import (
 // nothing to do; an unknown outcome ranks as Failed.
 func TestSeverity(t *testing.T) {
 	t.Parallel()
-	order := []Outcome{Complete, Partial, LockHeld, FencedOut, NotReady, Failed}
+	order := []Outcome{Complete, Partial, LockHeld, FencedOut, NotReady, Held, Failed}
 	for i := 1; i < len(order); i++ {
 		if order[i].Severity() <= order[i-1].Severity() {
 			t.Errorf("%s is not worse than %s", order[i], order[i-1])
@@ -30,7 +30,7 @@ func TestSeverity(t *testing.T) {
 		t.Error("NotStarted and unknown outcomes rank as Failed")
 	}
 	for o, done := range map[Outcome]bool{Complete: true, Skipped: true, Pruned: true, Gone: true, Kept: true,
-		WouldPrune: false, Partial: false, LockHeld: false, FencedOut: false, NotReady: false, Failed: false, NotStarted: false} {
+		WouldPrune: false, Partial: false, LockHeld: false, FencedOut: false, NotReady: false, Held: false, Failed: false, NotStarted: false} {
 		if o.Done() != done {
 			t.Errorf("%s: Done %v, want %v", o, o.Done(), done)
 		}
@@ -50,6 +50,7 @@ func TestOf(t *testing.T) {
 		{snapshot.ErrFencedOut, FencedOut},
 		{fmt.Errorf("x: %w", snapshot.ErrLockHeld), LockHeld},
 		{fmt.Errorf("%w: upload in progress", model.ErrNotReady), NotReady},
+		{fmt.Errorf("x: %w", snapshot.ErrHeld), Held},
 		{snapshot.ErrManifestNotRecorded, Failed},
 		{fmt.Errorf("%w: too big", model.ErrInvalid), Failed},
 		{context.DeadlineExceeded, Failed},
@@ -65,7 +66,7 @@ func TestOf(t *testing.T) {
 // package, and a date that ended so is that outcome.
 func TestOfReadsEndings(t *testing.T) {
 	t.Parallel()
-	known := map[Outcome]bool{Partial: true, LockHeld: true, FencedOut: true, NotReady: true, Failed: true, Kept: true}
+	known := map[Outcome]bool{Partial: true, LockHeld: true, FencedOut: true, NotReady: true, Held: true, Failed: true, Kept: true}
 	for _, e := range ending.All() {
 		o := Outcome(e.Outcome)
 		if !known[o] {

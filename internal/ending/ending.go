@@ -50,6 +50,9 @@ var (
 	// ErrMismatch that WithRewriteChanged lifts. Its text is never shown:
 	// a ChangedError says what differs.
 	ErrChanged = errors.New("the input differs from what is stored")
+	// ErrHeld is matched by snapshot.HeldError: the publication gate
+	// (snapshot.WithGate) held the snapshot; nothing was written.
+	ErrHeld = errors.New("held by the publication gate")
 )
 
 // The sentinels of package loadtest (documented there).
@@ -91,6 +94,12 @@ const (
 	// backfill. Nothing was written; the input is not wrong, so a later
 	// run may succeed.
 	ExitNotReady = 7
+	// ExitHeld: the publication gate held the snapshot (write --gate): the
+	// input is not what readers may be shown without a look — fewer
+	// districts than are live, values changed, or month-end deltas past
+	// their bounds. Nothing was written; the report says which rule held
+	// and the districts and fields involved.
+	ExitHeld = 8
 )
 
 // The outcome words of package outcome that the table gives (an Outcome
@@ -102,6 +111,7 @@ const (
 	notReady  = "not-ready"
 	failed    = "failed"
 	kept      = "kept"
+	held      = "held"
 )
 
 // The hints.
@@ -111,6 +121,7 @@ const (
 	hintBackend       = "stop every writer of the other lock backend, then rerun once with --allow-lock-backend-switch"
 	hintKey           = "stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch"
 	hintChanged       = "or `snapwriter repair --rewrite-changed` re-writes what differs"
+	hintHeld          = "`snapwriter diff` shows what differs; once checked, --allow-value-changes lets changed values through (never a removal)"
 )
 
 // Ending is one way to end, and its names.
@@ -158,10 +169,14 @@ const warn = zapcore.WarnLevel
 //
 // The groups: the input; refusals of what was asked (nothing written);
 // another writer; the write's failures; what was written only in part;
-// the lock lost; what is not stored; the lock library's own.
+// the lock lost; what is not stored; the lock library's own. A held
+// snapshot is its own group, ERROR, the one ending operators alert on:
+// nothing failed, but what readers would see needs a person.
 var table = [...]Ending{
 	{Err: model.ErrNotReady, Name: "NotReady", Outcome: notReady, Exit: ExitNotReady, Level: warn},
 	{Err: ErrNoInput, Name: "NoInput", Outcome: notReady, Exit: ExitNotReady, Level: warn},
+
+	{Err: ErrHeld, Name: "GateHeld", Outcome: held, Exit: ExitHeld, Hint: hintHeld, Level: zapcore.ErrorLevel},
 
 	{Err: ErrUsage, Name: "Usage", Outcome: failed, Exit: ExitUsage, Level: warn},
 	{Err: ErrChanged, Name: "Mismatch", Outcome: failed, Exit: ExitUsage, Hint: hintChanged, Level: warn},
