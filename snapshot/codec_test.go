@@ -67,7 +67,7 @@ func TestLayoutRoundTrip(t *testing.T) {
 		}
 	}
 
-	in := rootInput{layout.Input{Fence: "000000000000042", Backend: "postgres", KeyHash: "0123456789abcdef01234567"}}
+	in := rootInput{Input: layout.Input{Fence: "000000000000042", Backend: "postgres", KeyHash: "0123456789abcdef01234567"}}
 	fence := in.FenceDoc(time.Now())
 	fdoc := store(coll.Doc("fence").Collection(layout.FenceCollection).Doc(layout.FenceDocID), fence)
 	check("fence", fdoc.Data(), fence, layout.ReadFence(fdoc))

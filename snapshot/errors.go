@@ -3,6 +3,9 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/snapwriter/snapwriter/gate"
 
 	"github.com/snapwriter/snapwriter/internal/ending"
 )
@@ -65,6 +68,31 @@ var (
 	ErrMismatch = ending.ErrMismatch
 )
 
+// ErrHeld: the publication gate (WithGate) held the snapshot: its input
+// has fewer districts than readers have, or values that changed where it
+// allows none, or month-end deltas past their bounds. Nothing was written.
+// The error is a *HeldError, whose Report says which rule held, and the
+// districts and fields involved.
+var ErrHeld = ending.ErrHeld
+
+// HeldError is the error a write the gate held ends with.
+type HeldError struct {
+	Report *gate.Report
+}
+
+// Error says which rules held, and what: "held by the publication gate:
+// count: 2 districts live in 2026-11-19 are missing (42, 57)".
+func (e *HeldError) Error() string {
+	msgs := make([]string, 0, len(e.Report.Holds))
+	for _, h := range e.Report.Holds {
+		msgs = append(msgs, string(h.Rule)+": "+h.Message)
+	}
+	return ErrHeld.Error() + ": " + strings.Join(msgs, "; ")
+}
+
+// Is reports whether target is ErrHeld, the ending a HeldError is.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
 // ErrNotFound: no snapshot is stored under that id.
 var ErrNotFound = ending.ErrNotFound
 
@@ -83,7 +111,7 @@ var ErrNewestComplete = ending.ErrNewestComplete
 // table of endings' (internal/ending).
 var sentinels = []error{
 	ErrPartial, ErrLockHeld, ErrFencedOut, ErrLockLost, ErrManifestNotRecorded, ErrLockBackendSwitch,
-	ErrLockKeySwitch, ErrRootFailed, ErrTimeout, ErrNothingWritten, ErrMismatch,
+	ErrLockKeySwitch, ErrRootFailed, ErrTimeout, ErrNothingWritten, ErrMismatch, ErrHeld,
 }
 
 // Error is the error a write or repair ends with when it did not complete

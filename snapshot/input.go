@@ -13,6 +13,10 @@ import (
 // (repair.go), the plan's and the prune's roots.
 type rootInput struct {
 	layout.Input
+	// gate is the gate's record of a write it let through by the closing
+	// rule, which the root transaction writes beside the root; nil for
+	// any other.
+	gate *layout.GateRecord
 }
 
 // paginate decides the form of in's manifest from the estimated root
@@ -24,5 +28,5 @@ func (w *Writer) paginate(in *rootInput) {
 // buildInput is layout.NewInput for this writer's lock backend.
 func (w *Writer) buildInput(id string, snap *model.Snapshot, prep model.Prepared, stamp layout.Stamp, start time.Time) (rootInput, error) {
 	in, err := layout.NewInput(id, snap, prep, stamp, w.lockName, start)
-	return rootInput{in}, err
+	return rootInput{Input: in}, err
 }

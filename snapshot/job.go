@@ -90,7 +90,8 @@ func (w *Writer) run(ctx context.Context, op operation, id string, snap *model.S
 
 // run is the spine of a write or repair, one stage after another: it
 // validates snap before any I/O, takes the snapshot's lock (see lock for
-// the job's ctx and wctx), builds the documents, runs the root stage —
+// the job's ctx and wctx), runs the publication gate (WithGate), which
+// may hold the write, builds the documents, runs the root stage —
 // which decides what this run is and commits the root — then the chunks
 // and the finish (writeDistricts), and releases the lock.
 func (j *job) run(snap *model.Snapshot) (*Result, error) {
@@ -109,13 +110,24 @@ func (j *job) run(snap *model.Snapshot) (*Result, error) {
 		return nil, err
 	}
 	defer unlock()
+	rep, err := j.gateStage(snap)
+	switch {
+	case err != nil:
+		return nil, withID(id, err)
+	case rep != nil && rep.Held:
+		return j.held(rep, start), newError(id, ErrHeld, &HeldError{Report: rep})
+	}
 	stamp := layout.Stamp{WriterFence: j.lease.Fence(), WriterLockKeyHash: locking.HashKey(j.lease.Key())}
 	if j.in, err = j.w.buildInput(id, snap, prep, stamp, start); err != nil {
 		return nil, err
 	}
 	j.in.Repairing = j.op == opRepair
+	j.in.gate = j.gateRecord(rep)
 	j.w.paginate(&j.in)
 	res, err := j.underLock()
+	if res != nil {
+		res.Gate = rep
+	}
 	j.progress.settle(j.progressDone(res))
 	return res, err
 }

@@ -7,6 +7,7 @@ import (
 	vkit "cloud.google.com/go/firestore/apiv1"
 	"go.uber.org/zap"
 
+	"github.com/snapwriter/snapwriter/gate"
 	"github.com/snapwriter/snapwriter/pacing"
 	"github.com/snapwriter/snapwriter/retry"
 	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
@@ -71,6 +72,9 @@ type config struct {
 	// budget paces the district chunks (WithWriteBudget); configure makes
 	// one when none was given.
 	budget *pacing.Budget
+	// gate, when set, checks a write's input against what readers have
+	// before anything is written (WithGate).
+	gate *gate.Options
 }
 
 // defaultConfig is a Writer's configuration before its options.
@@ -193,6 +197,27 @@ func WithInlineBegin(inline bool) Option { return func(c *config) { c.inlineBegi
 // pause ends it confirms the lock before the next chunk (see Maintenance).
 // Give one Maintenance to every Writer of a process.
 func WithMaintenance(m *Maintenance) Option { return func(c *config) { c.maintenance = m } }
+
+// WithGate turns the publication gate on for Write (DESIGN.md §10): once
+// the snapshot's lock is held and before anything is written, the input
+// is checked against what readers have — the newest complete snapshot
+// dated before it (the count rule: no live district may go missing) and,
+// when the date is stored complete, that stored snapshot (the value rule:
+// a changed district holds unless o.AllowValueChanges; a removed one
+// always holds; at a month-end closing, the field classes of o.Policy
+// bound the changes instead). A held write writes nothing and ends with a
+// *HeldError (ErrHeld); Result.Gate is the gate's report either way. The
+// closing rule applies by the input's own metadata (gate.IsClosingPeriod),
+// whatever o.Closing says. A nil o.Policy is gate.DefaultPolicy. Repair is
+// not gated: it completes what a gated write let through.
+func WithGate(o gate.Options) Option {
+	return func(c *config) {
+		if o.Policy == nil {
+			o.Policy = gate.DefaultPolicy()
+		}
+		c.gate = &o
+	}
+}
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }

@@ -103,7 +103,7 @@ func (w *Writer) prune(ctx context.Context, id string, afterMark func(context.Co
 		return nil, err
 	}
 	defer unlock()
-	j.in = rootInput{layout.Input{ID: id, Fence: j.lease.Fence(), Backend: w.lockName, KeyHash: locking.HashKey(j.lease.Key()), StartedAt: start}}
+	j.in = rootInput{Input: layout.Input{ID: id, Fence: j.lease.Fence(), Backend: w.lockName, KeyHash: locking.HashKey(j.lease.Key()), StartedAt: start}}
 	j.log = j.log.With(zap.String("fence", j.in.Fence))
 	res := &PruneResult{SnapshotID: id, Fence: j.in.Fence, LockWaitMs: j.lockWait.Milliseconds()}
 	err = j.pruneSteps(res, afterMark)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/snapwriter/snapwriter/gate"
 )
 
 // BatchResult is one chunk's outcome. Batch 0 is the root document.
@@ -90,6 +92,10 @@ type Result struct {
 	// WriteRate is how the write paced its chunks (WithWriteBudget) and
 	// how often the store pushed back.
 	WriteRate WriteRate `json:"writeRate"`
+	// Gate is the publication gate's report (WithGate): what it compared
+	// the input with, and why it held it or let it through; nil when the
+	// gate was off or did not run (a repair, a skipped write).
+	Gate *gate.Report `json:"gate,omitempty"`
 }
 
 // firstFailure says which chunk failed first, and why: its error names
@@ -193,15 +199,19 @@ const (
 	// ErrLockHeld, ErrMismatch), or the lease was lost first (ErrLockLost;
 	// see ErrNothingWritten).
 	OutcomeNotWritten
+	// OutcomeHeld: the publication gate (WithGate) held the snapshot
+	// (ErrHeld); nothing was written, and Gate says why.
+	OutcomeHeld
 )
 
 var outcomeNames = map[Outcome]string{
 	OutcomeComplete: "complete", OutcomeSkipped: "skipped", OutcomePartial: "partial",
 	OutcomeNotRecorded: "notRecorded", OutcomeFencedOut: "fencedOut", OutcomeNotWritten: "notWritten",
+	OutcomeHeld: "held",
 }
 
 // String returns the outcome's name in the Result's JSON: "complete",
-// "skipped", "partial", "notRecorded", "fencedOut", "notWritten".
+// "skipped", "partial", "notRecorded", "fencedOut", "notWritten", "held".
 func (o Outcome) String() string {
 	if n, ok := outcomeNames[o]; ok {
 		return n

@@ -180,10 +180,12 @@ func (j *job) writeRoot(resume bool) (BatchResult, *listing, error) {
 
 // rootWrites are the writes every attempt of the root transaction makes
 // whatever it finds stored (and a repair's takeover makes): the root document, its
-// manifest pages, and the fence document, stamped with the job's fence.
+// manifest pages, the gate's record of a write it let through by the
+// month-end closing rule, and the fence document, stamped with the job's
+// fence.
 func (j *job) rootWrites(root layout.Root, pages []layout.Page) ([]*pb.Write, error) {
 	in := &j.in
-	writes := make([]*pb.Write, 0, len(pages)+2)
+	writes := make([]*pb.Write, 0, len(pages)+3)
 	w, err := layout.SetWrite(j.names.Root.Path, root)
 	if err != nil {
 		return nil, retry.Permanent(err)
@@ -191,6 +193,12 @@ func (j *job) rootWrites(root layout.Root, pages []layout.Page) ([]*pb.Write, er
 	writes = append(writes, w)
 	for i, p := range pages {
 		if w, err = layout.SetWrite(j.names.Page(i).Path, p); err != nil {
+			return nil, retry.Permanent(err)
+		}
+		writes = append(writes, w)
+	}
+	if in.gate != nil {
+		if w, err = layout.SetWrite(j.names.Gate.Path, in.gate); err != nil {
 			return nil, retry.Permanent(err)
 		}
 		writes = append(writes, w)

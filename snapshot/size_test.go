@@ -97,7 +97,7 @@ type rootForms struct {
 // threshold and size decide the manifest's form).
 func buildRootForms(t *testing.T, w *Writer, s *model.Snapshot) rootForms {
 	t.Helper()
-	in := rootInput{layout.Input{ID: day, Snap: s, Fence: "000000000000001", Backend: "firestore", StartedAt: time.Now(),
+	in := rootInput{Input: layout.Input{ID: day, Snap: s, Fence: "000000000000001", Backend: "firestore", StartedAt: time.Now(),
 		DocSizes: map[string]int{}, Hashes: map[string]string{}}}
 	for _, d := range s.Payload.Districts {
 		doc := layout.DistrictDoc(s, d, memData(d), in.Fence)

@@ -61,6 +61,7 @@ const (
 	MetricWriteRateLimit   = "snapwriter.write_rate.limit"         // gauge, {write}/s
 	MetricBudgetWait       = "snapwriter.write_rate.wait.duration" // histogram, s
 	MetricPushBacks        = "snapwriter.store.pushbacks"          // counter, {answer}, by rpc.response.status_code
+	MetricGateHeld         = "snapwriter.gate.held"                // counter, {snapshot}: 1 a held snapshot, 0 one that passed
 )
 
 // The attributes' keys of snapwriter's own (error.type and
@@ -127,6 +128,7 @@ type telemetry struct {
 	rateGauge     metric.Float64Gauge
 	budgetWait    metric.Float64Histogram
 	pushBacks     metric.Int64Counter
+	gateHeld      metric.Int64Counter
 }
 
 // secondsBuckets are the bucket boundaries of the duration histograms, in
@@ -178,6 +180,9 @@ func newTelemetry(o otelOptions, project string) (*telemetry, error) {
 	add(err)
 	t.pushBacks, err = m.Int64Counter(MetricPushBacks, metric.WithUnit("{answer}"),
 		metric.WithDescription("Chunk commits the store refused for load (RESOURCE_EXHAUSTED, ABORTED), by gRPC status code."))
+	add(err)
+	t.gateHeld, err = m.Int64Counter(MetricGateHeld, metric.WithUnit("{snapshot}"),
+		metric.WithDescription("Snapshots the publication gate held; a snapshot it let through adds 0, so that every gated run exports a point and an alert on a held one clears on the next that passes."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("snapshot: telemetry instruments: %w", err)
@@ -285,6 +290,17 @@ func errorType(err error) string {
 		return codeName(s.Code())
 	}
 	return semconv.ErrorTypeOther.Value.AsString()
+}
+
+// gated counts the gate's decision on a snapshot: 1 held, 0 passed. The
+// 0 is exported too: it is the point that closes an alert a held run
+// opened (docs/operations.md).
+func (t *telemetry) gated(ctx context.Context, held bool) {
+	n := int64(0)
+	if held {
+		n = 1
+	}
+	t.gateHeld.Add(context.WithoutCancel(ctx), n)
 }
 
 // retried counts a retry of an attempt that failed with err, by its gRPC

@@ -14,6 +14,9 @@ type Names struct {
 	// Fence is the fence document, {collection}/{date}/snapwriter/fence
 	// (see FenceCollection).
 	Fence *firestore.DocumentRef
+	// Gate is the gate's record, {collection}/{date}/snapwriter/gate
+	// (see GateDocID).
+	Gate *firestore.DocumentRef
 	// Districts is the collection of the district documents,
 	// {collection}/{date}/districts.
 	Districts *firestore.CollectionRef
@@ -29,6 +32,7 @@ func NewNames(snapshots *firestore.CollectionRef, id string) Names {
 	return Names{
 		Root:      root,
 		Fence:     root.Collection(FenceCollection).Doc(FenceDocID),
+		Gate:      root.Collection(FenceCollection).Doc(GateDocID),
 		Districts: root.Collection(DistrictsCollection),
 		Pages:     root.Collection(PagesCollection),
 	}

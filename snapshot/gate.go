@@ -1,0 +1,118 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/snapwriter/snapwriter/gate"
+	"github.com/snapwriter/snapwriter/model"
+	"github.com/snapwriter/snapwriter/snapshot/internal/layout"
+)
+
+// gateStage is the publication gate (WithGate), the first stage under the
+// lock: before anything is written it compares the input with what
+// readers have — the newest complete snapshot before this date (the count
+// rule) and, when this date is stored complete, its stored version (the
+// value rule, or at a month-end closing the closing rule). The lock makes
+// the stored version the one this write would replace: no other writer of
+// the date commits between the comparison and the root. The input's data
+// is read as the chunks will send it (inputRows), so the gate judges the
+// bytes that are then written.
+//
+// It returns the gate's report, nil when the gate is off or this is not a
+// write (a repair completes what a gated write let through), or when the
+// root stage will skip a stored complete snapshot anyway. A read that
+// fails holds (a comparison that cannot be made lets nothing through),
+// unless the write's context ended: that ends the write.
+func (j *job) gateStage(snap *model.Snapshot) (*gate.Report, error) {
+	o := j.w.cfg.gate
+	if o == nil || j.op != opWrite {
+		return nil, nil
+	}
+	ctx := j.wctx
+	r := NewReader(j.w.client, j.w.cfg.collection)
+	input := inputRows(j.id, snap)
+	opts := *o
+	opts.Closing = input.closing
+	check := gate.NewCheck(j.id, opts)
+	fail := func(what string, err error) (*gate.Report, error) {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		check.Fail(what, err)
+		return j.gated(check.Report())
+	}
+	stored, _, err := r.openRows(ctx, j.id, view{})
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fail("reading the stored snapshot", err)
+	}
+	complete := stored.complete
+	if complete && j.w.cfg.skipComplete {
+		return nil, nil
+	}
+	base, live, err := r.newestCompleteBefore(ctx, j.id)
+	if err != nil {
+		return fail("finding the newest complete snapshot", err)
+	}
+	ids := make([]string, 0, len(input.ids))
+	for id := range input.ids {
+		ids = append(ids, id)
+	}
+	check.Baseline(base, live, ids)
+	if complete {
+		check.Stored(j.id)
+		if err := compare(ctx, check, stored, input); err != nil {
+			return fail("comparing with the stored snapshot", err)
+		}
+	}
+	return j.gated(check.Report())
+}
+
+// gated logs and counts the gate's decision rep, and returns it. A held
+// snapshot is one ERROR line, the line operators alert on, naming the
+// rules and a sample of the districts and fields.
+func (j *job) gated(rep *gate.Report) (*gate.Report, error) {
+	j.w.tel.gated(j.ctx, rep.Held)
+	fields := []zap.Field{zap.Bool("closingPeriod", rep.ClosingPeriod), zap.String("baseline", rep.Baseline.SnapshotID), zap.String("compared", rep.Compared)}
+	switch {
+	case rep.Held:
+		for _, h := range rep.Holds {
+			fields = append(fields, zap.Dict("held."+string(h.Rule), zap.String("message", h.Message),
+				zap.Strings("districtsSample", sample(h.Districts)), zap.Strings("fieldsSample", sample(h.Fields)), zap.Int("districts", len(h.Districts))))
+		}
+		j.log.Error("publication held by the gate: nothing written; `snapwriter diff` shows what differs", fields...)
+	case rep.PassedByClosingRule:
+		j.log.Info("passed the publication gate by the month-end closing rule", append(fields, zap.Int("allowedDeltas", len(rep.Allowed())))...)
+	default:
+		j.log.Info("passed the publication gate", fields...)
+	}
+	return rep, nil
+}
+
+// sample is the first ten of list, for a log line.
+func sample(list []string) []string { return list[:min(len(list), 10)] }
+
+// held is the Result of a write the gate held, started at start: nothing
+// written.
+func (j *job) held(rep *gate.Report, start time.Time) *Result {
+	return &Result{SnapshotID: j.id, Outcome: OutcomeHeld, FailedDistricts: []string{}, Gate: rep,
+		TotalDurationMs: j.w.cfg.now().Sub(start).Milliseconds(), LockWaitMs: j.lockWait.Milliseconds()}
+}
+
+// gateRecord is the gate's record of a snapshot it let through by the
+// closing rule (rep), written with the root: nil for any other.
+func (j *job) gateRecord(rep *gate.Report) *layout.GateRecord {
+	if rep == nil || !rep.PassedByClosingRule {
+		return nil
+	}
+	allowed := rep.Allowed()
+	rec := &layout.GateRecord{Stamp: j.in.Stamp(), PassedBy: "closing", CheckedAt: layout.IsoMillis(j.w.cfg.now()),
+		Baseline: rep.Baseline.SnapshotID, Compared: rep.Compared, AllowedDeltas: int64(len(allowed)), Deltas: []layout.GateDelta{}}
+	for _, d := range allowed[:min(len(allowed), layout.MaxGateDeltas)] {
+		rec.Deltas = append(rec.Deltas, layout.GateDelta{DistrictID: d.DistrictID, Field: d.Field, Class: string(d.Class), Old: d.Old.V, New: d.New.V})
+	}
+	return rec
+}
