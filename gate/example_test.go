@@ -39,8 +39,11 @@ func ExampleReport_WriteText() {
 	// ~ district 7
 	//     data.clubPerformance[00001234]["Active Members"]: 20 → 22  (counter; holds: value changed)
 	//     data.membership.total: 1000 → 1061  (counter; holds: value changed)
-	// held: removed: the input drops 1 district that stored 2026-11-30 has; districts 42
-	// held: value: 1 district changed values (2 changes); allow a deliberate re-derivation with --allow-value-changes; districts 7; fields data.clubPerformance[00001234]["Active Members"], data.membership.total
+	// held: removed: the input drops 1 district that stored 2026-11-30 has
+	//     districts: 42
+	// held: value: 1 district changed values (2 changes); allow a deliberate re-derivation with --allow-value-changes
+	//     districts: 7
+	//     fields: data.clubPerformance[00001234]["Active Members"], data.membership.total
 }
 
 // The same change at month-end, judged by the closing rule: counters within

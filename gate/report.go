@@ -544,14 +544,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	for _, h := range r.Holds {
-		fmt.Fprintf(&b, "held: %s: %s", h.Rule, h.Message)
+		fmt.Fprintf(&b, "held: %s: %s\n", h.Rule, h.Message)
 		if len(h.Districts) > 0 {
-			fmt.Fprintf(&b, "; districts %s", capList(h.Districts))
+			fmt.Fprintf(&b, "    districts: %s\n", capList(h.Districts))
 		}
 		if len(h.Fields) > 0 {
-			fmt.Fprintf(&b, "; fields %s", capList(h.Fields))
+			fmt.Fprintf(&b, "    fields: %s\n", capList(h.Fields))
 		}
-		b.WriteString("\n")
 	}
 	switch {
 	case r.Held:

@@ -219,7 +219,7 @@ func TestWriteTextLimits(t *testing.T) {
 	for _, want := range []string{
 		"- district 50 (removed)\n… and 10 more removed\n",
 		`data.note: "a" → "` + strings.Repeat("x", 59) + "…",
-		"held: count: 60 districts of the 60 live in the newest complete snapshot 2026-11-29 are missing from the input; districts 1, 2, 3,",
+		"held: count: 60 districts of the 60 live in the newest complete snapshot 2026-11-29 are missing from the input\n    districts: 1, 2, 3,",
 		"50 … and 10 more\n",
 		"    data.f49: (absent) → 49  (unclassified; holds: field appeared)\n    … and 5 more fields\n",
 	} {

@@ -79,10 +79,14 @@ func (j *job) gated(rep *gate.Report) (*gate.Report, error) {
 	fields := []zap.Field{zap.Bool("closingPeriod", rep.ClosingPeriod), zap.String("baseline", rep.Baseline.SnapshotID), zap.String("compared", rep.Compared)}
 	switch {
 	case rep.Held:
-		for _, h := range rep.Holds {
-			fields = append(fields, zap.Dict("held."+string(h.Rule), zap.String("message", h.Message),
-				zap.Strings("districtsSample", sample(h.Districts)), zap.Strings("fieldsSample", sample(h.Fields)), zap.Int("districts", len(h.Districts))))
+		rules := make([]string, len(rep.Holds))
+		holds := make([]heldLog, len(rep.Holds))
+		for i, h := range rep.Holds {
+			rules[i] = string(h.Rule)
+			holds[i] = heldLog{Rule: string(h.Rule), Message: h.Message, Districts: len(h.Districts),
+				DistrictsSample: sample(h.Districts), FieldsSample: sample(h.Fields)}
 		}
+		fields = append(fields, zap.Strings("rules", rules), zap.Any("holds", holds))
 		j.log.Error("publication held by the gate: nothing written; `snapwriter diff` shows what differs", fields...)
 	case rep.PassedByClosingRule:
 		j.log.Info("passed the publication gate by the month-end closing rule", append(fields, zap.Int("allowedDeltas", len(rep.Allowed())))...)
@@ -90,6 +94,17 @@ func (j *job) gated(rep *gate.Report) (*gate.Report, error) {
 		j.log.Info("passed the publication gate", fields...)
 	}
 	return rep, nil
+}
+
+// heldLog is one hold as the ERROR line of a held write gives it: the
+// rule, its message, and samples of the districts and fields (a line
+// carries at most a sample of a list: docs/observability.md).
+type heldLog struct {
+	Rule            string   `json:"rule"`
+	Message         string   `json:"message"`
+	Districts       int      `json:"districts"`
+	DistrictsSample []string `json:"districtsSample"`
+	FieldsSample    []string `json:"fieldsSample,omitempty"`
 }
 
 // sample is the first ten of list, for a log line.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/snapwriter/snapwriter/gate"
 	"github.com/snapwriter/snapwriter/model"
@@ -245,5 +247,45 @@ func TestGateFailedComparisonHolds(t *testing.T) {
 	}
 	if !maps.Equal(before, e.docState(day)) {
 		t.Error("a held write changed what is stored")
+	}
+}
+
+// A gated write counts its decision in snapwriter.gate.held: 1 for a
+// held snapshot, and a point of 0 for one that passed — the point that
+// closes an alert a held run opened. The write's own metrics and span say
+// "held".
+func TestGateHeldMetric(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	o := newObserved()
+	w := e.writer(append(o.options(), WithGate(gate.Options{}))...)
+	mustWrite(t, w, "2026-11-19", dayOf("2026-11-19", 4, 1))
+	points := func() int {
+		var rm metricdata.ResourceMetrics
+		if err := o.reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == MetricGateHeld {
+					n += len(d.DataPoints)
+				}
+			}
+		}
+		return n
+	}
+	if got, n := o.sum(t, MetricGateHeld), points(); got != 0 || n != 1 {
+		t.Errorf("after a write that passed: %s = %d in %d points, want 0 in 1", MetricGateHeld, got, n)
+	}
+	_, err := w.Write(context.Background(), day, dayOf(day, 3, 1))
+	if !errors.Is(err, ErrHeld) {
+		t.Fatalf("err %v, want held", err)
+	}
+	if got := o.sum(t, MetricGateHeld); got != 1 {
+		t.Errorf("after a held write: %s = %d, want 1", MetricGateHeld, got)
+	}
+	if got := o.sum(t, MetricWrites, attrOutcome.String("held"), attribute.String("error.type", "GateHeld")); got != 1 {
+		t.Errorf("%s{outcome=held, error.type=GateHeld} = %d, want 1", MetricWrites, got)
 	}
 }

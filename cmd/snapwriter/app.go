@@ -102,6 +102,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
+	if errors.As(err, new(differError)) {
+		return exitError
+	}
 	code := exitCode(err)
 	msg := err.Error()
 	if code == exitUsage {
@@ -193,7 +196,7 @@ progress; nothing written).`,
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
 		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand(),
-		a.loadtestCommand(), a.pruneCommand())
+		a.loadtestCommand(), a.pruneCommand(), a.diffCommand(), a.policyCommand())
 	return root
 }
 

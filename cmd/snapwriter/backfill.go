@@ -93,6 +93,7 @@ date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
 	fl.BoolVar(&b.dryRun, "dry-run", false, dryRunUsage+", for every date of this task")
 	fl.StringVar(&b.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, or log")
 	f.register(fl)
+	f.registerGate(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, backfillTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input-dir")
 	return cmd

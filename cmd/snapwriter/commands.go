@@ -85,6 +85,16 @@ type writeFlags struct {
 	initialRate, maxRate float64
 	ramp                 bool
 	share                int
+	// gate is the publication gate's flags, nil for a command that does
+	// not register them (registerGate).
+	gate *gateFlags
+}
+
+// registerGate registers the publication gate's flags on fl: write,
+// backfill and schedule take them.
+func (f *writeFlags) registerGate(fl *pflag.FlagSet) {
+	f.gate = new(gateFlags)
+	f.gate.register(fl)
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
@@ -130,6 +140,11 @@ func (f writeFlags) validate() error {
 	if err := f.writeRamp().Validate(); err != nil {
 		return usagef("--initial-write-rate %g, --max-write-rate %g: want 0 < initial ≤ max, in document writes a second", f.initialRate, f.maxRate)
 	}
+	if f.gate != nil {
+		if err := f.gate.check(); err != nil {
+			return err
+		}
+	}
 	if err := snapshot.CheckOptions(f.options()...); err != nil {
 		return usage(err)
 	}
@@ -165,7 +180,7 @@ const maxRetriesFlag = 100
 func (f writeFlags) options() []snapshot.Option {
 	policy := retry.DefaultPolicy()
 	policy.MaxRetries = f.maxRetries
-	return []snapshot.Option{
+	return append([]snapshot.Option{
 		snapshot.WithBatchSize(f.batchSize),
 		snapshot.WithConcurrency(f.concurrency),
 		snapshot.WithRetryPolicy(policy),
@@ -176,7 +191,7 @@ func (f writeFlags) options() []snapshot.Option {
 		snapshot.WithRecordInterval(f.recordEvery),
 		snapshot.WithAllowLockBackendSwitch(f.allowSwitch),
 		snapshot.WithWriteBudget(f.budget()),
-	}
+	}, f.gate.writerOptions()...)
 }
 
 // writeOptions are the options of the writer the flags describe, for
@@ -284,6 +299,7 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 	registerProgress(fl, &progressMode)
 	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage)
 	f.register(fl)
+	f.registerGate(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
@@ -348,9 +364,13 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	if asJSON {
 		return printJSON(a.stdout, res)
 	}
-	if res.Outcome == snapshot.OutcomeSkipped {
+	switch res.Outcome {
+	case snapshot.OutcomeSkipped:
 		_, err := fmt.Fprintf(a.stdout, "snapshot %s: already complete — nothing written\n", res.SnapshotID)
 		return err
+	case snapshot.OutcomeHeld:
+		fmt.Fprintf(a.stdout, "snapshot %s: HELD by the publication gate — nothing written, %d ms\n", res.SnapshotID, res.TotalDurationMs)
+		return printGate(a.stdout, res)
 	}
 	// By the Outcome alone: a write refused before any district (another
 	// export given to repair, a lock backend switch, a failed root) wrote
@@ -385,6 +405,9 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	}
 	if res.StaleDeleted > 0 {
 		fmt.Fprintf(a.stdout, "removed %s the snapshot no longer has\n", plural.N(res.StaleDeleted, "district document"))
+	}
+	if err := printGate(a.stdout, res); err != nil {
+		return err
 	}
 	if wr := res.WriteRate; res.Chunks > 0 {
 		fmt.Fprintf(a.stdout, "write rate: limit %.0f district writes/s (%s), chunks waited %s for it in all",

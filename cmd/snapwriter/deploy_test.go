@@ -95,6 +95,27 @@ func TestDeployDailyJob(t *testing.T) {
 	}
 }
 
+// The daily job is gated: a day whose folder has fewer districts than the
+// day before is held — exit 8, one ERROR line, nothing written.
+func TestDeployDailyJobGate(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	g := newGCS(t, c)
+	now := time.Now().UTC()
+	today, yesterday := now.Format(time.DateOnly), now.AddDate(0, 0, -1).Format(time.DateOnly)
+	if code, _, errs := c.run(genJSON(t, yesterday, 4), "write", "--input", "-"); code != exitOK {
+		t.Fatalf("yesterday: exit %d\n%s", code, errs)
+	}
+	g.folder(t, today, 3)
+	code, out, errs := c.run("", jobArgs(t, "daily-job.yaml")...)
+	if code != exitHeld || errorLines(errs) < 1 || !strings.Contains(out, "held") {
+		t.Fatalf("exit %d, want %d (held)\n%s%s", code, exitHeld, out, errs)
+	}
+	if st := stateOf(t, c.project); len(st) != 1 {
+		t.Errorf("stored %+v, want yesterday alone", st)
+	}
+}
+
 // dockerStage is one stage of a Dockerfile: its FROM line and the
 // instructions after it, continuation lines joined and comments dropped.
 type dockerStage struct {

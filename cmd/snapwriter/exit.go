@@ -20,6 +20,7 @@ const (
 	exitFenced    = ending.ExitFenced
 	exitNotIntact = ending.ExitNotIntact
 	exitNotReady  = ending.ExitNotReady
+	exitHeld      = ending.ExitHeld
 	// exitSignal plus the signal's number is the exit code of a loadtest a
 	// signal stopped (after its cleanup): the shell's convention.
 	exitSignal = 128

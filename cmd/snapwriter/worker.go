@@ -67,6 +67,7 @@ manifest records the partial state, the lock is released), and the worker exits 
 	fl.IntVar(&s.DateOffset, "date-offset", 0, "days added to the tick's date to get the snapshot date (-1: yesterday)")
 	fl.DurationVar(&s.HTTPTimeout, "http-timeout", 2*time.Minute, "timeout of one --input-url download")
 	f.register(fl)
+	f.registerGate(fl)
 	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
 	_ = cmd.MarkFlagRequired("cron")
 	return cmd

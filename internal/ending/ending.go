@@ -121,7 +121,7 @@ const (
 	hintBackend       = "stop every writer of the other lock backend, then rerun once with --allow-lock-backend-switch"
 	hintKey           = "stop every other writer of this snapshot, then rerun once with --allow-lock-backend-switch"
 	hintChanged       = "or `snapwriter repair --rewrite-changed` re-writes what differs"
-	hintHeld          = "`snapwriter diff` shows what differs; once checked, --allow-value-changes lets changed values through (never a removal)"
+	hintHeld          = "`snapwriter diff` shows what differs; once checked, rerun with --allow-value-changes to publish changed values, or without --gate to publish a removal"
 )
 
 // Ending is one way to end, and its names.
