@@ -299,12 +299,12 @@ func (r *Reader) newestCompleteBefore(ctx context.Context, id string) (string, [
 // month-end closing rule (WithGate): when, against what, and the deltas
 // the rule allowed.
 type Provenance struct {
-	PassedBy      string    // "closing"
-	CheckedAt     time.Time // when the gate compared
-	Baseline      string    // the newest complete snapshot before it
-	Compared      string    // the stored version of the date it compared with
-	AllowedDeltas int       // how many changes the rule allowed
-	Deltas        []gate.AllowedDelta
+	PassedBy      string              `json:"passedBy"`           // "closing"
+	CheckedAt     time.Time           `json:"checkedAt"`          // when the gate compared
+	Baseline      string              `json:"baseline,omitempty"` // the newest complete snapshot before it
+	Compared      string              `json:"compared,omitempty"` // the stored version of the date it compared with
+	AllowedDeltas int                 `json:"allowedDeltas"`      // how many changes the rule allowed
+	Deltas        []gate.AllowedDelta `json:"deltas"`             // the first layout.MaxGateDeltas of them
 }
 
 // Provenance returns the gate's record of snapshot id as stored now: nil
@@ -320,26 +320,33 @@ func (r *Reader) Provenance(ctx context.Context, id string) (*Provenance, error)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
+	return provenanceIn(ctx, v, names, layout.ReadRoot(root))
+}
+
+// provenanceIn is the gate's record of the snapshot whose root is root, read
+// in v: nil unless it carries root's writer fence.
+func provenanceIn(ctx context.Context, v view, names layout.Names, root *layout.Root) (*Provenance, error) {
 	var rec *firestore.DocumentSnapshot
-	err = v.getBatches(ctx, []*firestore.DocumentRef{names.Gate}, 1, func(docs []*firestore.DocumentSnapshot) error {
+	err := v.getBatches(ctx, []*firestore.DocumentRef{names.Gate}, 1, func(docs []*firestore.DocumentSnapshot) error {
 		rec = docs[0]
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the gate's record of %s: %w", id, err)
+		return nil, fmt.Errorf("reading the gate's record of %s: %w", names.Root.ID, err)
 	}
 	if !rec.Exists() {
 		return nil, nil
 	}
 	var g layout.GateRecord
 	layout.DecodeFields(rec.Data(), &g)
-	if g.WriterFence == "" || g.WriterFence != layout.ReadRoot(root).Meta().WriterFence {
+	if g.WriterFence == "" || g.WriterFence != root.Meta().WriterFence {
 		return nil, nil
 	}
-	p := &Provenance{PassedBy: g.PassedBy, Baseline: g.Baseline, Compared: g.Compared, AllowedDeltas: int(g.AllowedDeltas)}
+	p := &Provenance{PassedBy: g.PassedBy, Baseline: g.Baseline, Compared: g.Compared, AllowedDeltas: int(g.AllowedDeltas), Deltas: []gate.AllowedDelta{}}
 	p.CheckedAt, _ = time.Parse(time.RFC3339Nano, g.CheckedAt)
 	for _, d := range g.Deltas {
-		p.Deltas = append(p.Deltas, gate.AllowedDelta{DistrictID: d.DistrictID, Field: d.Field, Class: gate.Class(d.Class), Old: gate.Value{V: d.Old, Present: true}, New: gate.Value{V: d.New, Present: true}})
+		p.Deltas = append(p.Deltas, gate.AllowedDelta{DistrictID: d.DistrictID, Field: d.Field, Class: gate.Class(d.Class),
+			Old: gate.Value{V: d.Old, Present: true}, New: gate.Value{V: d.New, Present: true}})
 	}
 	return p, nil
 }

@@ -207,6 +207,9 @@ func TestGateClosingRuleProvenance(t *testing.T) {
 	if time.Since(p.CheckedAt) > time.Hour {
 		t.Errorf("checked at %v", p.CheckedAt)
 	}
+	if rep, err := r.Verify(ctx, date, nil); err != nil || !rep.Intact || rep.Provenance == nil || rep.Provenance.AllowedDeltas != 1 {
+		t.Errorf("verify: %+v, %v; want intact with the provenance", rep, err)
+	}
 
 	// Past the bound of the value now stored.
 	past := closingDay(8, 1)

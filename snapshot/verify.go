@@ -82,6 +82,10 @@ type Report struct {
 	// or before hashes, have none).
 	Hashed   bool      `json:"hashed"`
 	Problems []Problem `json:"problems"`
+	// Provenance is the publication gate's record of a snapshot it let
+	// through only by the month-end closing rule, and the deltas it
+	// allowed; nil for any other (Reader.Provenance).
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
 
 // Verify audits snapshot id without writing anything: every district the
@@ -210,6 +214,9 @@ func (r *Reader) Verify(ctx context.Context, id string, input *model.Snapshot) (
 		}
 	}
 	rep.Intact = len(rep.Problems) == 0
+	if rep.Provenance, err = provenanceIn(ctx, v, r.names(id), root); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 

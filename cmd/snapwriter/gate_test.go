@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,5 +215,59 @@ func TestBackfillGateHeld(t *testing.T) {
 	}
 	if !strings.Contains(out, "2026-11-19  held") {
 		t.Errorf("the table does not list the held date:\n%s", out)
+	}
+}
+
+// closingJSON is a month-end closing input of 2026-10-31 with n districts,
+// district i's membership.total set to v (unless v < 0).
+func closingJSON(t *testing.T, n, i int, v int64) string {
+	t.Helper()
+	s := model.Generate("2026-10-31", n, 1)
+	closing := true
+	s.Payload.Metadata.IsClosingPeriodData = &closing
+	s.Payload.Metadata.CollectionDate = "2026-11-04"
+	if v >= 0 {
+		data, err := s.Payload.Districts[i].Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data["membership"].(map[string]any)["total"] = v
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A month-end closing rewrite passes when its counters move within their
+// bounds, says so, and verify shows the deltas it let through; past the
+// bound it is held by the closing rule.
+func TestWriteGateClosingRule(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	if code, _, errs := c.run(closingJSON(t, 5, 0, -1), "write", "--input", "-"); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	d, err := model.Generate("2026-10-31", 5, 1).Payload.Districts[0].Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := d["membership"].(map[string]any)["total"].(int64)
+	bound := int64(gate.CounterBound(float64(total)))
+	code, out, errs := c.run(closingJSON(t, 5, 0, total+bound), "write", "--input", "-", "--gate")
+	if code != exitOK || !strings.Contains(out, "publication gate: passed by the month-end closing rule, 1 delta allowed") {
+		t.Fatalf("within the bound: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = c.run("", "verify", "--date", "2026-10-31")
+	if code != exitOK || !strings.Contains(out, "passed the publication gate by the month-end closing rule") ||
+		!strings.Contains(out, fmt.Sprintf("district 1 data.membership.total: %d → %d (counter)", total, total+bound)) {
+		t.Errorf("verify: exit %d\n%s%s", code, out, errs)
+	}
+	stored := total + bound
+	past := stored + int64(gate.CounterBound(float64(stored))) + 1
+	code, out, errs = c.run(closingJSON(t, 5, 0, past), "write", "--input", "-", "--gate")
+	if code != exitHeld || !strings.Contains(out, "held: closing:") || !strings.Contains(out, "over its bound") {
+		t.Errorf("past the bound: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -149,6 +150,17 @@ func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 		fmt.Fprintf(a.stdout, "  %s written but not yet recorded in the root (its writer is at work, or was stopped before recording them: `snapwriter repair` records them without writing them again)\n",
 			plural.N(rep.NotYetRecorded, "district"))
 	}
+	if p := rep.Provenance; p != nil {
+		fmt.Fprintf(a.stdout, "  passed the publication gate by the month-end closing rule on %s: %s allowed (compared with %s as stored)\n",
+			p.CheckedAt.UTC().Format(time.RFC3339), plural.N(p.AllowedDeltas, "delta"), p.Compared)
+		for i, d := range p.Deltas {
+			if i == 20 {
+				fmt.Fprintf(a.stdout, "    … and %d more (verify --json lists the first %d)\n", p.AllowedDeltas-i, len(p.Deltas))
+				break
+			}
+			fmt.Fprintf(a.stdout, "    district %s %s: %s → %s (%s)\n", d.DistrictID, d.Field, jsonText(d.Old.V), jsonText(d.New.V), d.Class)
+		}
+	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	for _, p := range rep.Problems {
 		where := "snapshot"
@@ -158,4 +170,13 @@ func (a *app) printReport(rep *snapshot.Report, asJSON bool) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Kind, where, p.Detail)
 	}
 	return tw.Flush()
+}
+
+// jsonText is v as canonical JSON, for a line of text.
+func jsonText(v any) string {
+	b, err := model.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
