@@ -13,68 +13,77 @@ import (
 )
 
 // gateStage is the publication gate (WithGate), the first stage under the
-// lock: before anything is written it compares the input with what
-// readers have — the newest complete snapshot before this date (the count
-// rule) and, when this date is stored complete, its stored version (the
-// value rule, or at a month-end closing the closing rule). The lock makes
-// the stored version the one this write would replace: no other writer of
-// the date commits between the comparison and the root. The input's data
-// is read as the chunks will send it (inputRows), so the gate judges the
-// bytes that are then written.
-//
-// It returns the gate's report, nil when the gate is off or this is not a
-// write (a repair completes what a gated write let through), or when the
-// root stage will skip a stored complete snapshot anyway. A read that
-// fails holds (a comparison that cannot be made lets nothing through),
-// unless the write's context ended: that ends the write.
+// lock: checkGate, logged and counted (gated). The lock makes the stored
+// version it compares with the one this write would replace: no other
+// writer of the date commits between the comparison and the root. It
+// returns nil when the gate is off or this is not a write (a repair
+// completes what a gated write let through).
 func (j *job) gateStage(snap *model.Snapshot) (*gate.Report, error) {
-	o := j.w.cfg.gate
-	if o == nil || j.op != opWrite {
+	if j.op != opWrite {
 		return nil, nil
 	}
-	ctx := j.wctx
-	r := NewReader(j.w.client, j.w.cfg.collection)
-	input := inputRows(j.id, snap)
+	rep, err := j.w.checkGate(j.wctx, j.id, snap)
+	if rep == nil || err != nil {
+		return nil, err
+	}
+	return j.gated(rep), nil
+}
+
+// checkGate compares snap, the input of a write of id, with what readers
+// have — the newest complete snapshot before id (the count rule) and,
+// when id is stored complete, its stored version (the value rule, or at a
+// month-end closing the closing rule) — and returns the gate's report:
+// nil when the gate is off, or when the write will skip a stored complete
+// snapshot anyway (WithSkipComplete). The input's data is read as the
+// chunks will send it (inputRows), so the gate judges the bytes that are
+// then written. A read that fails holds (a comparison that cannot be made
+// lets nothing through), unless ctx ended: that is the error.
+func (w *Writer) checkGate(ctx context.Context, id string, snap *model.Snapshot) (*gate.Report, error) {
+	o := w.cfg.gate
+	if o == nil {
+		return nil, nil
+	}
+	r := NewReader(w.client, w.cfg.collection)
+	input := inputRows(id, snap)
 	opts := *o
 	opts.Closing = input.closing
-	check := gate.NewCheck(j.id, opts)
+	check := gate.NewCheck(id, opts)
 	fail := func(what string, err error) (*gate.Report, error) {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx)
 		}
 		check.Fail(what, err)
-		return j.gated(check.Report())
+		return check.Report(), nil
 	}
-	stored, _, err := r.openRows(ctx, j.id, view{})
+	stored, _, err := r.openRows(ctx, id, view{})
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fail("reading the stored snapshot", err)
 	}
-	complete := stored.complete
-	if complete && j.w.cfg.skipComplete {
+	if stored.complete && w.cfg.skipComplete {
 		return nil, nil
 	}
-	base, live, err := r.newestCompleteBefore(ctx, j.id)
+	base, live, err := r.newestCompleteBefore(ctx, id)
 	if err != nil {
 		return fail("finding the newest complete snapshot", err)
 	}
 	ids := make([]string, 0, len(input.ids))
-	for id := range input.ids {
-		ids = append(ids, id)
+	for d := range input.ids {
+		ids = append(ids, d)
 	}
 	check.Baseline(base, live, ids)
-	if complete {
-		check.Stored(j.id)
+	if stored.complete {
+		check.Stored(id)
 		if err := compare(ctx, check, stored, input); err != nil {
 			return fail("comparing with the stored snapshot", err)
 		}
 	}
-	return j.gated(check.Report())
+	return check.Report(), nil
 }
 
 // gated logs and counts the gate's decision rep, and returns it. A held
 // snapshot is one ERROR line, the line operators alert on, naming the
 // rules and a sample of the districts and fields.
-func (j *job) gated(rep *gate.Report) (*gate.Report, error) {
+func (j *job) gated(rep *gate.Report) *gate.Report {
 	j.w.tel.gated(j.ctx, rep.Held)
 	fields := []zap.Field{zap.Bool("closingPeriod", rep.ClosingPeriod), zap.String("baseline", rep.Baseline.SnapshotID), zap.String("compared", rep.Compared)}
 	switch {
@@ -93,7 +102,7 @@ func (j *job) gated(rep *gate.Report) (*gate.Report, error) {
 	default:
 		j.log.Info("passed the publication gate", fields...)
 	}
-	return rep, nil
+	return rep
 }
 
 // heldLog is one hold as the ERROR line of a held write gives it: the

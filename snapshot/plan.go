@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/gate"
 	"github.com/snapwriter/snapwriter/internal/plural"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
@@ -40,6 +41,9 @@ const (
 	PlanRepair PlanAction = "repair"
 	// PlanSkip: nothing is written; the stored snapshot is complete.
 	PlanSkip PlanAction = "skip"
+	// PlanHeld: nothing is written; the publication gate (WithGate) holds
+	// the input, as Plan.Gate says.
+	PlanHeld PlanAction = "held"
 )
 
 // StoredNone is Plan.Stored for a date with no root document.
@@ -91,6 +95,10 @@ type Plan struct {
 	// Rewrite lists, in input order, the districts a repair or resume
 	// writes and why; empty for a whole write (every district) or a skip.
 	Rewrite []PlannedDistrict `json:"rewrite"`
+	// Gate is the publication gate's report (WithGate) as a write would
+	// get it now; nil when the gate is off or does not run (a repair, a
+	// skip).
+	Gate *gate.Report `json:"gate,omitempty"`
 }
 
 // PlanManifest is the form of the manifest a write records.
@@ -183,6 +191,17 @@ func (p *Planner) plan(ctx context.Context, op operation, id string, snap *model
 	in.Repairing = op == opRepair
 	w.paginate(&in)
 	pl.Districts = len(snap.Payload.Districts)
+	if op == opWrite {
+		// As the write runs it, first, but without the lock: another
+		// writer may still change what it compares with.
+		if pl.Gate, err = w.checkGate(ctx, id, snap); err != nil {
+			return nil, withID(id, err)
+		}
+		if pl.Gate != nil && pl.Gate.Held {
+			pl.Action, pl.Why = PlanHeld, "the input is not what readers may be shown without a look (see the gate's report)"
+			return pl, nil
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, w.cfg.reqTimeout)
 	names := w.names(id)
 	doc, err := names.Root.Get(rctx)
@@ -359,6 +378,8 @@ func (a PlanAction) text() string {
 		return "the districts below would be written again"
 	case PlanSkip:
 		return "nothing would be written"
+	case PlanHeld:
+		return "nothing would be written: the publication gate holds it"
 	}
 	return string(a)
 }
@@ -372,7 +393,7 @@ func (pl *Plan) WriteText(out io.Writer) error {
 	fmt.Fprintf(tw, "  stored now:\t%s\n", pl.Stored)
 	fmt.Fprintf(tw, "  districts:\t%d in the input; %d to write, %d kept as stored, %s to delete\n",
 		pl.Districts, pl.DistrictsToWrite, pl.DistrictsKept, plural.N(pl.StaleDeletes, "stale document"))
-	if pl.Action != PlanSkip {
+	if pl.Action != PlanSkip && pl.Action != PlanHeld {
 		fmt.Fprintf(tw, "  chunks:\t%d of at most %s\n", pl.Chunks, plural.N(pl.BatchSize, "operation"))
 		form := pl.Manifest.Form
 		if pl.Manifest.Form == ManifestPages {
@@ -385,6 +406,11 @@ func (pl *Plan) WriteText(out io.Writer) error {
 	fmt.Fprintf(tw, "  lock:\t%s, key %s (key hash %s)\n", pl.Lock.Backend, pl.Lock.Key, pl.Lock.KeyHash)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if pl.Gate != nil {
+		if err := pl.Gate.WriteText(out); err != nil {
+			return err
+		}
 	}
 	if len(pl.Rewrite) == 0 {
 		return nil

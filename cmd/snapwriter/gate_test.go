@@ -69,6 +69,14 @@ func TestWriteGateHeldExit8(t *testing.T) {
 		strings.Join(res.Gate.Holds[0].Districts, ",") != "6" || res.Gate.Baseline.SnapshotID != "2026-11-19" {
 		t.Errorf("result %+v gate %+v", res, res.Gate)
 	}
+	// A dry run says the gate would hold it, and writes nothing.
+	code, out, errs = c.run(genJSON(t, day, 5), "write", "--input", "-", "--gate", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "the publication gate holds it") || !strings.Contains(out, "held: count:") {
+		t.Errorf("dry run: exit %d\n%s%s", code, out, errs)
+	}
+	if after := snapshotDocs(t, c.project); after != before {
+		t.Error("a dry run changed the database")
+	}
 	// Without the gate the same input is written.
 	if code, _, errs := c.run(genJSON(t, day, 5), "write", "--input", "-"); code != exitOK {
 		t.Fatalf("ungated: exit %d\n%s", code, errs)
