@@ -1,0 +1,181 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/firestore"
+	"cloud.google.com/go/firestore/apiv1/firestorepb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/snapwriter/snapwriter/gate"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
+	"github.com/snapwriter/snapwriter/model"
+)
+
+// readCounter counts the documents a Firestore client reads: those its
+// BatchGetDocuments and RunQuery streams return.
+type readCounter struct{ docs atomic.Int64 }
+
+func (c *readCounter) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	return countingStream{s, c}, err
+}
+
+type countingStream struct {
+	grpc.ClientStream
+	c *readCounter
+}
+
+func (s countingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil {
+		switch r := m.(type) {
+		case *firestorepb.BatchGetDocumentsResponse:
+			if r.GetFound() != nil {
+				s.c.docs.Add(1)
+			}
+		case *firestorepb.RunQueryResponse:
+			if r.GetDocument() != nil {
+				s.c.docs.Add(1)
+			}
+		}
+	}
+	return err
+}
+
+// benchCreds is the emulator's owner credential.
+type benchCreds struct{}
+
+func (benchCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer owner"}, nil
+}
+func (benchCreds) RequireTransportSecurity() bool { return false }
+
+// BenchmarkGate measures what the publication gate costs a write, A/B in
+// one process on one emulator: the same write with and without WithGate,
+// alternated round by round, for a new date (the daily write: the count
+// rule reads the newest complete snapshot before it) and for a rewrite of
+// a stored complete date (the value rule reads every stored district and
+// compares it with the input). BENCH_GATE_DISTRICTS sets the sizes
+// (default 132,5000), BENCH_GATE_ROUNDS the rounds (default 3). It
+// reports each variant's median write time, the gate's share of it, and
+// the documents the gate read.
+func BenchmarkGate(b *testing.B) {
+	sizes, err := envInts("BENCH_GATE_DISTRICTS", "132,5000")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rounds, err := strconv.Atoi(envOr("BENCH_GATE_ROUNDS", "3"))
+	if err != nil || rounds < 1 {
+		b.Fatalf("BENCH_GATE_ROUNDS: %v", err)
+	}
+	ctx := context.Background()
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-10s %-8s %12s %12s %8s %12s\n", "districts", "write", "ungated", "gated", "ratio", "gate reads")
+	for _, n := range sizes {
+		project := fmt.Sprintf("bench-gate-%d-%d", n, time.Now().UnixNano())
+		var reads readCounter
+		conn, err := grpc.NewClient(emu.Host, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(benchCreds{}), grpc.WithStreamInterceptor(reads.stream))
+		if err != nil {
+			b.Fatal(err)
+		}
+		client, err := firestore.NewClient(ctx, project, option.WithGRPCConn(conn), option.WithoutAuthentication())
+		if err != nil {
+			b.Fatal(err)
+		}
+		api := emu.TestAPIClient(b)
+		locker, err := firestorelock.New(emu.TestClientFor(b, project))
+		if err != nil {
+			b.Fatal(err)
+		}
+		writer := func(gated bool) *Writer {
+			opts := []Option{WithAPIClient(api), WithConcurrency(16)}
+			if gated {
+				opts = append(opts, WithGate(gate.Options{}))
+			}
+			w, err := NewWriter(client, locker, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return w
+		}
+		plain, gated := writer(false), writer(true)
+		write := func(w *Writer, id string, s *model.Snapshot) (time.Duration, int64) {
+			reads.docs.Store(0)
+			t0 := time.Now()
+			res, err := w.Write(ctx, id, s)
+			if err != nil || res.Outcome != OutcomeComplete {
+				b.Fatalf("%s: %v %+v", id, err, res)
+			}
+			return time.Since(t0), reads.docs.Load()
+		}
+		// The stored history: the day before, and the day rewritten.
+		write(plain, "2026-11-19", model.Generate("2026-11-19", n, 1))
+		rewrite := model.Generate("2026-11-20", n, 1)
+		write(plain, "2026-11-20", rewrite)
+		type sample struct{ plain, gated []time.Duration }
+		var fresh, again sample
+		var freshReads, againReads [2]int64 // ungated, gated
+		day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+		for r := range rounds {
+			for _, g := range []bool{r%2 == 1, r%2 == 0} { // alternate which goes first
+				w, k := plain, 0
+				if g {
+					w, k = gated, 1
+				}
+				id := day.Format(time.DateOnly)
+				day = day.AddDate(0, 0, 1)
+				d, rd := write(w, id, model.Generate(id, n, 1))
+				freshReads[k] = rd
+				d2, rd2 := write(w, "2026-11-20", rewrite)
+				againReads[k] = rd2
+				if g {
+					fresh.gated, again.gated = append(fresh.gated, d), append(again.gated, d2)
+				} else {
+					fresh.plain, again.plain = append(fresh.plain, d), append(again.plain, d2)
+				}
+			}
+		}
+		for _, v := range []struct {
+			name  string
+			s     sample
+			reads [2]int64
+		}{{"new date", fresh, freshReads}, {"rewrite", again, againReads}} {
+			p, g := median(v.s.plain), median(v.s.gated)
+			ratio := float64(g) / float64(p)
+			fmt.Fprintf(&table, "%-10d %-8s %12s %12s %8.2f %12d\n", n, v.name, p.Round(time.Millisecond), g.Round(time.Millisecond), ratio, v.reads[1]-v.reads[0])
+			key := strings.ReplaceAll(v.name, " ", "-")
+			b.ReportMetric(ratio, fmt.Sprintf("gated/ungated-%s-%d", key, n))
+			b.ReportMetric(float64(v.reads[1]-v.reads[0]), fmt.Sprintf("gate-reads-%s-%d", key, n))
+		}
+		_ = client.Close()
+	}
+	b.ReportMetric(0, "ns/op")
+	fmt.Fprint(os.Stderr, table.String())
+}
+
+// median is the median of ds.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// envOr is the environment variable name, or def when it is unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
