@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/gate"
@@ -19,10 +20,15 @@ import (
 // returns nil when the gate is off or this is not a write (a repair
 // completes what a gated write let through).
 func (j *job) gateStage(snap *model.Snapshot) (*gate.Report, error) {
-	if j.op != opWrite {
+	if j.op != opWrite || j.w.cfg.gate == nil {
 		return nil, nil
 	}
-	rep, err := j.w.checkGate(j.wctx, j.id, snap)
+	ctx, span := j.w.tel.start(j.wctx, SpanGate)
+	rep, err := j.w.checkGate(ctx, j.id, snap)
+	if rep != nil {
+		span.SetAttributes(attribute.Bool("snapwriter.gate.held", rep.Held), attribute.Bool("snapwriter.gate.closing", rep.ClosingPeriod))
+	}
+	endSpan(span, err)
 	if rep == nil || err != nil {
 		return nil, err
 	}

@@ -291,4 +291,8 @@ func TestGateHeldMetric(t *testing.T) {
 	if got := o.sum(t, MetricWrites, attrOutcome.String("held"), attribute.String("error.type", "GateHeld")); got != 1 {
 		t.Errorf("%s{outcome=held, error.type=GateHeld} = %d, want 1", MetricWrites, got)
 	}
+	gates := named(o.spans.GetSpans(), SpanGate)
+	if len(gates) != 2 || attr(gates[1], "snapwriter.gate.held") != "true" || attr(gates[0], "snapwriter.gate.held") != "false" {
+		t.Errorf("%d %s spans, want 2: passed, then held", len(gates), SpanGate)
+	}
 }

@@ -42,6 +42,7 @@ const (
 	SpanWrite       = "snapwriter.write"        // a Write: validation, lock, root, chunks, finish, release
 	SpanRepair      = "snapwriter.repair"       // a Repair, likewise
 	SpanLockAcquire = "snapwriter.lock.acquire" // taking the lock, its wait included
+	SpanGate        = "snapwriter.gate"         // the publication gate's check (WithGate)
 	SpanRoot        = "snapwriter.root"         // the root transaction (a repair's takeover)
 	SpanChunk       = "snapwriter.chunk"        // one chunk's transaction, all its attempts
 	SpanRecord      = "snapwriter.record"       // one progress record in the root

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/snapshot"
 )
 
 // jobArgs reads the container args of the Cloud Run job in deploy/name,
@@ -113,6 +114,50 @@ func TestDeployDailyJobGate(t *testing.T) {
 	}
 	if st := stateOf(t, c.project); len(st) != 1 {
 		t.Errorf("stored %+v, want yesterday alone", st)
+	}
+}
+
+// deploy/gate-alert.json is a Cloud Monitoring alert policy on the metric
+// a held write counts, firing above 0 and left open while no run reports
+// (so that the next run that passes, which adds 0, closes it); its
+// runbook's log query finds the ERROR line a held write logs.
+func TestDeployGateAlert(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../deploy/gate-alert.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policy struct {
+		Documentation struct{ Content string }
+		Conditions    []struct {
+			ConditionThreshold struct {
+				Filter                string
+				Comparison            string
+				ThresholdValue        float64
+				EvaluationMissingData string
+				Aggregations          []struct{ PerSeriesAligner string }
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &policy); err != nil || len(policy.Conditions) != 1 {
+		t.Fatalf("policy: %v, %d conditions", err, len(policy.Conditions))
+	}
+	c := policy.Conditions[0].ConditionThreshold
+	if c.Filter != `metric.type = "workload.googleapis.com/`+snapshot.MetricGateHeld+`"` || c.Comparison != "COMPARISON_GT" || c.ThresholdValue != 0 ||
+		c.EvaluationMissingData != "EVALUATION_MISSING_DATA_NO_OP" || len(c.Aggregations) != 1 || c.Aggregations[0].PerSeriesAligner != "ALIGN_DELTA" {
+		t.Errorf("condition %+v", c)
+	}
+	m := regexp.MustCompile(`jsonPayload\.message=~"([^"\\]+)`).FindStringSubmatch(policy.Documentation.Content)
+	if m == nil {
+		t.Fatalf("the runbook has no log query:\n%s", policy.Documentation.Content)
+	}
+	cl := newCLI(t)
+	if code, _, errs := cl.run(genJSON(t, "2026-11-19", 3), "write", "--input", "-"); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	_, _, errs := cl.run(genJSON(t, day, 2), "write", "--input", "-", "--gate")
+	if !regexp.MustCompile(`"severity":"ERROR"[^\n]*"message":"[^"]*` + regexp.QuoteMeta(m[1])).MatchString(errs) {
+		t.Errorf("no ERROR line matches the runbook's query %q:\n%s", m[1], errs)
 	}
 }
 
