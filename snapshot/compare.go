@@ -143,8 +143,9 @@ func keySet[V any](m map[string]V) map[string]bool {
 
 // compare feeds check every district of older and newer: those in one
 // only as added or removed, those in both with their data and rankings
-// rows, read compareBatch at a time from both sides.
-func compare(ctx context.Context, check *gate.Check, older, newer rows) error {
+// rows, read compareBatch at a time from both sides, each batch's reads
+// within timeout (0: unbounded but for ctx).
+func compare(ctx context.Context, check *gate.Check, older, newer rows, timeout time.Duration) error {
 	var both []string
 	for id := range older.ids {
 		if newer.ids[id] {
@@ -160,11 +161,7 @@ func compare(ctx context.Context, check *gate.Check, older, newer rows) error {
 	}
 	slices.Sort(both)
 	for batch := range slices.Chunk(both, compareBatch) {
-		od, err := older.read(ctx, batch)
-		if err != nil {
-			return err
-		}
-		nd, err := newer.read(ctx, batch)
+		od, nd, err := readBatch(ctx, older, newer, batch, timeout)
 		if err != nil {
 			return err
 		}
@@ -173,6 +170,25 @@ func compare(ctx context.Context, check *gate.Check, older, newer rows) error {
 		}
 	}
 	return nil
+}
+
+// readBatch reads districts ids from both sides, within timeout.
+func readBatch(ctx context.Context, older, newer rows, ids []string, timeout time.Duration) (od, nd map[string]model.Object, err error) {
+	ctx, cancel := withTimeout(ctx, timeout)
+	defer cancel()
+	if od, err = older.read(ctx, ids); err != nil {
+		return nil, nil, err
+	}
+	nd, err = newer.read(ctx, ids)
+	return od, nd, err
+}
+
+// withTimeout is ctx bounded by timeout, or ctx itself when timeout is 0.
+func withTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // CompareInput compares snapshot storedID, as stored, with the input snap
@@ -214,7 +230,7 @@ func compareReport(ctx context.Context, older, newer rows, o gate.Options) (*gat
 	}
 	check := gate.NewCheck(newer.id, o)
 	check.Stored(older.id)
-	if err := compare(ctx, check, older, newer); err != nil {
+	if err := compare(ctx, check, older, newer, 0); err != nil {
 		return nil, err
 	}
 	return check.Report(), nil

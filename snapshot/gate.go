@@ -42,8 +42,11 @@ func (j *job) gateStage(snap *model.Snapshot) (*gate.Report, error) {
 // nil when the gate is off, or when the write will skip a stored complete
 // snapshot anyway (WithSkipComplete). The input's data is read as the
 // chunks will send it (inputRows), so the gate judges the bytes that are
-// then written. A read that fails holds (a comparison that cannot be made
-// lets nothing through), unless ctx ended: that is the error.
+// then written. Each read (the stored root, the newest complete
+// snapshot, a batch of districts) is bounded by the request timeout
+// (WithRequestTimeout). A read that fails or times out holds (a comparison
+// that cannot be made lets nothing through), unless ctx ended: that is the
+// error.
 func (w *Writer) checkGate(ctx context.Context, id string, snap *model.Snapshot) (*gate.Report, error) {
 	o := w.cfg.gate
 	if o == nil {
@@ -61,14 +64,19 @@ func (w *Writer) checkGate(ctx context.Context, id string, snap *model.Snapshot)
 		check.Fail(what, err)
 		return check.Report(), nil
 	}
-	stored, _, err := r.openRows(ctx, id, view{})
+	bound := w.cfg.reqTimeout
+	rctx, cancel := withTimeout(ctx, bound)
+	stored, _, err := r.openRows(rctx, id, view{})
+	cancel()
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fail("reading the stored snapshot", err)
 	}
 	if stored.complete && w.cfg.skipComplete {
 		return nil, nil
 	}
-	base, live, err := r.newestCompleteBefore(ctx, id)
+	rctx, cancel = withTimeout(ctx, bound)
+	base, live, err := r.newestCompleteBefore(rctx, id)
+	cancel()
 	if err != nil {
 		return fail("finding the newest complete snapshot", err)
 	}
@@ -79,7 +87,7 @@ func (w *Writer) checkGate(ctx context.Context, id string, snap *model.Snapshot)
 	check.Baseline(base, live, ids)
 	if stored.complete {
 		check.Stored(id)
-		if err := compare(ctx, check, stored, input); err != nil {
+		if err := compare(ctx, check, stored, input, bound); err != nil {
 			return fail("comparing with the stored snapshot", err)
 		}
 	}
