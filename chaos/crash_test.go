@@ -311,15 +311,8 @@ func extendCommit(data []byte) bool {
 // Other requests either fail to parse as one (a read's document name is
 // no Write) or delete nothing under locks/.
 func releaseCommit(data []byte) bool {
-	if len(data) < 5 || data[0] != 0 {
-		return false
-	}
-	n := int(binary.BigEndian.Uint32(data[1:5]))
-	if len(data) < 5+n {
-		return false
-	}
 	var req firestorepb.CommitRequest
-	if proto.Unmarshal(data[5:5+n], &req) != nil {
+	if !grpcMessage(data, &req) {
 		return false
 	}
 	for _, w := range req.GetWrites() {
@@ -328,6 +321,17 @@ func releaseCommit(data []byte) bool {
 		}
 	}
 	return false
+}
+
+// grpcMessage reports whether data, client-to-server bytes of a DATA
+// frame, is one gRPC message (uncompressed, whole in the frame) that
+// parses as m, and parses it into m.
+func grpcMessage(data []byte, m proto.Message) bool {
+	if len(data) < 5 || data[0] != 0 {
+		return false
+	}
+	n := int(binary.BigEndian.Uint32(data[1:5]))
+	return len(data) >= 5+n && proto.Unmarshal(data[5:5+n], m) == nil
 }
 
 // Scenario 1f: a writer SIGKILLed inside a lease extension: the proxy

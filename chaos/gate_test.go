@@ -4,7 +4,6 @@ package chaos
 
 import (
 	"context"
-	"encoding/binary"
 	"reflect"
 	"strings"
 	"syscall"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
-	"google.golang.org/protobuf/proto"
 )
 
 // gateSnapshot is the size of the gate's scenarios: a few batches of the
@@ -28,15 +26,8 @@ const exitHeld = 8
 // write's root nothing else reads them so (the root transaction reads
 // the root and the fence document; the stale listing is a query).
 func gateRead(data []byte) bool {
-	if len(data) < 5 || data[0] != 0 {
-		return false
-	}
-	n := int(binary.BigEndian.Uint32(data[1:5]))
-	if len(data) < 5+n {
-		return false
-	}
 	var req firestorepb.BatchGetDocumentsRequest
-	if proto.Unmarshal(data[5:5+n], &req) != nil || len(req.GetDocuments()) == 0 {
+	if !grpcMessage(data, &req) || len(req.GetDocuments()) == 0 {
 		return false
 	}
 	return strings.Contains(req.GetDocuments()[0], "/districts/district_")

@@ -69,7 +69,8 @@ func (benchCreds) RequireTransportSecurity() bool { return false }
 // compares it with the input). BENCH_GATE_DISTRICTS sets the sizes
 // (default 132,5000), BENCH_GATE_ROUNDS the rounds (default 3). It
 // reports each variant's median write time, the gate's share of it, and
-// the documents the gate read.
+// the documents the gate read. Each timed write starts from the same
+// stored history (the project reset, the two days written again).
 func BenchmarkGate(b *testing.B) {
 	sizes, err := envInts("BENCH_GATE_DISTRICTS", "132,5000")
 	if err != nil {
@@ -122,30 +123,37 @@ func BenchmarkGate(b *testing.B) {
 			}
 			return time.Since(t0), reads.docs.Load()
 		}
-		// The stored history: the day before, and the day rewritten.
-		write(plain, "2026-11-19", model.Generate("2026-11-19", n, 1))
-		rewrite := model.Generate("2026-11-20", n, 1)
-		write(plain, "2026-11-20", rewrite)
+		// Each timed write starts from the same stored history — the day
+		// before and the day rewritten, nothing else — so that neither
+		// variant writes into a bigger database than the other (the
+		// emulator slows down as it fills).
+		yesterday, rewrite := model.Generate("2026-11-19", n, 1), model.Generate("2026-11-20", n, 1)
+		fresh := model.Generate("2026-11-21", n, 1)
+		timed := func(w *Writer, id string, s *model.Snapshot) (time.Duration, int64) {
+			if err := emu.Reset(ctx, project); err != nil {
+				b.Fatal(err)
+			}
+			write(plain, "2026-11-19", yesterday)
+			write(plain, "2026-11-20", rewrite)
+			return write(w, id, s)
+		}
 		type sample struct{ plain, gated []time.Duration }
-		var fresh, again sample
+		var newDate, again sample
 		var freshReads, againReads [2]int64 // ungated, gated
-		day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 		for r := range rounds {
 			for _, g := range []bool{r%2 == 1, r%2 == 0} { // alternate which goes first
 				w, k := plain, 0
 				if g {
 					w, k = gated, 1
 				}
-				id := day.Format(time.DateOnly)
-				day = day.AddDate(0, 0, 1)
-				d, rd := write(w, id, model.Generate(id, n, 1))
+				d, rd := timed(w, "2026-11-21", fresh)
 				freshReads[k] = rd
-				d2, rd2 := write(w, "2026-11-20", rewrite)
+				d2, rd2 := timed(w, "2026-11-20", rewrite)
 				againReads[k] = rd2
 				if g {
-					fresh.gated, again.gated = append(fresh.gated, d), append(again.gated, d2)
+					newDate.gated, again.gated = append(newDate.gated, d), append(again.gated, d2)
 				} else {
-					fresh.plain, again.plain = append(fresh.plain, d), append(again.plain, d2)
+					newDate.plain, again.plain = append(newDate.plain, d), append(again.plain, d2)
 				}
 			}
 		}
@@ -153,7 +161,7 @@ func BenchmarkGate(b *testing.B) {
 			name  string
 			s     sample
 			reads [2]int64
-		}{{"new date", fresh, freshReads}, {"rewrite", again, againReads}} {
+		}{{"new date", newDate, freshReads}, {"rewrite", again, againReads}} {
 			p, g := median(v.s.plain), median(v.s.gated)
 			ratio := float64(g) / float64(p)
 			fmt.Fprintf(&table, "%-10d %-8s %12s %12s %8.2f %12d\n", n, v.name, p.Round(time.Millisecond), g.Round(time.Millisecond), ratio, v.reads[1]-v.reads[0])

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/firestore"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -17,34 +16,19 @@ import (
 	"github.com/snapwriter/snapwriter/model"
 )
 
-// docState is every document below snapshot id as stored: its data and
-// when it was last written, by path. Two equal states mean nothing was
+// docState is every document of snapshot id as stored (leftOf): its data
+// and when it was last written, by path. Two equal states mean nothing was
 // written in between, not even the same bytes again.
 func (e *env) docState(id string) map[string]string {
 	e.t.Helper()
-	ctx := context.Background()
 	out := map[string]string{}
-	var walk func(ref *firestore.DocumentRef)
-	walk = func(ref *firestore.DocumentRef) {
-		doc, err := ref.Get(ctx)
-		if err == nil {
-			out[ref.Path] = fmt.Sprintf("%v@%v", doc.Data(), doc.UpdateTime.UnixNano())
-		}
-		colls, err := ref.Collections(ctx).GetAll()
+	for _, path := range e.leftOf(id) {
+		doc, err := e.clean.Doc(DefaultCollection + "/" + path).Get(context.Background())
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		for _, c := range colls {
-			refs, err := c.DocumentRefs(ctx).GetAll()
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			for _, r := range refs {
-				walk(r)
-			}
-		}
+		out[path] = fmt.Sprintf("%v@%v", doc.Data(), doc.UpdateTime.UnixNano())
 	}
-	walk(e.clean.Collection(DefaultCollection).Doc(id))
 	return out
 }
 

@@ -17,12 +17,20 @@ import (
 // membership.total v.
 func changedJSON(t *testing.T, date string, n, i int, v int64) string {
 	t.Helper()
-	s := model.Generate(date, n, 1)
-	data, err := s.Payload.Districts[i].Data()
-	if err != nil {
-		t.Fatal(err)
+	return withTotal(t, model.Generate(date, n, 1), i, v)
+}
+
+// withTotal is s as JSON, its district i's membership.total set to v
+// (unless v < 0).
+func withTotal(t *testing.T, s *model.Snapshot, i int, v int64) string {
+	t.Helper()
+	if v >= 0 {
+		data, err := s.Payload.Districts[i].Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data["membership"].(map[string]any)["total"] = v
 	}
-	data["membership"].(map[string]any)["total"] = v
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
@@ -234,18 +242,7 @@ func closingJSON(t *testing.T, n, i int, v int64) string {
 	closing := true
 	s.Payload.Metadata.IsClosingPeriodData = &closing
 	s.Payload.Metadata.CollectionDate = "2026-11-04"
-	if v >= 0 {
-		data, err := s.Payload.Districts[i].Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		data["membership"].(map[string]any)["total"] = v
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
+	return withTotal(t, s, i, v)
 }
 
 // A month-end closing rewrite passes when its counters move within their
