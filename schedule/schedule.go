@@ -126,11 +126,16 @@ func (w *Worker) run(ctx context.Context, log *zap.Logger, tick time.Time) {
 		fields = append(fields, zap.Bool("complete", res.Complete()), zap.String("fence", res.Fence),
 			zap.Int("districtsWritten", res.DistrictsWritten), zap.Int("failedDistricts", len(res.FailedDistricts)))
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, snapshot.ErrHeld):
+		// The write logged the held snapshot's one ERROR line, the one
+		// to alert on; this says the run is over.
+		log.Warn("run held by the publication gate: nothing written", append(fields, zap.Error(err))...)
+	case err != nil:
 		log.Error("run failed", append(fields, zap.Error(err))...)
-		return
+	default:
+		log.Info("run finished", fields...)
 	}
-	log.Info("run finished", fields...)
 }
 
 // cronLogger sends robfig/cron's own messages to zap: its routine ones at

@@ -303,3 +303,26 @@ func TestWorkerEmulator(t *testing.T) {
 		t.Errorf("stored %s: %+v, %v", date, s, err)
 	}
 }
+
+// A run the publication gate held is logged as held, at WARN: the write
+// logged the one ERROR line to alert on. The worker carries on, and a
+// failed run is still an ERROR.
+func TestWorkerHeldRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{write: func(_ context.Context, n int) (*snapshot.Result, error) {
+			if n == 0 {
+				return &snapshot.Result{Outcome: snapshot.OutcomeHeld, FailedDistricts: []string{}}, fmt.Errorf("x: %w", snapshot.ErrHeld)
+			}
+			return nil, errors.New("boom")
+		}}
+		logs, stop := start(t, r, "* * * * * *", 0)
+		time.Sleep(2*time.Second + 500*time.Millisecond)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		got := messages(logs)
+		if !strings.Contains(got, "warn run held by the publication gate: nothing written\ninfo run starting\nerror run failed") {
+			t.Errorf("logs:\n%s", got)
+		}
+	})
+}
