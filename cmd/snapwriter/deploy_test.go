@@ -109,7 +109,7 @@ func TestDeployDailyJobGate(t *testing.T) {
 	}
 	g.folder(t, today, 3)
 	code, out, errs := c.run("", jobArgs(t, "daily-job.yaml")...)
-	if code != exitHeld || errorLines(errs) < 1 || !strings.Contains(out, "held") {
+	if code != exitHeld || errorLines(errs) != 1 || !strings.Contains(out, "held") {
 		t.Fatalf("exit %d, want %d (held)\n%s%s", code, exitHeld, out, errs)
 	}
 	if st := stateOf(t, c.project); len(st) != 1 {

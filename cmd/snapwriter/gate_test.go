@@ -222,6 +222,9 @@ func TestBackfillGateHeld(t *testing.T) {
 	if code != exitHeld || !strings.Contains(out, "1 held") {
 		t.Fatalf("exit %d, want 8\n%s%s", code, out, errs)
 	}
+	if n := errorLines(errs); n != 1 {
+		t.Errorf("%d ERROR lines, want the held date's one:\n%s", n, errs)
+	}
 	st := stateOf(t, c.project)
 	if st["2026-11-18"].State != "complete" || st["2026-11-20"].State != "complete" {
 		t.Errorf("stored %+v", st)

@@ -170,13 +170,15 @@ const warn = zapcore.WarnLevel
 // The groups: the input; refusals of what was asked (nothing written);
 // another writer; the write's failures; what was written only in part;
 // the lock lost; what is not stored; the lock library's own. A held
-// snapshot is its own group, ERROR, the one ending operators alert on:
-// nothing failed, but what readers would see needs a person.
+// snapshot is its own group: nothing failed, but what readers would see
+// needs a person. Its one ERROR line is the write's own (the line
+// operators alert on), so a run's closing line is a WARNING, as for the
+// others.
 var table = [...]Ending{
 	{Err: model.ErrNotReady, Name: "NotReady", Outcome: notReady, Exit: ExitNotReady, Level: warn},
 	{Err: ErrNoInput, Name: "NoInput", Outcome: notReady, Exit: ExitNotReady, Level: warn},
 
-	{Err: ErrHeld, Name: "GateHeld", Outcome: held, Exit: ExitHeld, Hint: hintHeld, Level: zapcore.ErrorLevel},
+	{Err: ErrHeld, Name: "GateHeld", Outcome: held, Exit: ExitHeld, Hint: hintHeld, Level: warn},
 
 	{Err: ErrUsage, Name: "Usage", Outcome: failed, Exit: ExitUsage, Level: warn},
 	{Err: ErrChanged, Name: "Mismatch", Outcome: failed, Exit: ExitUsage, Hint: hintChanged, Level: warn},
