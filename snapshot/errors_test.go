@@ -21,7 +21,7 @@ func TestErrorKinds(t *testing.T) {
 		ErrManifestNotRecorded: "the manifest was not recorded", ErrLockBackendSwitch: "snapshot was written under a different lock backend",
 		ErrLockKeySwitch: "snapshot was written under a different lock key", ErrRootFailed: "root document write failed",
 		ErrTimeout: "no answer from the lock store", ErrNothingWritten: "nothing was written",
-		ErrMismatch: "input does not match the stored snapshot",
+		ErrMismatch: "input does not match the stored snapshot", ErrHeld: "held by the publication gate",
 	}
 	if len(sentinels) != len(texts) {
 		t.Fatalf("%d sentinels named, want %d", len(sentinels), len(texts))
