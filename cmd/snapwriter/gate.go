@@ -94,15 +94,14 @@ func printGate(w io.Writer, res *snapshot.Result) error {
 
 // gateBasis says what the gate compared a snapshot it let through with.
 func gateBasis(rep *gate.Report) string {
-	s := " (no complete snapshot before it to compare with)"
+	s := "no complete snapshot before it to count against"
 	if rep.Baseline.SnapshotID != "" {
-		s = fmt.Sprintf(" (every district of %s, the newest complete snapshot before it, is in the input", rep.Baseline.SnapshotID)
-		if rep.Compared != "" {
-			s += fmt.Sprintf("; compared with %s as stored", rep.Compared)
-		}
-		s += ")"
+		s = fmt.Sprintf("every district of %s, the newest complete snapshot before it, is in the input", rep.Baseline.SnapshotID)
 	}
-	return s
+	if rep.Compared != "" {
+		s += fmt.Sprintf("; compared with %s as stored: %d unchanged, %d changed", rep.Compared, rep.Districts.Unchanged, len(rep.Districts.Changed))
+	}
+	return " (" + s + ")"
 }
 
 // differError ends diff --exit-code when the snapshots differ: exit 1, as
