@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -256,59 +257,33 @@ func (r *Reader) openRows(ctx context.Context, id string, v view) (rows, view, e
 
 // openWholeIn is openWhole in view v: the root read at v's read time.
 func (r *Reader) openWholeIn(ctx context.Context, ref *firestore.DocumentRef, v view) (*layout.Root, error) {
-	var doc *firestore.DocumentSnapshot
-	err := v.getBatches(ctx, []*firestore.DocumentRef{ref}, 1, func(docs []*firestore.DocumentSnapshot) error {
-		doc = docs[0]
-		return nil
-	})
+	doc, err := v.get(ctx, ref)
 	if err != nil {
 		return nil, fmt.Errorf("reading snapshot %s: %w", ref.ID, err)
 	}
 	if !doc.Exists() {
 		return nil, fmt.Errorf("%s: %w", ref.ID, ErrNotFound)
 	}
-	rd := layout.ReadRoot(doc)
-	if rd.Manifest.Paged() {
-		pages, err := v.collection(ref, layout.PagesCollection).Documents(ctx).GetAll()
-		if err != nil {
-			return nil, fmt.Errorf("reading the manifest pages of %s: %w", ref.ID, err)
-		}
-		rd.ExpandPages(layout.SnapshotPages(pages))
-	}
-	return rd, nil
+	return readWhole(ctx, v, ref, doc)
 }
 
 // newestCompleteBefore is the newest complete snapshot dated before id,
 // and the districts it holds: what the application's readers took as the
-// newest on the day before id. "" when there is none. The roots with
-// status "success" before id are read in ascending id order, three fields
-// each (as Latest reads them), and the last complete one is read whole.
+// newest on the day before id. "" when there is none.
 func (r *Reader) newestCompleteBefore(ctx context.Context, id string) (string, []string, error) {
-	coll := r.client.Collection(r.collection)
-	docs, err := coll.
-		Where(layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), "==", layout.StatusSuccess).
-		Where(firestore.DocumentID, "<", coll.Doc(id)).
-		Select(latestFields...).
-		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
+	baseID, err := r.newestComplete(ctx, id)
 	if err != nil {
 		return "", nil, fmt.Errorf("finding the newest complete snapshot before %s: %w", id, err)
 	}
-	for i := len(docs) - 1; i >= 0; i-- {
-		if !layout.ReadRoot(docs[i]).Complete() {
-			continue
-		}
-		base, _, err := r.openRows(ctx, docs[i].Ref.ID, view{})
-		if err != nil {
-			return "", nil, err
-		}
-		live := make([]string, 0, len(base.ids))
-		for d := range base.ids {
-			live = append(live, d)
-		}
-		slices.Sort(live)
-		return base.id, live, nil
+	if baseID == "" {
+		return "", nil, nil
 	}
-	return "", nil, nil
+	base, _, err := r.openRows(ctx, baseID, view{})
+	if err != nil {
+		return "", nil, err
+	}
+	live := slices.Sorted(maps.Keys(base.ids))
+	return base.id, live, nil
 }
 
 // Provenance is the gate's record of a snapshot it let through only by the
@@ -342,11 +317,7 @@ func (r *Reader) Provenance(ctx context.Context, id string) (*Provenance, error)
 // provenanceIn is the gate's record of the snapshot whose root is root, read
 // in v: nil unless it carries root's writer fence.
 func provenanceIn(ctx context.Context, v view, names layout.Names, root *layout.Root) (*Provenance, error) {
-	var rec *firestore.DocumentSnapshot
-	err := v.getBatches(ctx, []*firestore.DocumentRef{names.Gate}, 1, func(docs []*firestore.DocumentSnapshot) error {
-		rec = docs[0]
-		return nil
-	})
+	rec, err := v.get(ctx, names.Gate)
 	if err != nil {
 		return nil, fmt.Errorf("reading the gate's record of %s: %w", names.Root.ID, err)
 	}

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -80,11 +82,7 @@ func (w *Writer) checkGate(ctx context.Context, id string, snap *model.Snapshot)
 	if err != nil {
 		return fail("finding the newest complete snapshot", err)
 	}
-	ids := make([]string, 0, len(input.ids))
-	for d := range input.ids {
-		ids = append(ids, d)
-	}
-	check.Baseline(base, live, ids)
+	check.Baseline(base, live, slices.Collect(maps.Keys(input.ids)))
 	if stored.complete {
 		check.Stored(id)
 		if err := compare(ctx, check, stored, input, bound); err != nil {
@@ -129,9 +127,6 @@ type heldLog struct {
 	DistrictsSample []string `json:"districtsSample"`
 	FieldsSample    []string `json:"fieldsSample,omitempty"`
 }
-
-// sample is the first ten of list, for a log line.
-func sample(list []string) []string { return list[:min(len(list), 10)] }
 
 // held is the Result of a write the gate held, started at start: nothing
 // written.

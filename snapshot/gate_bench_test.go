@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/snapwriter/snapwriter/gate"
+	"github.com/snapwriter/snapwriter/internal/benchutil"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -79,10 +78,7 @@ func BenchmarkGate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rounds, err := strconv.Atoi(envOr("BENCH_GATE_ROUNDS", "3"))
-	if err != nil || rounds < 1 {
-		b.Fatalf("BENCH_GATE_ROUNDS: %v", err)
-	}
+	rounds := benchutil.EnvInt("BENCH_GATE_ROUNDS", 3)
 	ctx := context.Background()
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-10s %-8s %12s %12s %8s %12s %12s %8s\n", "districts", "write", "ungated", "gated", "ratio", "gate alone", "gate/write", "reads")
@@ -194,17 +190,11 @@ func BenchmarkGate(b *testing.B) {
 	fmt.Fprint(os.Stderr, table.String())
 }
 
-// median is the median of ds.
+// median is the median of ds (benchutil.Median's).
 func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-// envOr is the environment variable name, or def when it is unset.
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok {
-		return v
+	xs := make([]float64, len(ds))
+	for i, d := range ds {
+		xs[i] = float64(d)
 	}
-	return def
+	return time.Duration(benchutil.Median(xs))
 }

@@ -205,15 +205,22 @@ func (r *Reader) openWhole(ctx context.Context, ref *firestore.DocumentRef) (*la
 	if err != nil {
 		return nil, v, fmt.Errorf("reading snapshot %s: %w", id, err)
 	}
+	rd, err := readWhole(ctx, v, ref, doc)
+	return rd, v, err
+}
+
+// readWhole is root document doc, read in v, with its manifest whole:
+// its manifest pages, when it is paged, read in v too.
+func readWhole(ctx context.Context, v view, ref *firestore.DocumentRef, doc *firestore.DocumentSnapshot) (*layout.Root, error) {
 	rd := layout.ReadRoot(doc)
 	if rd.Manifest.Paged() {
 		pages, err := v.collection(ref, layout.PagesCollection).Documents(ctx).GetAll()
 		if err != nil {
-			return nil, v, fmt.Errorf("reading the manifest pages of %s: %w", id, err)
+			return nil, fmt.Errorf("reading the manifest pages of %s: %w", ref.ID, err)
 		}
 		rd.ExpandPages(layout.SnapshotPages(pages))
 	}
-	return rd, v, nil
+	return rd, nil
 }
 
 // District returns one district's statistics from snapshot id, as they
@@ -428,23 +435,38 @@ func (r *Reader) readPending(ctx context.Context, s *Summary) error {
 
 // Latest returns the id of the newest complete snapshot: status "success"
 // and writeComplete not false (the application's writer leaves "success"
-// on a partial write). The roots with status "success" are read in
-// ascending id order (see List), three fields each, and the last complete
-// one wins.
+// on a partial write).
 func (r *Reader) Latest(ctx context.Context) (string, error) {
-	docs, err := r.client.Collection(r.collection).
-		Where(layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), "==", layout.StatusSuccess).
-		Select(latestFields...).
-		OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
-	if err != nil {
+	id, err := r.newestComplete(ctx, "")
+	switch {
+	case err != nil:
 		return "", fmt.Errorf("finding the latest snapshot: %w", err)
+	case id == "":
+		return "", fmt.Errorf("no complete successful snapshot: %w", ErrNotFound)
+	}
+	return id, nil
+}
+
+// newestComplete is the id of the newest complete snapshot dated before
+// before ("" for any date), "" when there is none. The roots with status
+// "success" are read in ascending id order (see List), three fields each,
+// and the last complete one wins.
+func (r *Reader) newestComplete(ctx context.Context, before string) (string, error) {
+	coll := r.client.Collection(r.collection)
+	q := coll.Where(layout.FieldPath(layout.FieldMetadata, layout.FieldStatus), "==", layout.StatusSuccess)
+	if before != "" {
+		q = q.Where(firestore.DocumentID, "<", coll.Doc(before))
+	}
+	docs, err := q.Select(latestFields...).OrderBy(firestore.DocumentID, firestore.Asc).Documents(ctx).GetAll()
+	if err != nil {
+		return "", err
 	}
 	for i := len(docs) - 1; i >= 0; i-- {
 		if layout.ReadRoot(docs[i]).Complete() {
 			return docs[i].Ref.ID, nil
 		}
 	}
-	return "", fmt.Errorf("no complete successful snapshot: %w", ErrNotFound)
+	return "", nil
 }
 
 // summarize is the Summary of a stored root (or of its summaryFields), its

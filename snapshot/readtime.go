@@ -115,3 +115,13 @@ func (v view) getBatches(ctx context.Context, refs []*firestore.DocumentRef, siz
 	}
 	return nil
 }
+
+// get reads the document ref names in v (Exists false when it is missing).
+func (v view) get(ctx context.Context, ref *firestore.DocumentRef) (*firestore.DocumentSnapshot, error) {
+	var doc *firestore.DocumentSnapshot
+	err := v.getBatches(ctx, []*firestore.DocumentRef{ref}, 1, func(docs []*firestore.DocumentSnapshot) error {
+		doc = docs[0]
+		return nil
+	})
+	return doc, err
+}

@@ -130,7 +130,7 @@ func (j *job) summarize(res *Result, s *written) {
 		// A count and a sample: 20,000 ids would make a line of 150 KB and more.
 		// The Result (and --json) has them all.
 		zap.Int("failedDistricts", len(res.FailedDistricts)),
-		zap.Strings("failedDistrictsSample", res.FailedDistricts[:min(len(res.FailedDistricts), logSample)]),
+		zap.Strings("failedDistrictsSample", sample(res.FailedDistricts)),
 		zap.Int("staleDistrictsDeleted", res.StaleDeleted),
 		zap.Int("rootCommits", res.RootCommits),
 		zap.Int64("lockWaitMs", res.LockWaitMs),
@@ -149,6 +149,9 @@ func (j *job) summarize(res *Result, s *written) {
 // logSample is how many of a list's ids a log line names, beside the
 // count of them all.
 const logSample = 10
+
+// sample is the first logSample ids of list, for a log line.
+func sample(list []string) []string { return list[:min(len(list), logSample)] }
 
 func logBatch(log *zap.Logger, r BatchResult) {
 	fields := []zap.Field{
