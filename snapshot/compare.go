@@ -226,9 +226,6 @@ func (r *Reader) CompareStored(ctx context.Context, olderID, newerID string, o g
 // the same date and newer is a closing one.
 func compareReport(ctx context.Context, older, newer rows, o gate.Options) (*gate.Report, error) {
 	o.Closing = older.id == newer.id && newer.closing
-	if o.Policy == nil {
-		o.Policy = gate.DefaultPolicy()
-	}
 	check := gate.NewCheck(newer.id, o)
 	check.Stored(older.id)
 	if err := compare(ctx, check, older, newer, 0); err != nil {

@@ -208,16 +208,10 @@ func WithMaintenance(m *Maintenance) Option { return func(c *config) { c.mainten
 // bound the changes instead). A held write writes nothing and ends with a
 // *HeldError (ErrHeld); Result.Gate is the gate's report either way. The
 // closing rule applies by the input's own metadata (gate.IsClosingPeriod),
-// whatever o.Closing says. A nil o.Policy is gate.DefaultPolicy. Repair is
+// whatever o.Closing says. A nil o.Policy is gate.DefaultPolicy (as for
+// gate.NewCheck). Repair is
 // not gated: it completes what a gated write let through.
-func WithGate(o gate.Options) Option {
-	return func(c *config) {
-		if o.Policy == nil {
-			o.Policy = gate.DefaultPolicy()
-		}
-		c.gate = &o
-	}
-}
+func WithGate(o gate.Options) Option { return func(c *config) { c.gate = &o } }
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l *zap.Logger) Option { return func(c *config) { c.log = l } }
