@@ -1,6 +1,6 @@
 module github.com/snapwriter/snapwriter
 
-go 1.26.8
+go 1.26.0
 
 require (
 	cloud.google.com/go/firestore v1.29.2
