@@ -118,16 +118,22 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	f.lock.register(fl)
 }
 
-// addWriteFlags registers the write flags on fl, but for those named in
-// skip: for a command (prune, loadtest) that has no use for some of them
-// or a flag of its own by that name.
-func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, skip ...string) {
+// addWriteFlags registers the write flags on fl for a command (prune,
+// loadtest) that uses them otherwise than a write does: but for those
+// named in skip, which it has no use for or a flag of its own by that
+// name, and with the usage texts in usages (by flag name) in place of
+// write's, so that its --help says what each does there.
+func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, usages map[string]string, skip ...string) {
 	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
 	f.register(wf)
 	wf.VisitAll(func(w *pflag.Flag) {
-		if !slices.Contains(skip, w.Name) {
-			fl.AddFlag(w)
+		if slices.Contains(skip, w.Name) {
+			return
 		}
+		if u, ok := usages[w.Name]; ok {
+			w.Usage = u
+		}
+		fl.AddFlag(w)
 	})
 }
 
@@ -300,7 +306,8 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage)
 	f.register(fl)
 	f.registerGate(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	registerRequestTimeout(fl, writeRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
 }
@@ -433,10 +440,10 @@ func (a *app) getCommand() *cobra.Command {
 	var date, district string
 	var compact bool
 	cmd := &cobra.Command{
-		Use:   "get --date D [--district ID] [--json]",
+		Use:   "get --date D [--district ID] [--compact]",
 		Short: "Read a snapshot back, in the input format",
-		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. --json prints
-it on one line. A snapshot whose write is not complete (partial, being written, or
+		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes, indented;
+--compact prints it on one line. A snapshot whose write is not complete (partial, being written, or
 interrupted) is printed as it is, with only the districts written, and get then
 warns on stderr and exits 3.`,
 		Example: `  snapwriter get --date 2026-11-20 > back.json
@@ -496,9 +503,14 @@ warns on stderr and exits 3.`,
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)
-	cmd.Flags().BoolVar(&compact, "json", false, "print compact JSON on one line")
+	// get prints JSON whatever its flags: --json (before #44) meant
+	// compact, not JSON rather than text as on every other command.
+	cmd.Flags().BoolVar(&compact, "compact", false, "print the JSON on one line, not indented")
+	cmd.Flags().Bool("json", false, "deprecated: use --compact")
+	deprecateAlias(cmd.Flags(), "json", "compact", "get prints JSON always; --json meant one line")
 	cmd.Flags().StringVar(&district, "district", "", "print only this district's statistics (as in payload.districts)")
 	registerTimeout(cmd.Flags(), defaultReadTimeout, getTimeoutUsage)
+	registerStoreFlags(cmd.Flags())
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
 }

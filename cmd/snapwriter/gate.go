@@ -161,7 +161,8 @@ does (a failure exits with its own code, 1 or 2, and says so on stderr).`,
 	fl.BoolVar(&asJSON, "json", false, "print the comparison as JSON (docs/cli.md documents its fields)")
 	fl.BoolVar(&exitCodeFlag, "exit-code", false, "exit 1 when the snapshots differ, 0 when they do not")
 	g.registerPolicy(fl)
-	registerTimeout(fl, defaultReadTimeout, getTimeoutUsage)
+	registerTimeout(fl, defaultReadTimeout, inputTimeoutUsage)
+	registerStoreFlags(fl)
 	return cmd
 }
 

@@ -68,7 +68,8 @@ manifest records the partial state, the lock is released), and the worker exits 
 	fl.DurationVar(&s.HTTPTimeout, "http-timeout", 2*time.Minute, "timeout of one --input-url download")
 	f.register(fl)
 	f.registerGate(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	registerRequestTimeout(fl, scheduleRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("cron")
 	return cmd
 }
