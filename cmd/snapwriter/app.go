@@ -190,7 +190,7 @@ progress; nothing written).`,
 			// fail only after the lock had created its collections. A
 			// command without --collection opens no Firestore, and
 			// loadtest's has no default: it refuses an empty one itself.
-			if cmd.Flags().Lookup("collection") != nil && a.global.collection != "" {
+			if f := cmd.Flags().Lookup("collection"); f != nil && (f.Changed || f.DefValue != "") {
 				if err := checkCollection(a.global.collection); err != nil {
 					return err
 				}
