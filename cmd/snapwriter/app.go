@@ -290,9 +290,16 @@ func (a *app) readGlobals(cmd *cobra.Command) {
 // them into a.global). A command that opens no Firestore does not take
 // them: `generate --collection x` is an unknown flag, not one ignored.
 func registerFirestoreFlags(fl *pflag.FlagSet) {
+	registerDatabaseFlags(fl)
+	fl.String("collection", snapshot.DefaultCollection, "root collection of the snapshots")
+}
+
+// registerDatabaseFlags registers --project and --database alone: for a
+// command that opens Firestore but reads no snapshot (lock release, whose
+// lock lives in the database's "locks" collection whatever --collection).
+func registerDatabaseFlags(fl *pflag.FlagSet) {
 	fl.String("project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
 	fl.String("database", firestore.DefaultDatabaseID, "Firestore database id")
-	fl.String("collection", snapshot.DefaultCollection, "root collection of the snapshots")
 }
 
 // registerLogFlags registers --log-format and --log-level on fl, the
@@ -353,8 +360,13 @@ func (a *app) openAPI(ctx context.Context) (*vkit.Client, error) {
 
 // client opens Firestore for a command, connecting within --timeout.
 func (a *app) client(ctx context.Context) (*firestore.Client, error) {
-	if err := checkCollection(a.global.collection); err != nil {
-		return nil, err
+	// The pre-run checked a --collection given; this guards a command that
+	// sets a.global.collection otherwise. lock release has none: it reads
+	// no snapshot.
+	if a.global.collection != "" {
+		if err := checkCollection(a.global.collection); err != nil {
+			return nil, err
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()

@@ -94,6 +94,9 @@ date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
 	fl.StringVar(&b.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, or log")
 	f.register(fl)
 	f.registerGate(fl)
+	// The tasks divide the write budget: a chunk is a tenth of a second of
+	// this task's share.
+	setUsages(fl, map[string]string{"batch-size": fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of this task's share of the write budget (12 for each of 4 tasks)", snapshot.MaxBatchSize)})
 	registerRequestTimeout(fl, backfillRequestTimeoutUsage)
 	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("input-dir")

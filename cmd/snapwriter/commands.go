@@ -98,7 +98,7 @@ func (f *writeFlags) registerGate(fl *pflag.FlagSet) {
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of the write budget's share (12 for each of 4 backfill tasks)", snapshot.MaxBatchSize))
+	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of the write budget", snapshot.MaxBatchSize))
 	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once, at most: a write starts at one and runs fewer while the store is slow to answer (docs/lease.md)")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
@@ -127,14 +127,20 @@ func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, usages map[string]string, s
 	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
 	f.register(wf)
 	wf.VisitAll(func(w *pflag.Flag) {
-		if slices.Contains(skip, w.Name) {
-			return
+		if !slices.Contains(skip, w.Name) {
+			fl.AddFlag(w)
 		}
-		if u, ok := usages[w.Name]; ok {
-			w.Usage = u
-		}
-		fl.AddFlag(w)
 	})
+	setUsages(fl, usages)
+}
+
+// setUsages replaces the usage texts of the flags of fl named in usages,
+// for a command that shares a registration (the write flags, the gate's)
+// and uses a flag in its own way.
+func setUsages(fl *pflag.FlagSet, usages map[string]string) {
+	for name, u := range usages {
+		fl.Lookup(name).Usage = u
+	}
 }
 
 func (f writeFlags) validate() error {

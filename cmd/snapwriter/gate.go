@@ -37,7 +37,9 @@ func (g *gateFlags) register(fl *pflag.FlagSet) {
 
 // registerPolicy registers --gate-policy alone: diff and policy take it.
 func (g *gateFlags) registerPolicy(fl *pflag.FlagSet) {
-	fl.StringVar(&g.policyFile, "gate-policy", "", "the gate's field policy, a JSON file (`snapwriter policy` prints the defaults to start from)")
+	// The backquoted FILE is pflag's placeholder in the listing:
+	// "--gate-policy FILE".
+	fl.StringVar(&g.policyFile, "gate-policy", "", "the gate's field policy, a JSON `FILE` ('snapwriter policy' prints the defaults to start from)")
 }
 
 // check reads the policy --gate-policy names, or takes the defaults, and

@@ -126,7 +126,9 @@ the whole command); 2 for a malformed lockId (nothing read or changed).`,
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	lf.register(fl)
 	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
-	registerStoreFlags(fl)
+	// A lockId names the lock whatever the collection: no --collection.
+	registerDatabaseFlags(fl)
+	registerLogFlags(fl)
 	_ = cmd.MarkFlagRequired("lock-id")
 	return cmd
 }
