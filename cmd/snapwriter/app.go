@@ -358,7 +358,8 @@ func (a *app) openAPI(ctx context.Context) (*vkit.Client, error) {
 	return snapshot.DialAPI(ctx, host)
 }
 
-// client opens Firestore for a command, connecting within --timeout.
+// client opens Firestore for a command, connecting within --timeout (or
+// --request-timeout).
 func (a *app) client(ctx context.Context) (*firestore.Client, error) {
 	// The pre-run checked a --collection given; this guards a command that
 	// sets a.global.collection otherwise. lock release has none: it reads

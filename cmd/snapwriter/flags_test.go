@@ -355,3 +355,35 @@ func TestPruneDaysInTimezone(t *testing.T) {
 		t.Errorf("the text report does not say the zone:\n%s", text)
 	}
 }
+
+// The shipped Cloud Run jobs set SNAPWRITER_ variables only for flags
+// their command takes, under their current names (no deprecated one, which
+// would print a notice on every run).
+func TestDeployEnvNamesFlagsOfItsCommand(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"job.yaml", "daily-job.yaml"} {
+		b, err := os.ReadFile("../../deploy/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := jobArgs(t, name)
+		cmd, _, err := newApp(nil, nil, nil, nil).rootCommand().Find(args[:1])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		vars := regexp.MustCompile(`name: (SNAPWRITER_[A-Z_]+)`).FindAllStringSubmatch(string(b), -1)
+		if len(vars) == 0 {
+			t.Fatalf("%s sets no SNAPWRITER_ variable: the test checks nothing", name)
+		}
+		for _, m := range vars {
+			flag := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(m[1], "SNAPWRITER_"), "_", "-"))
+			f := cmd.Flags().Lookup(flag)
+			switch {
+			case f == nil:
+				t.Errorf("%s: %s names no flag of %s", name, m[1], args[0])
+			case f.Hidden:
+				t.Errorf("%s: %s names %s's deprecated --%s", name, m[1], args[0], flag)
+			}
+		}
+	}
+}
