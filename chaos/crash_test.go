@@ -340,7 +340,7 @@ func grpcMessage(data []byte, m proto.Message) bool {
 // Firestore expires it (60 s). A rerun started at once takes the lock
 // once the lock has expired and that transaction with it, and exits 0
 // with get == input; before, its acquire took the ABORTED answers for an
-// unreachable store and gave up at --lock-wait + --timeout with exit 1.
+// unreachable store and gave up at --lock-wait + --request-timeout with exit 1.
 func TestSIGKILLInsideExtend(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "1f. SIGKILL inside a lease extension (its commit held), then rerun at once")

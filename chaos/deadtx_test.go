@@ -42,7 +42,7 @@ func TestReadsDuringDeadTransaction(t *testing.T) {
 		args  []string
 		check func(out string) error
 	}{
-		{"get", []string{"get", "--date", day, "--json"}, func(out string) error {
+		{"get", []string{"get", "--date", day, "--compact"}, func(out string) error {
 			got, err := model.Decode(strings.NewReader(out))
 			if err != nil {
 				return fmt.Errorf("printed what model.Decode refuses: %w", err)

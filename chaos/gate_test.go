@@ -72,7 +72,7 @@ func (s *scenario) checkUntouched(before stored, rootAt time.Time) {
 
 // Scenario 14a: a gated rewrite whose comparison gets no answer (its read
 // of the stored districts held up by the network): it holds by the
-// compare rule within its --timeout — exit 8, nothing written, the lock
+// compare rule within its --request-timeout — exit 8, nothing written, the lock
 // released. The operator's next steps: the rerun holds by the value rule,
 // and with --allow-value-changes it writes the input.
 func TestGateReadUnanswered(t *testing.T) {
@@ -81,7 +81,7 @@ func TestGateReadUnanswered(t *testing.T) {
 	in, before, rootAt := gateSetup(s)
 	held := s.proxy.HoldUp(gateRead)
 	w := s.start(procSpec{name: "gated write", host: s.viaProxy(), limit: writeLimit,
-		args: []string{"write", "--input", in.path, "--gate", "--timeout", "5s"}})
+		args: []string{"write", "--input", in.path, "--gate", "--request-timeout", "5s"}})
 	s.exited(w, exitHeld)
 	select {
 	case <-held:

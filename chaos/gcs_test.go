@@ -36,7 +36,7 @@ const (
 	// 16 objects in flight at 0.2 s a round trip read 300 districts in
 	// about 4 s.
 	gcsLatency = 100 * time.Millisecond
-	// gcsTimeout is the writers' --timeout: how long Cloud Storage may go
+	// gcsTimeout is the writers' --request-timeout: how long Cloud Storage may go
 	// without answering before the read fails (default 30 s; short here
 	// so that the rows run quickly).
 	gcsTimeout = 5 * time.Second
@@ -252,7 +252,7 @@ func spoolOf(w *proc, tmp string) (int64, bool) {
 // Scenario 12a/12b: Cloud Storage goes away while a write reads its
 // folder — black-holed (nothing answers, nothing is closed), or every
 // connection reset and every new one refused (a server that is down).
-// The write exits 1 within --timeout (plus the time to notice) of the
+// The write exits 1 within --request-timeout (plus the time to notice) of the
 // fault, naming the endpoint (and, for the silence, the bound), and
 // writes nothing; once Cloud Storage is back the same write exits 0 and
 // get returns the folder's content.
@@ -273,13 +273,13 @@ func TestGCSGoneMidRead(t *testing.T) {
 			g := newGCSFolder(s, gcsDistricts, 1)
 			g.proxy.SetLatency(gcsLatency)
 			tmp := t.TempDir()
-			w, readAt := g.startRead(s, "write", tmp, "--timeout", gcsTimeout.String())
+			w, readAt := g.startRead(s, "write", tmp, "--request-timeout", gcsTimeout.String())
 			faultAt := time.Now()
 			v.fault(g.proxy, true)
 			s.exited(w, 1)
 			took := w.endedAt().Sub(faultAt)
 			if took > gcsTimeout+gcsSlack {
-				t.Errorf("exit %.1f s after the fault, want within --timeout %s (+ %s to notice)", took.Seconds(), gcsTimeout, gcsSlack)
+				t.Errorf("exit %.1f s after the fault, want within --request-timeout %s (+ %s to notice)", took.Seconds(), gcsTimeout, gcsSlack)
 			}
 			msg := w.errorLines()
 			endpoint := "the Cloud Storage emulator at " + g.proxy.Addr()
@@ -287,8 +287,8 @@ func TestGCSGoneMidRead(t *testing.T) {
 				t.Errorf("the error does not name the endpoint %s:\n%s", g.proxy.Addr(), msg)
 			}
 			if v.key == "blackhole" {
-				// Silence is what --timeout bounds: the message says so.
-				want := "no answer from " + endpoint + " within " + gcsTimeout.String() + " (--timeout)"
+				// Silence is what --request-timeout bounds: the message says so.
+				want := "no answer from " + endpoint + " within " + gcsTimeout.String() + " (--request-timeout)"
 				if !strings.Contains(msg, want) {
 					t.Errorf("the error does not say %q:\n%s", want, msg)
 				}
@@ -300,14 +300,14 @@ func TestGCSGoneMidRead(t *testing.T) {
 
 			v.fault(g.proxy, false)
 			r := s.start(procSpec{name: "rerun", host: s.direct(), env: g.env(tmp), limit: writeLimit,
-				args: []string{"write", "--input", g.url, "--timeout", gcsTimeout.String(), "--json"}})
+				args: []string{"write", "--input", g.url, "--request-timeout", gcsTimeout.String(), "--json"}})
 			if s.exited(r, 0) {
 				s.recovered(r.endedAt().Sub(faultAt))
 			}
 			if res := s.result(r); res != nil && (!res.Complete || res.DistrictsWritten != gcsDistricts) {
 				t.Errorf("rerun: complete %v, %d districts written, want all %d", res.Complete, res.DistrictsWritten, gcsDistricts)
 			}
-			s.note("exit 1 %.1f s after the fault (--timeout %s); nothing written; rerun took %.1f s", took.Seconds(), gcsTimeout, r.duration().Seconds())
+			s.note("exit 1 %.1f s after the fault (--request-timeout %s); nothing written; rerun took %.1f s", took.Seconds(), gcsTimeout, r.duration().Seconds())
 			s.lostUnknown()
 			s.checkFinal(loadFolder(t, g.local), manifestOpts{})
 			emptyDir(t, tmp, "the rerun")

@@ -310,7 +310,7 @@ func (s *scenario) logWarnings(p *proc) {
 // districts are missing or differ (documents lost).
 func (s *scenario) checkGet(want *input) bool {
 	s.t.Helper()
-	p := s.run("get", s.direct(), "get", "--date", s.day(), "--json")
+	p := s.run("get", s.direct(), "get", "--date", s.day(), "--compact")
 	if p.wait() != 0 || p.wasHung() {
 		s.t.Errorf("get: exit %s\n%s", p.outcome(), p.describe())
 		return false

@@ -259,7 +259,7 @@ func TestApplicationWrittenSnapshot(t *testing.T) {
 	}
 
 	// snapwriter's newest successful snapshot is the older, complete one.
-	o := runBin(t, emu.Host, c.project, "get", "--date", "latest", "--json")
+	o := runBin(t, emu.Host, c.project, "get", "--date", "latest", "--compact")
 	if o.code != exitComplete {
 		t.Errorf("get --date latest --json: exit %d, want %d (the older snapshot is complete)\n%s", o.code, exitComplete, tail(o.stderr))
 	}
@@ -278,7 +278,7 @@ func TestApplicationWrittenSnapshot(t *testing.T) {
 
 	t.Run("repair", func(t *testing.T) {
 		repaired(t, c, date, path, in)
-		o := mustRun(t, exitComplete, emu.Host, c.project, "get", "--date", "latest", "--json")
+		o := mustRun(t, exitComplete, emu.Host, c.project, "get", "--date", "latest", "--compact")
 		got, err := model.Decode(strings.NewReader(o.stdout))
 		if err != nil {
 			t.Fatalf("get --date latest --json: output does not decode: %v", err)

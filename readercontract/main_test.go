@@ -79,7 +79,9 @@ func childEnv(host, project string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, emulator.HostEnv+"="+host, "GOOGLE_CLOUD_PROJECT="+project)
+	// JSON logs by the variable, not --log-format: generate, which logs
+	// nothing, does not take the flag, and ignores the variable.
+	return append(env, emulator.HostEnv+"="+host, "GOOGLE_CLOUD_PROJECT="+project, "SNAPWRITER_LOG_FORMAT=json")
 }
 
 // outcome is how a snapwriter process ended.
@@ -89,7 +91,7 @@ type outcome struct {
 }
 
 // runBin runs the binary against host and project to its end (at most
-// procLimit) with JSON logs.
+// procLimit) with JSON logs (childEnv).
 func runBin(t *testing.T, host, project string, args ...string) outcome {
 	t.Helper()
 	if testing.Short() {
@@ -97,7 +99,7 @@ func runBin(t *testing.T, host, project string, args ...string) outcome {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), procLimit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(args, "--log-format", "json")...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = childEnv(host, project)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
@@ -165,7 +167,7 @@ func genInput(t *testing.T, date string, districts int, seed int64) (string, *mo
 // its output to decode equal to want.
 func getEquals(t *testing.T, project, date string, want *model.Snapshot) {
 	t.Helper()
-	o := mustRun(t, 0, emu.Host, project, "get", "--date", date, "--json")
+	o := mustRun(t, 0, emu.Host, project, "get", "--date", date, "--compact")
 	got, err := model.Decode(strings.NewReader(o.stdout))
 	if err != nil {
 		t.Fatalf("get --date %s --json: output does not decode: %v", date, err)
@@ -210,7 +212,7 @@ func startBin(t *testing.T, host, project string, onLine func(p *proc, l logLine
 		t.Skip("runs the built snapwriter binary: skipped in -short mode")
 	}
 	p := &proc{done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append(args, "--log-format", "json")...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = childEnv(host, project)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout = &lockedWriter{mu: &p.mu, w: &p.stdout}

@@ -22,7 +22,7 @@ import (
 // stopped prune left deleting is pruned (see Select).
 type Policy struct {
 	// KeepDays, when not nil, keeps every dated snapshot within *KeepDays
-	// days of today (UTC), whatever its state: 0 keeps today's. A pointer
+	// days of today (in today's time zone: see Select), whatever its state: 0 keeps today's. A pointer
 	// because 0 is a rule (today only), not the rule off.
 	KeepDays *int `json:"keepDays,omitempty"`
 	// Daily, Weekly, Monthly and Yearly count the days, ISO weeks, months
@@ -107,9 +107,10 @@ func (p Policy) anyPeriod() bool {
 	return slices.ContainsFunc(p.periodRules(), func(r periodRule) bool { return r.left > 0 })
 }
 
-// keepFrom is the first date, YYYY-MM-DD, within days of today (UTC).
+// keepFrom is the first date, YYYY-MM-DD, within days of today, in
+// today's own location: the caller's time zone decides where a day ends.
 func keepFrom(today time.Time, days int) string {
-	return today.UTC().AddDate(0, 0, -days).Format(time.DateOnly)
+	return today.AddDate(0, 0, -days).Format(time.DateOnly)
 }
 
 // String is the policy as the CLI's flags spell it, rules off left out.
@@ -182,8 +183,11 @@ type Verdict struct {
 // Plan is Policy.Select's choice: every dated snapshot's verdict.
 type Plan struct {
 	Policy Policy `json:"policy"`
-	// Today is the date, UTC, KeepDays counted from.
+	// Today is the date KeepDays counted from, in TimeZone.
 	Today string `json:"today"`
+	// TimeZone is the time zone of Today: the location of the time
+	// Select was given ("UTC", "Europe/Berlin").
+	TimeZone string `json:"timeZone"`
 	// Cutoff is Policy.Cutoff: "" unless the policy is a plain cutoff.
 	Cutoff string `json:"cutoff,omitempty"`
 	// NewestComplete is the newest complete snapshot whose id is a date
@@ -205,8 +209,9 @@ func (p Plan) Pruned() []Verdict {
 }
 
 // Select gives every dated snapshot of list (as snapshot.Reader.List
-// returns it) its verdict under the policy, today (its UTC date) being
-// the day KeepDays counts from. It walks the snapshots newest first, as
+// returns it) its verdict under the policy, today (its date in its own
+// location: pass time.Now().In(loc) for the days of loc) being the day
+// KeepDays counts from. It walks the snapshots newest first, as
 // restic does: each period rule keeps a complete snapshot whose period
 // (day, ISO week, month, year) differs from the last it kept, while its
 // count lasts; incomplete snapshots neither count for nor are kept by a
@@ -221,7 +226,7 @@ func (p Policy) Select(list []snapshot.Summary, today time.Time) (Plan, error) {
 	if err := p.Validate(); err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Policy: p, Today: today.UTC().Format(time.DateOnly), Cutoff: p.Cutoff(today), Verdicts: []Verdict{}}
+	plan := Plan{Policy: p, Today: today.Format(time.DateOnly), TimeZone: today.Location().String(), Cutoff: p.Cutoff(today), Verdicts: []Verdict{}}
 	var dated []snapshot.Summary
 	for _, s := range list {
 		if model.ValidDate(s.SnapshotID) {

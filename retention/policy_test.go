@@ -55,8 +55,9 @@ func kept(p Plan) string {
 }
 
 // today is the date the table's KeepDays count from: 2027-01-10, 19:00 in
-// UTC-6, so 2027-01-11 in UTC.
-var today = time.Date(2027, 1, 10, 19, 0, 0, 0, time.FixedZone("UTC-6", -6*3600))
+// UTC-6, given in UTC, so 2027-01-11 (the zone of the time given decides:
+// TestPolicyCutoffAndString).
+var today = time.Date(2027, 1, 10, 19, 0, 0, 0, time.FixedZone("UTC-6", -6*3600)).UTC()
 
 func TestSelect(t *testing.T) {
 	t.Parallel()
@@ -347,11 +348,22 @@ func TestPolicyValidate(t *testing.T) {
 
 func TestPolicyCutoffAndString(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 11, 24, 23, 30, 0, 0, time.FixedZone("UTC-3", -3*3600)) // 2026-11-25 in UTC
+	local := time.Date(2026, 11, 24, 23, 30, 0, 0, time.FixedZone("UTC-3", -3*3600))
+	now := local.UTC() // 2026-11-25 in UTC
 	for n, want := range map[int]string{0: "2026-11-25", 1: "2026-11-24", 30: "2026-10-26", 365: "2025-11-25"} {
 		if got := (Policy{KeepDays: days(n)}).Cutoff(now); got != want {
 			t.Errorf("--keep-days %d: cutoff %s, want %s", n, got, want)
 		}
+	}
+	// The same instant in UTC-3 is still 2026-11-24 there: the days are
+	// the zone's of the time given.
+	for n, want := range map[int]string{0: "2026-11-24", 1: "2026-11-23", 30: "2026-10-25", 365: "2025-11-24"} {
+		if got := (Policy{KeepDays: days(n)}).Cutoff(local); got != want {
+			t.Errorf("--keep-days %d in UTC-3: cutoff %s, want %s", n, got, want)
+		}
+	}
+	if plan, err := (Policy{KeepDays: days(0)}).Select(nil, local); err != nil || plan.Today != "2026-11-24" || plan.TimeZone != "UTC-3" {
+		t.Errorf("Select in UTC-3: today %s %s, %v; want 2026-11-24 UTC-3", plan.Today, plan.TimeZone, err)
 	}
 	for _, c := range []struct {
 		p            Policy

@@ -37,8 +37,9 @@ type Report struct {
 	// alone); absent when a period rule is given.
 	Before string `json:"before,omitempty"`
 	Policy Policy `json:"policy"`
-	// Today is the date, UTC, KeepDays counted from.
+	// Today is the date KeepDays counted from, in TimeZone.
 	Today          string `json:"today"`
+	TimeZone       string `json:"timeZone"`
 	DryRun         bool   `json:"dryRun"`
 	NewestComplete string `json:"newestComplete,omitempty"`
 	// Snapshots are the dates selected to be pruned, oldest first.
@@ -52,7 +53,7 @@ type Report struct {
 // NewReport is the report of plan before anything is pruned: every
 // pruned date outcome.WouldPrune.
 func NewReport(plan Plan, dryRun bool) *Report {
-	r := &Report{Before: plan.Cutoff, Policy: plan.Policy, Today: plan.Today, DryRun: dryRun,
+	r := &Report{Before: plan.Cutoff, Policy: plan.Policy, Today: plan.Today, TimeZone: plan.TimeZone, DryRun: dryRun,
 		NewestComplete: plan.NewestComplete, Snapshots: []Date{}, Kept: plan.Kept()}
 	for _, v := range plan.Pruned() {
 		r.Snapshots = append(r.Snapshots, Date{SnapshotID: v.SnapshotID, State: v.State, Districts: v.Districts, Outcome: outcome.WouldPrune})
@@ -124,7 +125,7 @@ func (r *Report) Count() map[outcome.Outcome]int {
 // policy, a table of the kept dates with the rules that keep each, then
 // one of the selected dates with their outcomes, then each date's error.
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "policy: %s (today %s, UTC)", r.Policy, r.Today)
+	fmt.Fprintf(w, "policy: %s (today %s, %s)", r.Policy, r.Today, r.TimeZone)
 	if r.NewestComplete != "" {
 		fmt.Fprintf(w, "; newest complete snapshot %s", r.NewestComplete)
 	}

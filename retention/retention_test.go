@@ -124,10 +124,10 @@ func TestReportJSON(t *testing.T) {
 		p    Policy
 		want string
 	}{
-		{Policy{KeepDays: days(9)}, `{"before":"2027-01-02","policy":{"keepDays":9},"today":"2027-01-11","dryRun":true,"newestComplete":"2027-01-02",` +
+		{Policy{KeepDays: days(9)}, `{"before":"2027-01-02","policy":{"keepDays":9},"today":"2027-01-11","timeZone":"UTC","dryRun":true,"newestComplete":"2027-01-02",` +
 			`"snapshots":[{"snapshotId":"2026-12-30","state":"complete","districts":3,"outcome":"would-prune"},{"snapshotId":"2026-12-31","state":"complete","districts":3,"outcome":"would-prune"},{"snapshotId":"2027-01-01","state":"complete","districts":3,"outcome":"would-prune"}],` +
 			`"kept":[{"snapshotId":"2027-01-02","state":"complete","districts":3,"keep":true,"reasons":["newest-complete","keep-days"]},{"snapshotId":"2027-01-03","state":"partial","districts":3,"keep":true,"reasons":["keep-days","newer-than-newest-complete"]}],"exitCode":0}`},
-		{Policy{Yearly: 2}, `{"policy":{"keepYearly":2},"today":"2027-01-11","dryRun":true,"newestComplete":"2027-01-02",` +
+		{Policy{Yearly: 2}, `{"policy":{"keepYearly":2},"today":"2027-01-11","timeZone":"UTC","dryRun":true,"newestComplete":"2027-01-02",` +
 			`"snapshots":[{"snapshotId":"2026-12-30","state":"complete","districts":3,"outcome":"would-prune"},{"snapshotId":"2027-01-01","state":"complete","districts":3,"outcome":"would-prune"}],` +
 			`"kept":[{"snapshotId":"2026-12-31","state":"complete","districts":3,"keep":true,"reasons":["yearly"]},{"snapshotId":"2027-01-02","state":"complete","districts":3,"keep":true,"reasons":["newest-complete","yearly"]},{"snapshotId":"2027-01-03","state":"partial","districts":3,"keep":true,"reasons":["newer-than-newest-complete"]}],"exitCode":0}`},
 	} {

@@ -49,11 +49,21 @@ type app struct {
 	// snapshot.WithMaintenance (SIGTSTP, SIGCONT), and tests'.
 	writerOptions []snapshot.Option
 
+	// now is the clock a command reads "today" from (prune's days);
+	// tests replace it.
+	now func() time.Time
+
+	// global is the running command's store and log flags, read from its
+	// flags before it runs (readGlobals): a command has them only if it
+	// uses them (registerFirestoreFlags, registerLogFlags).
 	global globalFlags
-	// timeout is the running command's --timeout (see timeout.go).
-	timeout time.Duration
-	log     *zap.Logger
-	ran     bool // a command's RunE started: errors after it are not usage errors
+	// timeout is the running command's --timeout or --request-timeout,
+	// and timeoutFlag the flag that set it, as errors name it ("--timeout",
+	// "--request-timeout"; see timeout.go).
+	timeout     time.Duration
+	timeoutFlag string
+	log         *zap.Logger
+	ran         bool // a command's RunE started: errors after it are not usage errors
 	// fromEnv are the flags applyEnv set from SNAPWRITER_<FLAG>: a
 	// refusal of one of them names the variable (envNamed).
 	fromEnv []envSetting
@@ -74,7 +84,7 @@ type globalFlags struct {
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
-	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop()}
+	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop(), now: time.Now}
 	a.newClient = a.openFirestore
 	a.newAPIClient = a.openAPI
 	return a
@@ -172,13 +182,24 @@ progress; nothing written).`,
 			if err := a.applyEnv(cmd); err != nil {
 				return err
 			}
-			// Before any command touches Firestore: a reserved name would
-			// fail only after the lock had created its collections.
-			if err := checkCollection(a.global.collection); err != nil {
+			if err := a.resolveAliases(cmd); err != nil {
 				return err
+			}
+			a.readGlobals(cmd)
+			// Before any command touches Firestore: a reserved name would
+			// fail only after the lock had created its collections. A
+			// command without --collection opens no Firestore, and
+			// loadtest's has no default: it refuses an empty one itself.
+			if f := cmd.Flags().Lookup("collection"); f != nil && (f.Changed || f.DefValue != "") {
+				if err := checkCollection(a.global.collection); err != nil {
+					return err
+				}
 			}
 			if err := a.readTimeout(cmd); err != nil {
 				return err
+			}
+			if cmd.Flags().Lookup("log-level") == nil {
+				return nil // logs nothing: a.log stays the no-op logger
 			}
 			return a.setupLogger()
 		},
@@ -187,12 +208,10 @@ progress; nothing written).`,
 		return usageError{err: err, help: true}
 	})
 	root.SetUsageFunc(plainBools(root.UsageFunc()))
-	pf := root.PersistentFlags()
-	pf.StringVar(&a.global.project, "project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
-	pf.StringVar(&a.global.database, "database", firestore.DefaultDatabaseID, "Firestore database id")
-	pf.StringVar(&a.global.collection, "collection", snapshot.DefaultCollection, "root collection of the snapshots")
-	pf.StringVar(&a.global.logFormat, "log-format", logging.FormatAuto, "log format: auto (console when stderr is a terminal, else json), json (Cloud Logging) or console")
-	pf.StringVar(&a.global.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	// --version without cobra's -v shorthand (-v reads as "verbose" to
+	// many), printing what 'snapwriter version' prints.
+	root.Flags().Bool("version", false, "print the version, as 'snapwriter version' does")
+	root.SetVersionTemplate(versionTemplate)
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
 		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand(),
@@ -202,12 +221,24 @@ progress; nothing written).`,
 
 // applyEnv fills every flag the command line left unset from
 // SNAPWRITER_<FLAG>, and --project from GOOGLE_CLOUD_PROJECT after that.
-// It records the flags it set (a.fromEnv), so that a refusal of one of
-// their values names the variable, not a flag the user never typed.
+// Only the command's own flags are read: a variable for a flag it does
+// not take (SNAPWRITER_COLLECTION for generate, say — one environment
+// serves every command a job runs) is left alone. It records the flags it
+// set (a.fromEnv), so that a refusal of one of their values names the
+// variable, not a flag the user never typed. A deprecated flag's variable
+// still sets it, with a notice on stderr; the command line wins over the
+// environment for a flag and its deprecated name together, so that
+// neither's variable contradicts the other given on the command line.
 func (a *app) applyEnv(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	onCommandLine := map[string]bool{}
+	fl.Visit(func(f *pflag.Flag) { onCommandLine[f.Name] = true })
 	var err error
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+	fl.VisitAll(func(f *pflag.Flag) {
 		if err != nil || f.Changed {
+			return
+		}
+		if partner, ok := aliasPartner(fl, f); ok && onCommandLine[partner] {
 			return
 		}
 		name := envName(f.Name)
@@ -215,21 +246,75 @@ func (a *app) applyEnv(cmd *cobra.Command) error {
 		if !ok {
 			return
 		}
-		if e := cmd.Flags().Set(f.Name, v); e != nil {
+		if e := fl.Set(f.Name, v); e != nil {
 			err = envValueUsage(name, v, e)
 			return
+		}
+		if now, ok := aliasOf(f); ok {
+			fmt.Fprintf(a.stderr, "snapwriter: %s is deprecated, use %s (%s)\n", name, envName(now), deprecationNote(fl, f.Name, now))
 		}
 		a.fromEnv = append(a.fromEnv, envSetting{flag: f.Name, variable: name, raw: v, value: f.Value.String()})
 	})
 	if err != nil {
 		return err
 	}
-	if a.global.project == "" {
+	return nil
+}
+
+// readGlobals reads the running command's store and log flags into
+// a.global, and --project from GOOGLE_CLOUD_PROJECT when neither the
+// command line nor SNAPWRITER_PROJECT gave it. The flags are not bound to
+// a.global, as every command registers its own: the last registration's
+// default would otherwise be every command's.
+func (a *app) readGlobals(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	get := func(name string, into *string) {
+		if f := fl.Lookup(name); f != nil {
+			*into = f.Value.String()
+		}
+	}
+	get("project", &a.global.project)
+	get("database", &a.global.database)
+	get("collection", &a.global.collection)
+	get("log-format", &a.global.logFormat)
+	get("log-level", &a.global.logLevel)
+	if fl.Lookup("project") != nil && a.global.project == "" {
 		if v, ok := a.lookupEnv("GOOGLE_CLOUD_PROJECT"); ok {
 			a.global.project = v
 		}
 	}
-	return nil
+}
+
+// registerFirestoreFlags registers --project, --database and --collection
+// on fl, the flags of a command that opens Firestore (readGlobals reads
+// them into a.global). A command that opens no Firestore does not take
+// them: `generate --collection x` is an unknown flag, not one ignored.
+func registerFirestoreFlags(fl *pflag.FlagSet) {
+	registerDatabaseFlags(fl)
+	fl.String("collection", snapshot.DefaultCollection, "root collection of the snapshots")
+}
+
+// registerDatabaseFlags registers --project and --database alone: for a
+// command that opens Firestore but reads no snapshot (lock release, whose
+// lock lives in the database's "locks" collection whatever --collection).
+func registerDatabaseFlags(fl *pflag.FlagSet) {
+	fl.String("project", "", "Google Cloud project (env GOOGLE_CLOUD_PROJECT)")
+	fl.String("database", firestore.DefaultDatabaseID, "Firestore database id")
+}
+
+// registerLogFlags registers --log-format and --log-level on fl, the
+// flags of a command that logs (every command that talks to a store);
+// the root's pre-run sets up the logger only for a command that has them.
+func registerLogFlags(fl *pflag.FlagSet) {
+	fl.String("log-format", logging.FormatAuto, "log format: auto (console when stderr is a terminal, else json), json (Cloud Logging) or console")
+	fl.String("log-level", "info", "log level: debug, info, warn, error")
+}
+
+// registerStoreFlags registers the flags of a command that talks to
+// Firestore and logs: registerFirestoreFlags and registerLogFlags.
+func registerStoreFlags(fl *pflag.FlagSet) {
+	registerFirestoreFlags(fl)
+	registerLogFlags(fl)
 }
 
 // setupLogger writes structured logs to stderr (see logging.New): by
@@ -273,10 +358,16 @@ func (a *app) openAPI(ctx context.Context) (*vkit.Client, error) {
 	return snapshot.DialAPI(ctx, host)
 }
 
-// client opens Firestore for a command, connecting within --timeout.
+// client opens Firestore for a command, connecting within --timeout (or
+// --request-timeout).
 func (a *app) client(ctx context.Context) (*firestore.Client, error) {
-	if err := checkCollection(a.global.collection); err != nil {
-		return nil, err
+	// The pre-run checked a --collection given; this guards a command that
+	// sets a.global.collection otherwise. lock release has none: it reads
+	// no snapshot.
+	if a.global.collection != "" {
+		if err := checkCollection(a.global.collection); err != nil {
+			return nil, err
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()

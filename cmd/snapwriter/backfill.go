@@ -83,7 +83,7 @@ date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
 	fl.StringVar(&b.dir, "input-dir", "", "directory or gs://BUCKET/PREFIX folder of YYYY-MM-DD.json files or YYYY-MM-DD/ folders (required)")
 	fl.StringVar(&b.from, "from", "", `first date to write (inclusive): YYYY-MM-DD, "today" or "today-N"`)
 	fl.StringVar(&b.to, "to", "", `last date to write (inclusive): YYYY-MM-DD, "today" or "today-N"`)
-	fl.StringVar(&b.timezone, "timezone", "UTC", `IANA time zone of "today" in --from and --to`)
+	registerTimezone(fl, &b.timezone, `IANA time zone of "today" in --from and --to`)
 	registerWait(fl, &b.wait)
 	fl.BoolVar(&b.allowEmpty, "allow-empty", false, "exit 0 when no dated input lies within --from..--to (default: exit 7)")
 	fl.BoolVar(&b.skipComplete, "skip-complete", false, "leave dates that are already complete in Firestore alone")
@@ -94,7 +94,11 @@ date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
 	fl.StringVar(&b.progress, "progress", "auto", "progress display: auto (a bar on a terminal), bar, or log")
 	f.register(fl)
 	f.registerGate(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, backfillTimeoutUsage)
+	// The tasks divide the write budget: a chunk is a tenth of a second of
+	// this task's share.
+	setUsages(fl, map[string]string{"batch-size": fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of this task's share of the write budget (12 for each of 4 tasks)", snapshot.MaxBatchSize)})
+	registerRequestTimeout(fl, backfillRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("input-dir")
 	return cmd
 }
@@ -106,11 +110,11 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 	if err := checkWait(b.wait); err != nil {
 		return err
 	}
-	loc, err := time.LoadLocation(b.timezone)
+	loc, err := loadTimezone(b.timezone)
 	if err != nil {
-		return valueUsage("--timezone", b.timezone, "want an IANA time zone such as Europe/Berlin")
+		return err
 	}
-	now := time.Now().In(loc)
+	now := a.now().In(loc)
 	b.from, b.to = backfill.ResolveDate(b.from, now), backfill.ResolveDate(b.to, now)
 	if err := backfill.CheckRange(b.from, b.to); err != nil {
 		return usage(err)

@@ -2,10 +2,28 @@ package main
 
 import (
 	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
+
+// registerTimezone adds --timezone (default UTC) to a command that reads
+// "today", usage saying what of the command's it dates.
+func registerTimezone(fl *pflag.FlagSet, tz *string, usage string) {
+	fl.StringVar(tz, "timezone", "UTC", usage)
+}
+
+// loadTimezone is the location --timezone names, or the usage error.
+func loadTimezone(name string) (*time.Location, error) {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, valueUsage("--timezone", name, "want an IANA time zone such as Europe/Berlin")
+	}
+	return loc, nil
+}
 
 // checkCollection refuses a --collection that Firestore would reject only
 // after the lock had created its own collections: it runs before any

@@ -98,7 +98,7 @@ func (f *writeFlags) registerGate(fl *pflag.FlagSet) {
 }
 
 func (f *writeFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of the write budget's share (12 for each of 4 backfill tasks)", snapshot.MaxBatchSize))
+	fl.IntVar(&f.batchSize, "batch-size", snapshot.DefaultBatchSize, fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of the write budget", snapshot.MaxBatchSize))
 	fl.IntVar(&f.concurrency, "concurrency", snapshot.DefaultConcurrency, "chunks in flight at once, at most: a write starts at one and runs fewer while the store is slow to answer (docs/lease.md)")
 	fl.IntVar(&f.maxRetries, "max-retries", retry.DefaultPolicy().MaxRetries, "retries per chunk after the first attempt")
 	fl.DurationVar(&f.lockTTL, "lock-ttl", snapshot.DefaultLockTTL, "lock time to live; renewed every TTL/3")
@@ -118,10 +118,12 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	f.lock.register(fl)
 }
 
-// addWriteFlags registers the write flags on fl, but for those named in
-// skip: for a command (prune, loadtest) that has no use for some of them
-// or a flag of its own by that name.
-func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, skip ...string) {
+// addWriteFlags registers the write flags on fl for a command (prune,
+// loadtest) that uses them otherwise than a write does: but for those
+// named in skip, which it has no use for or a flag of its own by that
+// name, and with the usage texts in usages (by flag name) in place of
+// write's, so that its --help says what each does there.
+func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, usages map[string]string, skip ...string) {
 	wf := pflag.NewFlagSet("write", pflag.ContinueOnError)
 	f.register(wf)
 	wf.VisitAll(func(w *pflag.Flag) {
@@ -129,6 +131,16 @@ func addWriteFlags(fl *pflag.FlagSet, f *writeFlags, skip ...string) {
 			fl.AddFlag(w)
 		}
 	})
+	setUsages(fl, usages)
+}
+
+// setUsages replaces the usage texts of the flags of fl named in usages,
+// for a command that shares a registration (the write flags, the gate's)
+// and uses a flag in its own way.
+func setUsages(fl *pflag.FlagSet, usages map[string]string) {
+	for name, u := range usages {
+		fl.Lookup(name).Usage = u
+	}
 }
 
 func (f writeFlags) validate() error {
@@ -300,7 +312,8 @@ the per-chunk log lines are left out while it shows; --progress log keeps them.`
 	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage)
 	f.register(fl)
 	f.registerGate(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	registerRequestTimeout(fl, writeRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
 }
@@ -433,10 +446,10 @@ func (a *app) getCommand() *cobra.Command {
 	var date, district string
 	var compact bool
 	cmd := &cobra.Command{
-		Use:   "get --date D [--district ID] [--json]",
+		Use:   "get --date D [--district ID] [--compact]",
 		Short: "Read a snapshot back, in the input format",
-		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. --json prints
-it on one line. A snapshot whose write is not complete (partial, being written, or
+		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes, indented;
+--compact prints it on one line. A snapshot whose write is not complete (partial, being written, or
 interrupted) is printed as it is, with only the districts written, and get then
 warns on stderr and exits 3.`,
 		Example: `  snapwriter get --date 2026-11-20 > back.json
@@ -496,9 +509,14 @@ warns on stderr and exits 3.`,
 		},
 	}
 	cmd.Flags().StringVar(&date, "date", "", `snapshot id (YYYY-MM-DD) or "latest" (newest successful) (required)`)
-	cmd.Flags().BoolVar(&compact, "json", false, "print compact JSON on one line")
+	// get prints JSON whatever its flags: --json (before #44) meant
+	// compact, not JSON rather than text as on every other command.
+	cmd.Flags().BoolVar(&compact, "compact", false, "print the JSON on one line, not indented")
+	cmd.Flags().Bool("json", false, "deprecated: use --compact")
+	deprecateAlias(cmd.Flags(), "json", "compact", "get prints JSON always; --json meant one line")
 	cmd.Flags().StringVar(&district, "district", "", "print only this district's statistics (as in payload.districts)")
 	registerTimeout(cmd.Flags(), defaultReadTimeout, getTimeoutUsage)
+	registerStoreFlags(cmd.Flags())
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
 }

@@ -49,7 +49,7 @@ func TestReadCommandsIgnoreAbandonedTransaction(t *testing.T) {
 		args  []string
 		check func(out string) bool
 	}{
-		{[]string{"get", "--date", day, "--json"}, func(out string) bool {
+		{[]string{"get", "--date", day, "--compact"}, func(out string) bool {
 			got, err := model.Decode(strings.NewReader(out))
 			return err == nil && model.Equal(got, want)
 		}},

@@ -87,7 +87,7 @@ func TestUsageNamesTheFlag(t *testing.T) {
 	}{
 		{snapshot.CheckOptions(snapshot.WithLockTTL(500 * time.Millisecond)), "--lock-ttl 500ms: want at least 1s"},
 		{snapshot.CheckOptions(snapshot.WithBatchSize(0)), "--batch-size 0: want 1..500"},
-		{snapshot.CheckOptions(snapshot.WithRequestTimeout(0)), "--timeout 0s: want a positive duration"},
+		{snapshot.CheckOptions(snapshot.WithRequestTimeout(0)), "--request-timeout 0s: want a positive duration"},
 		{snapshot.CheckCollection("a/b"), `--collection "a/b": invalid collection name: it contains "/" (want a top-level collection id)`},
 		{snapshot.CheckCollection(strings.Repeat("c", 1501)), "--collection (1501 bytes): invalid collection name: 1501 bytes, over Firestore's 1500"},
 		{backfill.CheckRange("2026-02-30", ""), `--from "2026-02-30": want a real YYYY-MM-DD date`},

@@ -37,7 +37,9 @@ func (g *gateFlags) register(fl *pflag.FlagSet) {
 
 // registerPolicy registers --gate-policy alone: diff and policy take it.
 func (g *gateFlags) registerPolicy(fl *pflag.FlagSet) {
-	fl.StringVar(&g.policyFile, "gate-policy", "", "the gate's field policy, a JSON file (`snapwriter policy` prints the defaults to start from)")
+	// The backquoted FILE is pflag's placeholder in the listing:
+	// "--gate-policy FILE".
+	fl.StringVar(&g.policyFile, "gate-policy", "", "the gate's field policy, a JSON `FILE` ('snapwriter policy' prints the defaults to start from)")
 }
 
 // check reads the policy --gate-policy names, or takes the defaults, and
@@ -161,7 +163,8 @@ does (a failure exits with its own code, 1 or 2, and says so on stderr).`,
 	fl.BoolVar(&asJSON, "json", false, "print the comparison as JSON (docs/cli.md documents its fields)")
 	fl.BoolVar(&exitCodeFlag, "exit-code", false, "exit 1 when the snapshots differ, 0 when they do not")
 	g.registerPolicy(fl)
-	registerTimeout(fl, defaultReadTimeout, getTimeoutUsage)
+	registerTimeout(fl, defaultReadTimeout, inputTimeoutUsage)
+	registerStoreFlags(fl)
 	return cmd
 }
 

@@ -237,7 +237,7 @@ func TestGCSBadInput(t *testing.T) {
 }
 
 // Cloud Storage that does not answer fails the command with exit 1
-// within --timeout of silence (30 s by default: within 90 s), naming it;
+// within --request-timeout of silence (30 s by default: within 90 s), naming it;
 // nothing is written.
 func TestGCSUnreachable(t *testing.T) {
 	t.Parallel()
@@ -251,7 +251,7 @@ func TestGCSUnreachable(t *testing.T) {
 	t0 := time.Now()
 	cmd := exec.Command(binary(t), "write", "--input", "gs://exports/snapshots/"+day+"/")
 	cmd.Env = binaryEnv(project, "STORAGE_EMULATOR_HOST=http://"+addr)
-	expectExit(t, cmd, exitError, "no answer from the Cloud Storage emulator at "+addr+" within 30s (--timeout)", t0, 90*time.Second)
+	expectExit(t, cmd, exitError, "no answer from the Cloud Storage emulator at "+addr+" within 30s (--request-timeout)", t0, 90*time.Second)
 }
 
 // backfill --input-dir gs:// writes the YYYY-MM-DD.json objects and

@@ -51,7 +51,8 @@ func (a *app) loader(wait time.Duration) *input.Loader {
 // storage opens Cloud Storage for gs:// inputs, once per command (every
 // Loader of a schedule's runs shares it): the server STORAGE_EMULATOR_HOST
 // names when it is set, else Cloud Storage with Application Default
-// Credentials. Each request is bounded by --timeout of silence. The client
+// Credentials. Each request is bounded by --request-timeout of silence
+// (--timeout on verify and diff). The client
 // is closed when the command ends.
 func (a *app) storage(ctx context.Context) (*gcs.Store, error) {
 	a.gcsOnce.Do(func() {

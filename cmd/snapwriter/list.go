@@ -61,6 +61,7 @@ each snapshot that is not complete.`,
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	lf.register(fl)
 	registerTimeout(fl, defaultReadTimeout, listTimeoutUsage)
+	registerStoreFlags(fl)
 	return cmd
 }
 

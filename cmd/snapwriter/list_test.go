@@ -276,7 +276,7 @@ func TestCompleteMeansSuccess(t *testing.T) {
 	if code, out, errs := c.run("", "get", "--date", inputPartial); code != exitOK || !strings.Contains(out, `"status": "partial"`) {
 		t.Errorf("get %s: exit %d\n%s\n%s", inputPartial, code, out, errs)
 	}
-	code, out, errs := c.run("", "get", "--date", "latest", "--json")
+	code, out, errs := c.run("", "get", "--date", "latest", "--compact")
 	if code != exitOK || !strings.Contains(out, `"dataAsOfDate":"`+older+`"`) {
 		t.Errorf("get --date latest: exit %d, want the snapshot of %s\n%s\n%s", code, older, out, errs)
 	}

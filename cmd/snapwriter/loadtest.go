@@ -80,9 +80,29 @@ loadtest holds the collection, 130/143 interrupted.`,
 	// Loadtest takes a list of concurrencies (its own --concurrency), and
 	// deletes every snapshot it writes, so a backend switch has nothing to
 	// allow.
-	addWriteFlags(fl, &f, "concurrency", "allow-lock-backend-switch")
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	addWriteFlags(fl, &f, loadtestWriteUsages, "concurrency", "allow-lock-backend-switch")
+	registerRequestTimeout(fl, loadtestRequestTimeoutUsage)
+	registerStoreFlags(fl)
+	// The scratch collection has no default: the writers' ("snapshots")
+	// is refused.
+	c := fl.Lookup("collection")
+	c.DefValue, c.Usage = "", `scratch collection to write the test snapshots into and delete them from (required; "snapshots", and a collection holding anything else, are refused)`
+	_ = c.Value.Set("")
 	return cmd
+}
+
+// loadtestWriteUsages are the write flags' usage texts as loadtest uses
+// them: for each round's write, and for its own run lock and cleanup.
+var loadtestWriteUsages = map[string]string{
+	"batch-size":         fmt.Sprintf("district operations per chunk (1..%d), at most a tenth of a second of the write budget", snapshot.MaxBatchSize),
+	"max-retries":        "retries per chunk, and per delete of the cleanup, after the first attempt",
+	"lock-ttl":           "time to live of the run lock and of each round's snapshot lock; renewed every TTL/3",
+	"lock-wait":          "how long to wait for a held lock: another loadtest's run lock on the collection, a round's snapshot lock (0: fail at once)",
+	"grace-period":       "on SIGTERM/SIGINT, how long the round's chunks in flight may take to finish before the cleanup",
+	"record-interval":    "how often, at most, a round's write records its progress in the snapshot's root document, as the daily write does",
+	"initial-write-rate": "district writes a second each round's write starts at: Firestore's guidance for a new collection (docs/how-a-write-works.md)",
+	"max-write-rate": "district writes a second the ramp grows to, at most; with --write-ramp=false, the rate every round writes at: " +
+		"raise it to measure the database rather than the budget",
 }
 
 // checkLoadtest refuses, before anything touches Firestore, a command line
@@ -108,10 +128,8 @@ func checkLoadtest(run loadtest.Config, f writeFlags) error {
 
 func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error {
 	run := l.run
-	// Unset, --collection is the writers' default: loadtest wants one named.
-	if cmd.Flags().Changed("collection") {
-		run.Collection = a.global.collection
-	}
+	// --collection has no default: loadtest wants one named.
+	run.Collection = a.global.collection
 	if err := checkLoadtest(run, f); err != nil {
 		return err
 	}

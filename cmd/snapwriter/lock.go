@@ -33,8 +33,8 @@ PostgreSQL lock, which several projects may share,
 "snapshot:(default):snapshots:2026-11-20". A ":", "%" or any byte other than
 A-Z a-z 0-9 - . _ ~ ( ) in a name is written %XX, and a name whose written
 form is over 120 bytes becomes "#" and 32 hex digits of its SHA-256.
-'lock status --date D' computes the key for --project, --database, --collection
-and --lock-backend.
+'lock status --date D' computes the key for the project, database, collection
+and lock backend it is given.
 Writers of snapwriter versions before these keys held "snapshot:<YYYY-MM-DD>".
 
 Keys and lockIds are never logged; logs and the default output name them by
@@ -90,6 +90,7 @@ within --timeout (default 30 s, for the whole command).`,
 	fl.BoolVar(&f.raw, "raw", false, "also print the raw key and lockId (debugging only: the lockId can release the lock)")
 	f.lock.register(fl)
 	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
+	registerStoreFlags(fl)
 	cmd.MarkFlagsOneRequired("key", "date")
 	cmd.MarkFlagsMutuallyExclusive("key", "date")
 	return cmd
@@ -125,6 +126,9 @@ the whole command); 2 for a malformed lockId (nothing read or changed).`,
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	lf.register(fl)
 	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
+	// A lockId names the lock whatever the collection: no --collection.
+	registerDatabaseFlags(fl)
+	registerLogFlags(fl)
 	_ = cmd.MarkFlagRequired("lock-id")
 	return cmd
 }

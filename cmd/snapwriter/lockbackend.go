@@ -79,7 +79,8 @@ func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, fu
 }
 
 // openLocker opens the lock backend the flags name (see lockstore.Open),
-// connecting to PostgreSQL within --timeout, and names the database in
+// connecting to PostgreSQL within --timeout (--request-timeout on a write
+// command), and names the database in
 // the error when it cannot be reached.
 func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
 	b, closeLocker, err := lockstore.Open(ctx, lockstore.Config{Backend: f.backend, DSN: f.dsn}, client,

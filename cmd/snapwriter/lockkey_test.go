@@ -131,7 +131,7 @@ func TestLockScopeConcurrentWrites(t *testing.T) {
 				coll string
 				n    int
 			}{{a, "snapshots", 120}, {b, coll, 7}} {
-				code, out, errs := w.c.run("", "get", "--date", day, "--json", "--collection", w.coll)
+				code, out, errs := w.c.run("", "get", "--date", day, "--compact", "--collection", w.coll)
 				s, err := model.Decode(strings.NewReader(out))
 				if code != exitOK || err != nil || len(s.Payload.Districts) != w.n {
 					t.Errorf("snapshot in %s: exit %d, %v\n%s", w.coll, code, err, errs)

@@ -47,6 +47,8 @@ type cli struct {
 	// terminal: the command believes its stderr a terminal (a person
 	// reads it): console logs and a bar by default.
 	terminal bool
+	// now, if set, is the command's clock (app.now): what "today" is.
+	now func() time.Time
 }
 
 func newCLI(t *testing.T) *cli {
@@ -82,6 +84,9 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 	}
 	a.newAPIClient = c.dialAPI
 	a.stderrTerminal = c.terminal
+	if c.now != nil {
+		a.now = c.now
+	}
 	code := a.run(context.Background(), args)
 	return code, out.String(), errb.String()
 }
@@ -224,7 +229,7 @@ func TestWriteGetListEndToEnd(t *testing.T) {
 	if !model.Equal(got, want) {
 		t.Errorf("get differs from the input: %s", model.Diff(got, want))
 	}
-	code, out, _ = c.run("", "get", "--date", "latest", "--json")
+	code, out, _ = c.run("", "get", "--date", "latest", "--compact")
 	if code != exitOK || strings.Count(strings.TrimSpace(out), "\n") != 0 {
 		t.Errorf("get latest --json: exit %d, %d lines", code, strings.Count(out, "\n"))
 	}

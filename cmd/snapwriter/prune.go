@@ -23,6 +23,8 @@ type pruneFlags struct {
 	daily, weekly, monthly, yearly int
 	before                         string
 	dryRun, asJSON                 bool
+	// timezone is where prune's days end: "today" of --keep-days.
+	timezone string
 }
 
 // keepFlags are prune's keep rules, each a retention.Policy field.
@@ -46,8 +48,8 @@ deleted), with restic forget's meaning:
   --keep-weekly N   the same for the last N ISO weeks (Monday to Sunday)
   --keep-monthly N  the same for the last N months
   --keep-yearly N   the same for the last N years
-  --keep-days N     keep every snapshot dated within N days of today (UTC),
-                    whatever its state (0: today's)
+  --keep-days N     keep every snapshot dated within N days of today (in
+                    --timezone, UTC by default), whatever its state (0: today's)
 Only complete snapshots count for and are kept by the period rules; 0 turns a
 period rule off. An incomplete snapshot (partial, unsuccessful, interrupted,
 writing, unknown) dated after the newest complete one is kept (a write or a
@@ -94,7 +96,11 @@ date skipped), 5 fenced out by a writer (that date left to it).`,
 			if err := f.validate(); err != nil {
 				return err
 			}
-			return a.prune(cmd.Context(), f, pol, p)
+			loc, err := loadTimezone(p.timezone)
+			if err != nil {
+				return err
+			}
+			return a.prune(cmd.Context(), f, pol, p, loc)
 		},
 	}
 	fl := cmd.Flags()
@@ -102,18 +108,38 @@ date skipped), 5 fenced out by a writer (that date left to it).`,
 	fl.IntVar(&p.weekly, "keep-weekly", 0, "keep the newest complete snapshot of each of the last N ISO weeks that have one (0: off)")
 	fl.IntVar(&p.monthly, "keep-monthly", 0, "keep the newest complete snapshot of each of the last N months that have one (0: off)")
 	fl.IntVar(&p.yearly, "keep-yearly", 0, "keep the newest complete snapshot of each of the last N years that have one (0: off)")
-	fl.IntVar(&p.keepDays, "keep-days", 0, "keep every snapshot dated within N days of today (UTC), whatever its state (0: today's)")
+	fl.IntVar(&p.keepDays, "keep-days", 0, "keep every snapshot dated within N days of today (in --timezone), whatever its state (0: today's)")
+	registerTimezone(fl, &p.timezone, `IANA time zone of "today" in --keep-days: where prune's days end`)
 	fl.StringVar(&p.before, "before", "", "a plain cutoff, given alone: delete the snapshots dated before D (YYYY-MM-DD)")
 	fl.BoolVar(&p.dryRun, "dry-run", false, "print every snapshot's verdict; delete nothing, take no lock")
 	fl.BoolVar(&p.asJSON, "json", false, "print the report as JSON")
 	// Prune records no progress: no --record-interval.
-	addWriteFlags(fl, &f, "record-interval")
+	addWriteFlags(fl, &f, pruneWriteUsages, "record-interval")
 	// A held lock is a writer at work: skip that date rather than wait
 	// for it and then delete what it wrote.
 	f.lockWait = 0
 	fl.Lookup("lock-wait").DefValue = "0s"
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage+"; bounds the listing too")
+	registerRequestTimeout(fl, pruneRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	return cmd
+}
+
+// pruneWriteUsages are the write flags' usage texts as prune uses them:
+// to delete, in chunks paced and retried as a write's.
+var pruneWriteUsages = map[string]string{
+	"batch-size":   fmt.Sprintf("documents deleted per chunk transaction (1..%d), at most a tenth of a second of the write budget (deletes are writes)", snapshot.MaxBatchSize),
+	"concurrency":  "delete chunks in flight at once, at most: a prune starts at one and runs fewer while the store is slow to answer (docs/lease.md)",
+	"max-retries":  "retries per delete chunk after the first attempt",
+	"lock-ttl":     "time to live of the lock on the date being pruned; renewed every TTL/3",
+	"lock-wait":    "how long to wait for a date's lock that is held (a writer at work; 0: skip the date at once, reported as lock held)",
+	"grace-period": "on SIGTERM/SIGINT, how long delete chunks in flight may take to finish (the date stays \"deleting\": run prune again)",
+	"contention-wait": "how long a transaction that finds the snapshot or its lock document locked by another transaction keeps retrying " +
+		"(a writer that died mid-transaction holds it until Firestore expires it, within 60 s)",
+	"allow-lock-backend-switch": "delete a snapshot written under another lock backend (one-time migration step)",
+	"initial-write-rate":        "document deletes a second a prune starts at: Firestore's guidance for a new collection (docs/how-a-write-works.md)",
+	"max-write-rate":            "document deletes a second the ramp grows to, at most",
+	"write-ramp": "grow the delete rate 50% every 5 minutes from --initial-write-rate (Firestore's 500/50/5); " +
+		"--write-ramp=false: delete at --max-write-rate from the start",
 }
 
 // prunePolicy is the retention policy prune's flags give, or the usage
@@ -145,7 +171,7 @@ func prunePolicy(fl *pflag.FlagSet, p pruneFlags) (retention.Policy, error) {
 	return pol, nil
 }
 
-func (a *app) prune(ctx context.Context, f writeFlags, pol retention.Policy, p pruneFlags) error {
+func (a *app) prune(ctx context.Context, f writeFlags, pol retention.Policy, p pruneFlags, loc *time.Location) error {
 	client, err := a.client(ctx)
 	if err != nil {
 		return err
@@ -157,7 +183,9 @@ func (a *app) prune(ctx context.Context, f writeFlags, pol retention.Policy, p p
 	if err != nil {
 		return a.firestoreWait(err)
 	}
-	plan, err := pol.Select(list, time.Now())
+	// Today as it is in --timezone: the day a --keep-days counts from
+	// ends at midnight there.
+	plan, err := pol.Select(list, a.now().In(loc))
 	if err != nil {
 		return usage(err) // checked by prunePolicy already
 	}

@@ -200,19 +200,30 @@ func TestRootTimeoutMessage(t *testing.T) {
 	}
 }
 
-// Acquiring the lock is what --timeout bounds in a write: a store that
-// never answers is named with it.
+// Acquiring the lock is what --request-timeout bounds in a write: a store
+// that never answers is named with it. --timeout, its deprecated name
+// (the one test that gives it to a write), still sets it, with a notice,
+// and the message names the flag that was given.
 func TestAcquireTimeoutMessage(t *testing.T) {
 	t.Parallel()
-	c := newCLI(t)
 	addr := blackHole(t)
-	c.env["FIRESTORE_EMULATOR_HOST"] = addr
-	code, _, errs := c.run(genJSON(t, day, 3), "write", "--input", "-", "--lock-wait", "0s", "--timeout", "1s")
-	if code != exitError {
-		t.Fatalf("exit %d, want 1\n%s", code, errs)
-	}
-	if want := "no answer from the Firestore emulator at " + addr + " within 1s (--timeout): snapshot " + day + ": acquiring the snapshot lock"; !strings.Contains(errs, want) {
-		t.Errorf("message does not say %q:\n%s", want, lastLine(errs))
+	for _, flag := range []string{"--request-timeout", "--timeout"} {
+		t.Run(flag, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			c.env["FIRESTORE_EMULATOR_HOST"] = addr
+			code, _, errs := c.run(genJSON(t, day, 3), "write", "--input", "-", "--lock-wait", "0s", flag, "1s")
+			if code != exitError {
+				t.Fatalf("exit %d, want 1\n%s", code, errs)
+			}
+			if want := "no answer from the Firestore emulator at " + addr + " within 1s (" + flag + "): snapshot " + day + ": acquiring the snapshot lock"; !strings.Contains(errs, want) {
+				t.Errorf("message does not say %q:\n%s", want, lastLine(errs))
+			}
+			notice := "Flag --timeout has been deprecated, use --request-timeout"
+			if got := strings.Contains(errs, notice); got != (flag == "--timeout") {
+				t.Errorf("deprecation notice shown: %v, want %v\n%s", got, flag == "--timeout", errs)
+			}
+		})
 	}
 }
 

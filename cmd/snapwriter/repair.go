@@ -67,7 +67,8 @@ naming it, or the two disagreeing, is exit 2 with nothing written.`,
 	fl.BoolVar(&dryRun, "dry-run", false, dryRunUsage+"; lists the districts it would write again, and why")
 	fl.BoolVar(&rewrite, "rewrite-changed", false, "re-write the districts (or the whole snapshot, if its metadata or rankings differ) whose stored data differs from --input, instead of refusing")
 	f.register(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	registerRequestTimeout(fl, repairRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("input")
 	return cmd
 }

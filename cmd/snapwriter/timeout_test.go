@@ -75,8 +75,9 @@ func timed(c *cli, stdin string, args ...string) (int, string, time.Duration) {
 }
 
 // With Firestore unreachable, black-holed or refused, every command that
-// talks to it ends with exit 1 within its --timeout (plus --lock-wait for
-// the lock of a write), naming the endpoint and what it was doing.
+// talks to it ends with exit 1 within its --timeout (a write command's
+// --request-timeout, plus --lock-wait for the lock), naming the endpoint,
+// what it was doing and the bound by the name it was given.
 func TestUnreachableFirestoreExits1(t *testing.T) {
 	t.Parallel()
 	in := genJSON(t, day, 3)
@@ -90,7 +91,7 @@ func TestUnreachableFirestoreExits1(t *testing.T) {
 		bound    time.Duration
 		activity []string
 	}{
-		{"list", "", []string{"list", "--timeout", "2s"}, nil, 2 * time.Second, []string{"listing snapshots"}},
+		{"list", "", []string{"list", "--timeout", "2s"}, nil, 2 * time.Second, []string{"listing snapshots", "within 2s (--timeout)"}},
 		{"list by env", "", []string{"list"}, map[string]string{"SNAPWRITER_TIMEOUT": "2s"}, 2 * time.Second, []string{"listing snapshots"}},
 		{"list --json", "", []string{"list", "--json", "--timeout", "2s"}, nil, 2 * time.Second, []string{"listing snapshots"}},
 		{"get", "", []string{"get", "--date", day, "--timeout", "2s"}, nil, 2 * time.Second, []string{"reading snapshot " + day}},
@@ -99,11 +100,14 @@ func TestUnreachableFirestoreExits1(t *testing.T) {
 		{"lock status", "", []string{"lock", "status", "--key", "snapshot:" + day, "--timeout", "2s"}, nil, 2 * time.Second, []string{"reading the lock"}},
 		{"lock status raw", "", []string{"lock", "status", "--key", "snapshot:" + day, "--raw", "--timeout", "2s"}, nil, 2 * time.Second, []string{"reading the lock"}},
 		{"lock release", "", []string{"lock", "release", "--lock-id", lockID, "--timeout", "2s"}, nil, 2 * time.Second, []string{"looking up lock"}},
-		{"write", in, []string{"write", "--input", "-", "--lock-wait", "1s", "--timeout", "2s"}, nil, 3 * time.Second, []string{"acquiring the snapshot lock"}},
-		{"repair", in, []string{"repair", "--date", day, "--input", "-", "--lock-wait", "1s", "--timeout", "2s"}, nil, 3 * time.Second, []string{"acquiring the snapshot lock"}},
-		{"backfill --skip-complete", "", []string{"backfill", "--input-dir", dir, "--skip-complete", "--timeout", "2s"}, nil, 2 * time.Second, []string{"listing snapshots"}},
+		{"write", in, []string{"write", "--input", "-", "--lock-wait", "1s", "--request-timeout", "2s"}, nil, 3 * time.Second, []string{"acquiring the snapshot lock"}},
+		{"write by env", in, []string{"write", "--input", "-", "--lock-wait", "1s"}, map[string]string{"SNAPWRITER_REQUEST_TIMEOUT": "2s"}, 3 * time.Second,
+			[]string{"acquiring the snapshot lock"}},
+		{"repair", in, []string{"repair", "--date", day, "--input", "-", "--lock-wait", "1s", "--request-timeout", "2s"}, nil, 3 * time.Second, []string{"acquiring the snapshot lock"}},
+		{"backfill --skip-complete", "", []string{"backfill", "--input-dir", dir, "--skip-complete", "--request-timeout", "2s"}, nil, 2 * time.Second,
+			[]string{"listing snapshots", "within 2s (--request-timeout)"}},
 		// The first date's lock times out; the second is not started.
-		{"backfill", "", []string{"backfill", "--input-dir", dir, "--lock-wait", "0s", "--timeout", "2s"}, nil, 2 * time.Second,
+		{"backfill", "", []string{"backfill", "--input-dir", dir, "--lock-wait", "0s", "--request-timeout", "2s"}, nil, 2 * time.Second,
 			[]string{"acquiring the snapshot lock", "not-started", "not started; the backfill stopped at 2026-11-19: no answer from"}},
 	}
 	for _, target := range []struct {
@@ -191,13 +195,14 @@ func TestUnreachableFirestoreDefaults(t *testing.T) {
 }
 
 // A scheduled run against a black-holed Firestore fails within --lock-wait
-// plus --timeout, is logged with the endpoint, and the worker carries on.
+// plus --request-timeout, is logged with the endpoint, and the worker
+// carries on.
 func TestScheduleRunUnreachable(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.env["FIRESTORE_EMULATOR_HOST"] = blackHole(t)
 	dir := inputDir(t, todayUTC(), 3)
-	logs, stop := startSchedule(t, c, "--cron", "*/2 * * * * *", "--input-dir", dir, "--lock-wait", "0s", "--timeout", "1s")
+	logs, stop := startSchedule(t, c, "--cron", "*/2 * * * * *", "--input-dir", dir, "--lock-wait", "0s", "--request-timeout", "1s")
 	waitFor(t, 20*time.Second, "two failed runs", func() bool { return strings.Count(logs.String(), `"message":"run failed"`) >= 2 })
 	if code := stop(); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, logs.String())
@@ -215,7 +220,8 @@ func lastLine(s string) string {
 }
 
 // A PostgreSQL lock database that accepts connections and never answers
-// fails write, lock status and list within --timeout, naming its host:port
+// fails write, lock status and list within --request-timeout (write) or
+// --timeout (the others), naming its host:port
 // and never the password; nothing is written.
 func TestUnreachablePostgresExits1(t *testing.T) {
 	t.Parallel()
@@ -238,7 +244,11 @@ func TestUnreachablePostgresExits1(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCLI(t)
-			args := append(tc.args, "--lock-backend", "postgres", "--timeout", "2s")
+			bound := "--timeout"
+			if tc.args[0] == "write" {
+				bound = "--request-timeout"
+			}
+			args := append(tc.args, "--lock-backend", "postgres", bound, "2s")
 			if !contains(args, "--lock-dsn") {
 				args = append(args, "--lock-dsn", dsn)
 			}
@@ -249,7 +259,7 @@ func TestUnreachablePostgresExits1(t *testing.T) {
 			if took > 2*time.Second+slack {
 				t.Errorf("took %s; bound 2s", took.Round(time.Millisecond))
 			}
-			for _, want := range []string{"PostgreSQL lock database at " + addr, "connecting to the PostgreSQL lock database", "within 2s"} {
+			for _, want := range []string{"PostgreSQL lock database at " + addr, "connecting to the PostgreSQL lock database", "within 2s (" + bound + ")"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output does not say %q:\n%s", want, out)
 				}
@@ -265,37 +275,39 @@ func TestUnreachablePostgresExits1(t *testing.T) {
 	}
 }
 
-// A --timeout that is not a positive duration, on the command line or in
-// SNAPWRITER_TIMEOUT, is a usage error: exit 2, nothing read or written.
+// A --timeout or --request-timeout that is not a positive duration, on
+// the command line or in SNAPWRITER_TIMEOUT or SNAPWRITER_REQUEST_TIMEOUT,
+// is a usage error naming it: exit 2, nothing read or written.
 func TestBadTimeoutExit2(t *testing.T) {
 	t.Parallel()
 	in := genJSON(t, day, 3)
 	for _, tc := range []struct {
-		name string
-		args []string
-		env  string
+		name     string
+		args     []string
+		variable string // of env
+		env      string
+		want     string
 	}{
-		{"negative", []string{"list", "--timeout", "-1s"}, ""},
-		{"zero", []string{"get", "--date", day, "--timeout", "0"}, ""},
-		{"garbage", []string{"lock", "status", "--key", "k", "--timeout", "soon"}, ""},
-		{"no unit", []string{"write", "--input", "-", "--timeout", "30"}, ""},
-		{"zero write", []string{"write", "--input", "-", "--timeout", "0s"}, ""},
-		{"negative backfill", []string{"backfill", "--input-dir", ".", "--timeout", "-5m"}, ""},
-		{"env garbage", []string{"list"}, "forever"},
-		{"env zero", []string{"write", "--input", "-"}, "0s"},
+		{"negative", []string{"list", "--timeout", "-1s"}, "", "", "--timeout"},
+		{"zero", []string{"get", "--date", day, "--timeout", "0"}, "", "", "--timeout"},
+		{"garbage", []string{"lock", "status", "--key", "k", "--timeout", "soon"}, "", "", "--timeout"},
+		{"no unit", []string{"write", "--input", "-", "--request-timeout", "30"}, "", "", "--request-timeout"},
+		{"zero write", []string{"write", "--input", "-", "--request-timeout", "0s"}, "", "", "--request-timeout"},
+		{"negative backfill", []string{"backfill", "--input-dir", ".", "--request-timeout", "-5m"}, "", "", "--request-timeout"},
+		{"env garbage", []string{"list"}, "SNAPWRITER_TIMEOUT", "forever", "SNAPWRITER_TIMEOUT=forever"},
+		{"env zero", []string{"write", "--input", "-"}, "SNAPWRITER_REQUEST_TIMEOUT", "0s", "SNAPWRITER_REQUEST_TIMEOUT=0s"},
+		// The deprecated name is refused by its own name.
+		{"deprecated env zero", []string{"write", "--input", "-"}, "SNAPWRITER_TIMEOUT", "0s", "SNAPWRITER_TIMEOUT=0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCLI(t)
 			if tc.env != "" {
-				c.env["SNAPWRITER_TIMEOUT"] = tc.env
+				c.env[tc.variable] = tc.env
 			}
 			code, out, _ := timed(c, in, tc.args...)
 			// A value from the environment is named by its variable.
-			want := "--timeout"
-			if tc.env != "" {
-				want = "SNAPWRITER_TIMEOUT=" + tc.env
-			}
+			want := tc.want
 			if code != exitUsage || !strings.Contains(out, want) {
 				t.Errorf("exit %d, want 2 naming %s\n%s", code, want, out)
 			}
@@ -312,7 +324,7 @@ func TestLockWaitBoundsHeldLock(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.acquire(c.snapKey("firestore", day), time.Minute)
-	code, out, took := timed(c, genJSON(t, day, 3), "write", "--input", "-", "--lock-wait", "3s", "--timeout", "1s")
+	code, out, took := timed(c, genJSON(t, day, 3), "write", "--input", "-", "--lock-wait", "3s", "--request-timeout", "1s")
 	if code != exitLockHeld {
 		t.Fatalf("exit %d, want 4\n%s", code, out)
 	}

@@ -94,7 +94,7 @@ var settingFlags = map[snapshot.Setting]string{
 	snapshot.SettingConcurrency: "--concurrency", snapshot.SettingLockTTL: "--lock-ttl",
 	snapshot.SettingLockWait: "--lock-wait", snapshot.SettingGracePeriod: "--grace-period",
 	snapshot.SettingContentionWait: "--contention-wait", snapshot.SettingRecordInterval: "--record-interval",
-	snapshot.SettingRequestTimeout: "--timeout",
+	snapshot.SettingRequestTimeout: "--request-timeout",
 }
 
 // shardUsage is usage(err) for backfill.TaskShard's error, which for an

@@ -121,7 +121,8 @@ gs:// --input folder's upload has not finished.`,
 	fl.StringVar(&date, "date", "", "snapshot id (YYYY-MM-DD) (required)")
 	fl.StringVar(&inputPath, "input", "", `also compare with this input: file, directory, "-", or gs://BUCKET/PATH`)
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	registerTimeout(fl, defaultReadTimeout, getTimeoutUsage)
+	registerTimeout(fl, defaultReadTimeout, inputTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("date")
 	return cmd
 }

@@ -9,6 +9,14 @@ import (
 	"github.com/snapwriter/snapwriter/internal/buildinfo"
 )
 
+// versionTemplate is the root's --version output: the line 'snapwriter
+// version' prints (versionLine), the root's Version being
+// buildinfo.Version().
+const versionTemplate = "snapwriter {{.Version}}\n"
+
+// versionLine is what 'snapwriter version' prints without --json.
+func versionLine() string { return fmt.Sprintf("snapwriter %s\n", buildinfo.Version()) }
+
 func (a *app) versionCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -25,7 +33,7 @@ was built for: {"version", "revision", "modified", "time", "goVersion", "os",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return a.output(asJSON, buildinfo.Read(), func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "snapwriter %s\n", buildinfo.Version())
+				_, err := io.WriteString(w, versionLine())
 				return err
 			})
 		},

@@ -68,7 +68,11 @@ manifest records the partial state, the lock is released), and the worker exits 
 	fl.DurationVar(&s.HTTPTimeout, "http-timeout", 2*time.Minute, "timeout of one --input-url download")
 	f.register(fl)
 	f.registerGate(fl)
-	registerTimeout(fl, snapshot.DefaultRequestTimeout, writeTimeoutUsage)
+	// A held run is logged, the worker carries on: no exit 8.
+	setUsages(fl, map[string]string{"gate": "check each run's input against what readers have before writing, and hold (nothing written; the run logged as failed with exitCode 8) " +
+		"a snapshot with fewer districts, changed values, or month-end deltas past their bounds"})
+	registerRequestTimeout(fl, scheduleRequestTimeoutUsage)
+	registerStoreFlags(fl)
 	_ = cmd.MarkFlagRequired("cron")
 	return cmd
 }

@@ -51,7 +51,7 @@ type Store struct {
 type Option func(*Store)
 
 // WithTimeout sets how long a request may go without an answer, and how
-// the bound is named in an error ("30s (--timeout)"); "" names it by its
+// the bound is named in an error ("30s (--request-timeout)"); "" names it by its
 // duration.
 func WithTimeout(d time.Duration, name string) Option {
 	return func(s *Store) { s.timeout, s.within = d, name }
