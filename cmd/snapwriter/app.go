@@ -49,6 +49,9 @@ type app struct {
 	// snapshot.WithMaintenance (SIGTSTP, SIGCONT), and tests'.
 	writerOptions []snapshot.Option
 
+	// now is the clock doctor compares with the servers'; tests set it.
+	now func() time.Time
+
 	global globalFlags
 	// timeout is the running command's --timeout (see timeout.go).
 	timeout time.Duration
@@ -74,7 +77,7 @@ type globalFlags struct {
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
-	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop()}
+	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop(), now: time.Now}
 	a.newClient = a.openFirestore
 	a.newAPIClient = a.openAPI
 	return a
@@ -102,7 +105,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	if errors.As(err, new(differError)) {
+	if errors.As(err, new(differError)) || errors.As(err, new(problemsFound)) {
 		return exitError
 	}
 	code := exitCode(err)
@@ -196,7 +199,7 @@ progress; nothing written).`,
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
 		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand(),
-		a.loadtestCommand(), a.pruneCommand(), a.diffCommand(), a.policyCommand())
+		a.loadtestCommand(), a.pruneCommand(), a.diffCommand(), a.policyCommand(), a.doctorCommand())
 	return root
 }
 
