@@ -290,7 +290,7 @@ func describeCredentialsJSON(b []byte, project string) doctor.Result {
 func (d *preflight) metadataAccount(ctx context.Context, project string) doctor.Result {
 	email, err := metadataEmail(ctx)
 	if err != nil {
-		return doctor.Problemf("check the job's service account (gcloud run jobs describe JOB --format='value(spec.template.spec.template.spec.serviceAccountName)'), or export GOOGLE_APPLICATION_CREDENTIALS",
+		return doctor.Problemf("on Cloud Run, give the job a service account (gcloud run jobs update JOB --service-account EMAIL); elsewhere gcloud auth application-default login (or export GOOGLE_APPLICATION_CREDENTIALS=/path/to/key.json)",
 			"the metadata server offers credentials but does not name their service account: %v", err)
 	}
 	return doctor.Result{Status: doctor.OK, Detail: "service account " + email + " (metadata server)",

@@ -47,6 +47,8 @@ type cli struct {
 	// terminal: the command believes its stderr a terminal (a person
 	// reads it): console logs and a bar by default.
 	terminal bool
+	// now, if set, is the command's clock (doctor's clock check).
+	now func() time.Time
 }
 
 func newCLI(t *testing.T) *cli {
@@ -82,6 +84,9 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 	}
 	a.newAPIClient = c.dialAPI
 	a.stderrTerminal = c.terminal
+	if c.now != nil {
+		a.now = c.now
+	}
 	code := a.run(context.Background(), args)
 	return code, out.String(), errb.String()
 }
