@@ -171,9 +171,13 @@ func (a *app) runDoctor(ctx context.Context, f doctorFlags) error {
 
 // checks lists the checks in their fixed order, with what each needs.
 func (d *preflight) checks() []doctor.Check {
-	lockNeeds := []string{checkDatabase}
+	// The clock compares with the server the lock backend check read
+	// (PostgreSQL's), or else the database check (Firestore's). A
+	// PostgreSQL lock table of the wrong shape is a problem, but its
+	// server's time was read: the clock check finds it without Needs.
+	lockNeeds, clockNeeds := []string{checkDatabase}, []string{checkDatabase}
 	if d.f.lock.backend == backendPostgres {
-		lockNeeds = nil
+		lockNeeds, clockNeeds = nil, nil
 	}
 	return []doctor.Check{
 		{Name: checkCredentials, Run: d.credentials},
@@ -183,7 +187,7 @@ func (d *preflight) checks() []doctor.Check {
 		{Name: checkIndexes, Needs: []string{checkDatabase}, Run: d.indexes},
 		{Name: checkInput, Run: d.inputCheck},
 		{Name: checkLock, Needs: lockNeeds, Run: d.lockBackend},
-		{Name: checkClock, Run: d.clock},
+		{Name: checkClock, Needs: clockNeeds, Run: d.clock},
 	}
 }
 
