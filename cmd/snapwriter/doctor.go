@@ -136,6 +136,8 @@ func (f doctorFlags) validate() error {
 // where is the input given, "" for none.
 func (f doctorFlags) where() string { return f.input + f.inputDir }
 
+// runDoctor runs the checks within --timeout and prints the report; a
+// problem in it is exit 1 (problemsFound), the report being what it says.
 func (a *app) runDoctor(ctx context.Context, f doctorFlags) error {
 	ctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
@@ -147,20 +149,8 @@ func (a *app) runDoctor(ctx context.Context, f doctorFlags) error {
 		}
 	}()
 	rep := doctor.Run(ctx, d.checks())
-	problems := 0
-	for _, e := range rep.Checks {
-		if e.Status == doctor.Problem {
-			problems++
-		}
-	}
-	a.log.Info("doctor finished", zap.Bool("ok", rep.OK), zap.Int("problems", problems))
-	var err error
-	if f.asJSON {
-		err = rep.WriteJSON(a.stdout)
-	} else {
-		err = rep.WriteText(a.stdout)
-	}
-	if err != nil {
+	a.log.Info("doctor finished", zap.Bool("ok", rep.OK), zap.Int("problems", rep.Problems()))
+	if err := a.output(f.asJSON, rep, rep.WriteText); err != nil {
 		return err
 	}
 	if !rep.OK {

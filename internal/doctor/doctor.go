@@ -148,7 +148,7 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.OK {
 		b.WriteString("no problems found\n")
 	} else {
-		fmt.Fprintf(&b, "%s found\n", plural.N(r.problems(), "problem"))
+		fmt.Fprintf(&b, "%s found\n", plural.N(r.Problems(), "problem"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -162,7 +162,8 @@ func (r Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-func (r Report) problems() int {
+// Problems counts the checks that are a problem.
+func (r Report) Problems() int {
 	n := 0
 	for _, e := range r.Checks {
 		if e.Status == Problem {
