@@ -49,7 +49,8 @@ type app struct {
 	// snapshot.WithMaintenance (SIGTSTP, SIGCONT), and tests'.
 	writerOptions []snapshot.Option
 
-	// now is the clock a command reads "today" from (prune's days);
+	// now is the clock a command reads "today" from (prune's
+	// days) and doctor compares with the servers';
 	// tests replace it.
 	now func() time.Time
 
@@ -112,7 +113,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	if errors.As(err, new(differError)) {
+	if errors.As(err, new(differError)) || errors.As(err, new(problemsFound)) {
 		return exitError
 	}
 	code := exitCode(err)
@@ -215,7 +216,7 @@ progress; nothing written).`,
 
 	root.AddCommand(a.generateCommand(), a.writeCommand(), a.getCommand(), a.listCommand(),
 		a.repairCommand(), a.verifyCommand(), a.backfillCommand(), a.scheduleCommand(), a.lockCommand(), a.versionCommand(),
-		a.loadtestCommand(), a.pruneCommand(), a.diffCommand(), a.policyCommand())
+		a.loadtestCommand(), a.pruneCommand(), a.diffCommand(), a.policyCommand(), a.doctorCommand())
 	return root
 }
 

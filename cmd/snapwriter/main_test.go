@@ -47,7 +47,8 @@ type cli struct {
 	// terminal: the command believes its stderr a terminal (a person
 	// reads it): console logs and a bar by default.
 	terminal bool
-	// now, if set, is the command's clock (app.now): what "today" is.
+	// now, if set, is the command's clock (app.now): what "today" is, and
+	// doctor's clock check.
 	now func() time.Time
 }
 
