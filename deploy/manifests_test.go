@@ -197,9 +197,6 @@ func TestJobYAMLs(t *testing.T) {
 		if got := envOf(col)["OTELCOL_CONFIG"]; got != wantConfig {
 			t.Errorf("%s: the collector's OTELCOL_CONFIG is not otel-collector.yaml's configuration:\n%s", name, got)
 		}
-		if col.StartupProbe == nil || col.StartupProbe.HttpGet == nil || col.StartupProbe.HttpGet.Port != 13133 {
-			t.Errorf("%s: the collector has no startup probe on its health_check port", name)
-		}
 		deps := job.Spec.Template.Metadata.Annotations["run.googleapis.com/container-dependencies"]
 		var dm map[string][]string
 		if err := json.Unmarshal([]byte(deps), &dm); err != nil || !slices.Equal(dm["snapwriter"], []string{"collector"}) {
