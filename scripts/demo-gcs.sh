@@ -49,7 +49,7 @@ upload() {
 
 echo "== generate --folder: the application's snapshot folder, 132 districts for $date"
 "$bin" generate --date "$date" --districts 132 --seed 42 --folder "$folder"
-echo "   $(ls "$folder" | wc -l) files, $(du -sb "$folder" | cut -f1) bytes"
+echo "   $(find "$folder" -mindepth 1 -maxdepth 1 | wc -l) files, $(du -sb "$folder" | cut -f1) bytes"
 
 echo "== upload to $url with curl: every file but the manifest, then a manifest without writeComplete (an upload under way)"
 for f in "$folder"/*.json; do

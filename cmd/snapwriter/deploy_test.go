@@ -4,17 +4,20 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
 
-// jobArgs reads the container args of the Cloud Run job in deploy/name,
-// BUCKET replaced by the test's bucket.
+// jobArgs reads the args of the snapwriter container of the Cloud Run job
+// in deploy/name, BUCKET replaced by the test's bucket.
 func jobArgs(t *testing.T, name string) []string {
 	t.Helper()
 	b, err := os.ReadFile("../../deploy/" + name)
@@ -27,18 +30,51 @@ func jobArgs(t *testing.T, name string) []string {
 	if strings.Contains(y, "gcsfuse") && !strings.Contains(y, "implicit-dirs") {
 		t.Errorf("%s mounts the bucket without implicit-dirs", name)
 	}
-	m := regexp.MustCompile(`(?s)args: (\[[^\]]*\])`).FindStringSubmatch(y)
-	if m == nil {
-		t.Fatalf("%s: no args", name)
+	var job struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Template struct {
+						Spec struct {
+							Containers []struct {
+								Name string
+								Args []string
+							}
+						}
+					}
+				}
+			}
+		}
 	}
-	var args []string
-	if err := json.Unmarshal([]byte(m[1]), &args); err != nil {
-		t.Fatalf("%s: args %s: %v", name, m[1], err)
+	if err := yaml.Unmarshal(b, &job); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
-	for i, a := range args {
-		args[i] = strings.ReplaceAll(a, "BUCKET", gcsBucket)
+	for _, c := range job.Spec.Template.Spec.Template.Spec.Containers {
+		if c.Name != "snapwriter" {
+			continue
+		}
+		args := slices.Clone(c.Args)
+		for i, a := range args {
+			args[i] = strings.ReplaceAll(a, "BUCKET", gcsBucket)
+		}
+		return args
 	}
-	return args
+	t.Fatalf("%s: no container named snapwriter", name)
+	return nil
+}
+
+// jobToday is today's date where the job's "today" is: in its --timezone
+// (default UTC).
+func jobToday(t *testing.T, args []string, daysAgo int) string {
+	t.Helper()
+	loc := time.UTC
+	if i := slices.Index(args, "--timezone"); i >= 0 {
+		var err error
+		if loc, err = time.LoadLocation(args[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return time.Now().In(loc).AddDate(0, 0, -daysAgo).Format(time.DateOnly)
 }
 
 // The backfill job of deploy/job.yaml, run as its four Cloud Run tasks,
@@ -77,15 +113,16 @@ func TestDeployBackfillJob(t *testing.T) {
 	}
 }
 
-// The daily job of deploy/daily-job.yaml writes today's folder, and a
-// second run the same day is a no-op.
+// The daily job of deploy/daily-job.yaml writes today's folder (today in
+// its --timezone, the trigger's), and a second run the same day is a
+// no-op.
 func TestDeployDailyJob(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	g := newGCS(t, c)
-	today := time.Now().UTC().Format(time.DateOnly)
-	g.folder(t, today, 4)
 	args := jobArgs(t, "daily-job.yaml")
+	today := jobToday(t, args, 0)
+	g.folder(t, today, 4)
 	for run := range 2 {
 		if code, out, errs := c.run("", args...); code != exitOK {
 			t.Fatalf("run %d: exit %d\n%s%s", run, code, out, errs)
@@ -102,13 +139,13 @@ func TestDeployDailyJobGate(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	g := newGCS(t, c)
-	now := time.Now().UTC()
-	today, yesterday := now.Format(time.DateOnly), now.AddDate(0, 0, -1).Format(time.DateOnly)
+	args := jobArgs(t, "daily-job.yaml")
+	today, yesterday := jobToday(t, args, 0), jobToday(t, args, 1)
 	if code, _, errs := c.run(genJSON(t, yesterday, 4), "write", "--input", "-"); code != exitOK {
 		t.Fatalf("yesterday: exit %d\n%s", code, errs)
 	}
 	g.folder(t, today, 3)
-	code, out, errs := c.run("", jobArgs(t, "daily-job.yaml")...)
+	code, out, errs := c.run("", args...)
 	if code != exitHeld || errorLines(errs) != 1 || !strings.Contains(out, "held") {
 		t.Fatalf("exit %d, want %d (held)\n%s%s", code, exitHeld, out, errs)
 	}
