@@ -201,13 +201,16 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		Progress: bar,
 	})
 	_ = bar.Finish()
-	return a.backfillReport(res, shard, log, b.asJSON)
+	return a.backfillReport(ctx, res, shard, log, b.asJSON)
 }
 
 // backfillReport logs and prints how the dates of res went, and returns
 // the worst date's ending as a datesError (nil when its exit code is 0).
-func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
+// A backfill a signal stopped (ctx) reports the exit code the process
+// ends with, 128+n (app.run).
+func (a *app) backfillReport(ctx context.Context, res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
 	sum := backfill.NewReport(res, shard, func(r backfill.DateResult) int { return dateExit(r.Outcome, r.Err) })
+	sum.ExitCode = signalExit(ctx, sum.ExitCode)
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))

@@ -47,6 +47,12 @@ type cli struct {
 	// terminal: the command believes its stderr a terminal (a person
 	// reads it): console logs and a bar by default.
 	terminal bool
+	// stdinTerminal: the command believes its stdin a terminal (a person
+	// can answer a question): lock release --date asks to confirm.
+	stdinTerminal bool
+	// ctx, when set, is the context the command runs under (a test's
+	// signal: a cause of signals.Stopped).
+	ctx context.Context
 }
 
 func newCLI(t *testing.T) *cli {
@@ -82,7 +88,12 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 	}
 	a.newAPIClient = c.dialAPI
 	a.stderrTerminal = c.terminal
-	code := a.run(context.Background(), args)
+	a.stdinTerminal = c.stdinTerminal
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	code := a.run(ctx, args)
 	return code, out.String(), errb.String()
 }
 
