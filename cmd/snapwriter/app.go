@@ -81,7 +81,13 @@ type globalFlags struct {
 	logLevel   string
 }
 
+// newApp is the CLI on the surroundings given. It does nothing else: the
+// command tree it builds (rootCommand) can be read, for its help and the
+// generated reference (TestGeneratedDocs), with nil stdin and lookupEnv.
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
 	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop()}
 	a.newClient = a.openFirestore
 	a.newAPIClient = a.openAPI
@@ -210,14 +216,8 @@ failure in the snapshot's manifest.
 The emulator is used when FIRESTORE_EMULATOR_HOST is set. Every flag can also be
 set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 
-Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
-be recorded) or not found (get or verify of a snapshot that is not stored,
-get --district of a district it does not hold), 2 usage or invalid input
-(nothing written), 3 partial (including a lock lost mid-write; the manifest
-records what was written), 4 lock held by another writer, 5 fenced out by a
-newer writer, 6 (verify) the stored snapshot contradicts its manifest, its
-content hashes or the input, 7 the input is not ready (an upload still in
-progress; nothing written).`,
+Exit codes (README.md and docs/cli.md list the same, with each command's own):
+` + exitCodesHelp(),
 		Version:       buildinfo.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
