@@ -35,7 +35,7 @@ func exitCodesHelp() string {
 	var b strings.Builder
 	for _, c := range ending.Codes() {
 		line := fmt.Sprintf("  %-4d ", c.Exit)
-		for _, w := range strings.Fields(strings.ReplaceAll(c.Meaning, "`", "")) {
+		for _, w := range helpWords(c.Meaning) {
 			if len(line)+1+len(w) > 80 && strings.TrimSpace(line) != "" {
 				b.WriteString(strings.TrimRight(line, " ") + "\n")
 				line = indent
@@ -48,4 +48,18 @@ func exitCodesHelp() string {
 		b.WriteString(line + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// helpWords is meaning's words without backquotes, a flag kept with the
+// word before it ("write --gate"): a command and its flag on one line.
+func helpWords(meaning string) []string {
+	var words []string
+	for _, w := range strings.Fields(strings.ReplaceAll(meaning, "`", "")) {
+		if strings.HasPrefix(w, "--") && len(words) > 0 {
+			words[len(words)-1] += " " + w
+			continue
+		}
+		words = append(words, w)
+	}
+	return words
 }

@@ -120,7 +120,7 @@ and shell history. No confirmation: the lockId is the capability.
 
 Releasing the lock of a live writer lets a second writer in; the fence keeps the
 data safe, and the first writer ends fenced out. For a crashed writer, waiting
-for the lock to expire (--lock-ttl, 30 s by default) is the safest.
+for the lock to expire (the writer's write --lock-ttl, 30 s by default) is the safest.
 
 Exit status: 0 released; 1 nothing released: no live lock on the date or key,
 the confirmation was declined, no live lock carries the lockId (it expired, was
