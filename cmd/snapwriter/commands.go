@@ -436,9 +436,11 @@ func (a *app) getCommand() *cobra.Command {
 		Use:   "get --date D [--district ID] [--json]",
 		Short: "Read a snapshot back, in the input format",
 		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. --json prints
-it on one line. A snapshot whose write is not complete (partial, being written, or
-interrupted) is printed as it is, with only the districts written, and get then
-warns on stderr and exits 3.`,
+it on one line. A snapshot whose write is not complete (its state, as 'list' names
+it, partial, writing, interrupted, unknown or deleting) is printed as it is, with
+only the districts written, and get then warns on stderr and exits 3; a complete
+or unsuccessful one exits 0. Exit 1 when the snapshot, or the --district, is not
+stored, or Firestore fails or does not answer.`,
 		Example: `  snapwriter get --date 2026-11-20 > back.json
   snapwriter get --date latest
   snapwriter get --date 2026-11-20 --district 42`,
