@@ -24,7 +24,7 @@ func TestFuncRecoversIntoError(t *testing.T) {
 
 func TestRepanicKeepsFirstStack(t *testing.T) {
 	var g errgroup.Group
-	g.Go(Func(func() error { var m map[string]int; m["x"] = 1; return nil }))
+	g.Go(Func(func() error { noMap()["x"] = 1; return nil }))
 	first := g.Wait()
 	err := func() (err error) {
 		defer Recover(&err)
@@ -37,3 +37,6 @@ func TestRepanicKeepsFirstStack(t *testing.T) {
 	Repanic(errors.New("not a panic")) // does nothing
 	Repanic(nil)
 }
+
+// noMap is a nil map, to write into by mistake.
+func noMap() map[string]int { return nil }
