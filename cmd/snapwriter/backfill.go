@@ -69,9 +69,11 @@ where the last one stopped.
 
 On a terminal a progress bar shows the dates; otherwise each date is one log
 line. The summary counts complete, partial, failed and skipped dates, and the
-exit code is the worst outcome: 1 (failed, or stopped by a signal before every
-date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
-(partial) over 0.`,
+exit code is the worst outcome: 1 (failed, or a store stopped the run before every
+date was done) over 8 (held) over 7 (not ready) over 5 (fenced out) over 4 (lock
+held) over 3 (partial) over 0. Stopped by a signal, after the current date, it
+exits 143 (SIGTERM) or 130 (SIGINT), as every command does; the dates not
+started are reported.`,
 		Example: `  snapwriter backfill --input-dir ./snapshots --from 2026-01-01 --to 2026-03-31
   snapwriter backfill --input-dir gs://exports/snapshots --from today --to today --skip-complete --wait-for-input 3h
   snapwriter backfill --input-dir /data/snapshots --skip-complete --json

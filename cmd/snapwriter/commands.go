@@ -264,8 +264,9 @@ there yet). A local directory is refused only when its manifest.json says
 writeComplete: false: exports on disk made before the flag existed lack it.
 
 On SIGTERM or SIGINT no new chunk starts; chunks in flight get --grace-period to
-finish, the manifest records what was and was not written, the lock is released,
-and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.
+finish, the manifest records what was and was not written (outcome partial), the
+lock is released, and the exit code is 143 after SIGTERM, 130 after SIGINT, as for
+every command a signal stopped: 'snapwriter repair' completes the snapshot.
 
 On a terminal a progress bar counts the districts stored (rate, time left), and
 the per-chunk log lines are left out while it shows; --progress log keeps them.`,

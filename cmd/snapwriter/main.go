@@ -3,8 +3,9 @@
 // chunked, retried, fence-checked transactions, then a manifest that records
 // any partial failure.
 //
-// Its exit codes are listed in README.md and docs/cli.md, and decided in
-// one place, exit.go.
+// Its exit codes are listed in README.md and docs/cli.md, rendered from
+// the table of endings (internal/ending), and decided in app.run (a
+// signal: 128+n; a panic: 1) and exit.go (every other ending).
 package main
 
 import (

@@ -43,7 +43,9 @@ missing, invalid, lock held, partial) is logged and the worker carries on.
 
 SIGTERM or SIGINT stops the schedule: no new run starts, a write in progress
 stops like 'write' does on a signal (chunks in flight get --grace-period, the
-manifest records the partial state, the lock is released), and the worker exits 0.`,
+manifest records the partial state, the lock is released), and the worker exits
+143 after SIGTERM, 130 after SIGINT, as every command a signal stopped does. A run
+that panics is a failed run, logged with its stack; the worker carries on.`,
 		Example: `  snapwriter schedule --cron '0 6 * * *' --timezone Europe/Berlin --input-dir /data/snapshots
   snapwriter schedule --cron '30 5 * * *' --date-offset -1 --input-url 'https://exports.example.com/{date}.json'
   SNAPWRITER_CRON='@every 1h' SNAPWRITER_INPUT_DIR=/data snapwriter schedule
