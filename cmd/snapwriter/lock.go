@@ -378,7 +378,8 @@ func (a *app) lockReleaseKey(ctx context.Context, f lockReleaseFlags) error {
 	if err != nil {
 		return a.lockWait(err, f.lock)
 	}
-	what := "key " + nkey
+	// Messages and stderr (a log, on Cloud Run) name the key by hash only.
+	what := "the key"
 	if f.date != "" {
 		what = "snapshot " + f.date
 	}
@@ -386,15 +387,19 @@ func (a *app) lockReleaseKey(ctx context.Context, f lockReleaseFlags) error {
 		a.log.Info("lock not released: not locked", zap.String("keyHash", st.KeyHash))
 		return fmt.Errorf("nothing released: %s has no live lock (key hash %s)", what, st.KeyHash)
 	}
-	// What is about to be released: on stdout, or beside the JSON (which
-	// says what was released) on stderr.
+	// What is about to be released: on stdout, with the key the
+	// operator's flags gave; beside the JSON (which says what was
+	// released) on stderr, by hashes only.
 	show := a.stdout
 	if f.asJSON {
 		show = a.stderr
 	}
 	fmt.Fprintf(show, "the live lock of %s:\n", what)
 	tw := tabwriter.NewWriter(show, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  key:\t%s\n  key hash:\t%s\n  lockId hash:\t%s\n  fence:\t%s\n", nkey, st.KeyHash, st.LockIDHash, st.Fence)
+	if !f.asJSON {
+		fmt.Fprintf(tw, "  key:\t%s\n", nkey)
+	}
+	fmt.Fprintf(tw, "  key hash:\t%s\n  lockId hash:\t%s\n  fence:\t%s\n", st.KeyHash, st.LockIDHash, st.Fence)
 	fmt.Fprintf(tw, "  acquired at:\t%s\n  expires at:\t%s\n  remaining:\t%s\n", *st.AcquiredAt, *st.ExpiresAt, st.Remaining())
 	_ = tw.Flush()
 	if !f.yes {

@@ -69,6 +69,7 @@ func TestLockReleaseDate(t *testing.T) {
 	if !strings.Contains(errs, "lockId hash") || strings.Contains(errs, "[y/N]") {
 		t.Errorf("--yes: the lock not shown on stderr, or a question asked:\n%s", errs)
 	}
+	noSecrets(t, "release --date --json stderr", errs, key, r2.LockID)
 	if r3 := c.acquire(key, time.Minute); r3.Fence != "000000000000003" {
 		t.Errorf("fence after the release: %s", r3.Fence)
 	}
@@ -115,6 +116,7 @@ func TestLockReleaseDatePostgres(t *testing.T) {
 		t.Fatalf("confirmed: exit %d\n%s\n%s", code, out, errs)
 	}
 	noSecrets(t, "release --key output and logs", out+errs, r.LockID, dsn)
+	noSecrets(t, "release --key logs", errs, key)
 	if info, err := locking.GetByKey(context.Background(), b, key); err != nil || info != nil {
 		t.Errorf("after the release: %v %v", info, err)
 	}
