@@ -28,7 +28,7 @@ GOBUILD     := GO="$(GO)" LDFLAGS="$(LDFLAGS)" bash scripts/build.sh
 EMULATOR_PORT ?= 8686
 DEMO_PROJECT  ?= snapwriter-demo
 
-.PHONY: all build test test-short demo demo-gcs emulator bench chaos lint deps-check fmt tidy clean
+.PHONY: all build test test-short demo demo-gcs emulator bench chaos lint deps-check docs fmt tidy clean
 
 all: lint test
 
@@ -123,6 +123,13 @@ lint:
 # Informational: exits 0 however many are behind; non-zero only if it cannot list them.
 deps-check:
 	@GO=$(GO) bash scripts/deps-check.sh
+
+# The documentation generated from the command tree and the table of
+# endings: docs/cli/ (Markdown, a page a command), docs/man/ (man pages),
+# and the exit-code tables in README.md and docs/cli.md. -short: it needs
+# no server. Without -update the same test fails on a stale file.
+docs:
+	$(GO) test -short -count=1 ./cmd/snapwriter -run TestGeneratedDocs -update
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/snapwriter/snapwriter/internal/safego"
 )
 
 // Limits bound one chunk.
@@ -70,11 +72,11 @@ func Run[T, R any](ctx context.Context, chunks [][]T, concurrency int, fn func(c
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
 	for i, c := range chunks {
-		g.Go(func() error {
+		g.Go(safego.Func(func() error {
 			results[i] = fn(ctx, i, c)
 			return nil
-		})
+		}))
 	}
-	_ = g.Wait() // the goroutines return nil
+	safego.Repanic(g.Wait()) // the goroutines return nil; a panic is raised again here, in the caller
 	return results
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/api/iterator"
 
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/retry"
 )
 
@@ -120,7 +121,7 @@ func (c cleaner) delete(ctx context.Context, refs []*firestore.DocumentRef) erro
 	g.SetLimit(deleteConcurrency)
 	for start := 0; start < len(refs); start += c.batch {
 		chunk := refs[start:min(start+c.batch, len(refs))]
-		g.Go(func() error {
+		g.Go(safego.Func(func() error {
 			_, err := retry.Do(gctx, c.policy, func(ctx context.Context) error {
 				// One attempt per call: retry.Do owns the policy, as the
 				// writer's chunks do.
@@ -134,7 +135,9 @@ func (c cleaner) delete(ctx context.Context, refs []*firestore.DocumentRef) erro
 				}, firestore.MaxAttempts(1))
 			})
 			return err
-		})
+		}))
 	}
-	return g.Wait()
+	err := g.Wait()
+	safego.Repanic(err) // in the caller's goroutine, which the CLI recovers: not taken for an input's error
+	return err
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
 	"github.com/snapwriter/snapwriter/internal/plural"
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
@@ -253,6 +255,18 @@ func (l *Lease) Renew(ctx context.Context) error {
 // which only it reads and moves.
 func (l *Lease) heartbeat(ctx context.Context, expiresAt, sent time.Time) {
 	defer close(l.heartbeatDone)
+	// A panic here (an OnRenewal func's, a backend's) would end the
+	// process from this goroutine, with the runtime's exit code and no
+	// cleanup: it ends the lease instead, its cause carrying the panic
+	// (safego.ErrPanic, with the stack), so the holder stops and cleans up
+	// as on any loss and the CLI reports the panic.
+	var panicked error
+	defer func() {
+		if panicked != nil {
+			l.lose(fmt.Errorf("%w: the lease's heartbeat panicked: %w", ErrLeaseLost, panicked))
+		}
+	}()
+	defer safego.Recover(&panicked) // recover must be the deferred call itself
 	interval := max(l.ttl/3, time.Millisecond)
 	due := time.NewTimer(time.Until(sent.Add(interval)))
 	defer due.Stop()

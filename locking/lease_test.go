@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/retry/policy"
 )
 
@@ -425,4 +426,25 @@ func TestRenewalPolicy(t *testing.T) {
 			w = min(2*w, most)
 		}
 	}
+}
+
+// A panic on the heartbeat goroutine (here an OnRenewal func's) does not
+// end the process: it ends the lease, lost, its cause the panic with its
+// stack, so the holder stops and cleans up as on any loss.
+func TestLeaseLostOnHeartbeatPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl = 300 * time.Millisecond
+		f := newFake()
+		l := mustAcquire(t, f, "k", WithTTL(ttl), OnRenewal(func(RenewalStat) { panic("injected") }))
+		select {
+		case <-l.Done():
+		case <-time.After(ttl):
+			t.Fatal("the lease outlived its heartbeat's panic")
+		}
+		err := l.Err()
+		var pe *safego.PanicError
+		if !errors.Is(err, ErrLeaseLost) || !errors.As(err, &pe) || pe.Value != "injected" || !strings.Contains(string(pe.Stack), "lease_test.go") {
+			t.Errorf("Err = %v; want the lease lost, its cause the panic with its stack", err)
+		}
+	})
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/snapwriter/snapwriter/internal/safego"
 )
 
 // A snapshot read from a file keeps its districts' data in the file:
@@ -225,18 +227,18 @@ func newSummarizer() *summarizer {
 func (s *summarizer) add(l *lazyData, src io.ReaderAt, o Object) {
 	errp := new(error)
 	s.errs = append(s.errs, errp)
-	s.g.Go(func() error {
+	s.g.Go(safego.Func(func() error {
 		sc := <-s.scratch
 		defer func() { s.scratch <- sc }()
 		*errp = l.summarize(src, o, sc)
 		return nil
-	})
+	}))
 }
 
 // wait waits for every district added and returns the error of the first
 // one, in input order, that failed.
 func (s *summarizer) wait() error {
-	_ = s.g.Wait() // the goroutines report through errs
+	safego.Repanic(s.g.Wait()) // the goroutines report through errs; a panic is raised again here, in the caller
 	for _, e := range s.errs {
 		if *e != nil {
 			return *e

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/snapwriter/snapwriter/internal/safego"
 )
 
 // inputErr says that the input file at path cannot be opened.
@@ -69,14 +71,14 @@ func LoadFS(fsys fs.FS, root string) (*Snapshot, error) {
 	var g errgroup.Group
 	g.SetLimit(n)
 	for i, f := range files {
-		g.Go(func() error {
+		g.Go(safego.Func(func() error {
 			sc := <-scratch
 			defer func() { scratch <- sc }()
 			read[i], errs[i] = readDistrictFile(in, f, sc)
 			return nil
-		})
+		}))
 	}
-	_ = g.Wait() // the files report through errs
+	safego.Repanic(g.Wait()) // the files report through errs; a panic is raised again here, in the caller
 	districts := make([]any, 0, len(files))
 	for i, d := range read {
 		if err := errs[i]; err != nil {

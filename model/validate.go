@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/snapwriter/snapwriter/internal/safego"
+
 	"github.com/snapwriter/snapwriter/internal/walkcount"
 )
 
@@ -96,7 +98,7 @@ func walkDistricts(s *Snapshot, hash bool) []districtWalk {
 		if ds[i].Lazy() {
 			continue
 		}
-		g.Go(func() error {
+		g.Go(safego.Func(func() error {
 			dw := &walks[i]
 			// Paths are walked below "" and the district's path put
 			// before them only for a problem, so that the districts
@@ -112,9 +114,9 @@ func walkDistricts(s *Snapshot, hash bool) []districtWalk {
 			defer scratchPool.Put(sc)
 			dw.sum, dw.size, dw.err = summarizeData(ds[i].data, "", add, sc)
 			return nil
-		})
+		}))
 	}
-	_ = g.Wait() // the districts report through walks
+	safego.Repanic(g.Wait()) // the districts report through walks; a panic is raised again here, in the caller
 	return walks
 }
 

@@ -8,12 +8,15 @@ package schedule
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 
 	"github.com/snapwriter/snapwriter/input"
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/snapshot"
 )
@@ -101,6 +104,20 @@ func (w *Worker) run(ctx context.Context, log *zap.Logger, tick time.Time) {
 		return
 	}
 	log.Info("run starting")
+	// A panic in a run is a failed run: the worker carries on, as after any
+	// other, and the line keeps the stack. Unrecovered, it would end the
+	// process from cron's goroutine with the runtime's exit 2, the CLI's
+	// code for a usage error. The run's own deferred releases (its lock)
+	// ran while the panic unwound.
+	defer func() {
+		if v := recover(); v != nil {
+			var fields []zap.Field
+			if w.ExitCode != nil {
+				fields = append(fields, zap.Int("exitCode", w.ExitCode(&safego.PanicError{Value: v})))
+			}
+			log.Error("run failed: panic", append(fields, zap.String("panic", fmt.Sprint(v)), zap.ByteString("stack", debug.Stack()))...)
+		}
+	}()
 	t0 := time.Now()
 	snap, err := w.Input(ctx, date)
 	if err != nil {

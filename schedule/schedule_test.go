@@ -202,6 +202,35 @@ func TestWorkerCarriesOnAfterFailedRuns(t *testing.T) {
 	})
 }
 
+// A run whose write panics is a failed run, logged with the stack, and the
+// worker carries on.
+func TestWorkerCarriesOnAfterPanic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{write: func(_ context.Context, n int) (*snapshot.Result, error) {
+			if n == 0 {
+				panic("injected")
+			}
+			return &snapshot.Result{Outcome: snapshot.OutcomeComplete}, nil
+		}}
+		logs, stop := start(t, r, "@every 1s", 0)
+		time.Sleep(2*time.Second + 500*time.Millisecond)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		want := "info schedule started\n" +
+			"info run starting\nerror run failed: panic\n" +
+			"info run starting\ninfo run finished\n" +
+			"info stopping schedule: no new runs; waiting for the write in progress\ninfo schedule stopped"
+		if got := messages(logs); got != want {
+			t.Errorf("logs:\n%s\nwant:\n%s", got, want)
+		}
+		p := logs.FilterMessage("run failed: panic").All()[0].ContextMap()
+		if p["panic"] != "injected" || !strings.Contains(fmt.Sprint(p["stack"]), "schedule_test.go") {
+			t.Errorf("panic line: %v", p)
+		}
+	})
+}
+
 // Stopping waits for the write in progress, which sees its context done,
 // and starts no new run.
 func TestWorkerStopWaitsForTheWrite(t *testing.T) {

@@ -22,6 +22,8 @@ import (
 	"github.com/snapwriter/snapwriter/internal/ending"
 	"github.com/snapwriter/snapwriter/internal/logging"
 	"github.com/snapwriter/snapwriter/internal/progress"
+	"github.com/snapwriter/snapwriter/internal/safego"
+	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -40,6 +42,9 @@ type app struct {
 	// term.IsTerminal; tests say). --log-format auto is then console, and
 	// --progress auto draws a bar.
 	stderrTerminal bool
+	// stdinTerminal: a person can answer a question on stdin (main asks
+	// term.IsTerminal; tests say): lock release --date asks to confirm.
+	stdinTerminal bool
 	// newClient opens Firestore; tests replace it.
 	newClient func(ctx context.Context, project, database string) (*firestore.Client, error)
 	// newAPIClient opens the Firestore API client the writer's chunks run
@@ -48,6 +53,9 @@ type app struct {
 	// writerOptions are appended to every Writer's options: main's
 	// snapshot.WithMaintenance (SIGTSTP, SIGCONT), and tests'.
 	writerOptions []snapshot.Option
+	// beforeRun, when set, is called as a command's RunE starts: tests'
+	// hook to make a command misbehave (panic) without a hidden command.
+	beforeRun func(cmd *cobra.Command)
 
 	// now is the clock a command reads "today" from (prune's
 	// days) and doctor compares with the servers';
@@ -84,7 +92,13 @@ type globalFlags struct {
 	logLevel   string
 }
 
+// newApp is the CLI on the surroundings given. It does nothing else: the
+// command tree it builds (rootCommand) can be read, for its help and the
+// generated reference (TestGeneratedDocs), with nil stdin and lookupEnv.
 func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) *app {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
 	a := &app{stdin: stdin, stdout: stdout, stderr: progress.NewScreen(stderr), lookupEnv: lookupEnv, log: zap.NewNop(), now: time.Now}
 	a.newClient = a.openFirestore
 	a.newAPIClient = a.openAPI
@@ -92,6 +106,14 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer, lookupEnv func(string) (s
 }
 
 // run executes one command line and returns the process exit code.
+//
+// Two endings are decided here: a command a signal stopped (ctx ended with
+// a signals.Stopped cause, which main's signals.NotifyContext gives, and
+// the command did not finish its work) exits 128+n once it has cleaned up,
+// whatever error its cleanup recorded; and a command that panicked exits
+// 1, its stack in the log. A command that finished before it noticed the
+// signal (a write whose last chunk was already in) exits as it finished:
+// its work is done, and a retry would only repeat it.
 func (a *app) run(ctx context.Context, args []string) int {
 	root := a.rootCommand()
 	root.SetArgs(args)
@@ -102,14 +124,26 @@ func (a *app) run(ctx context.Context, args []string) int {
 	// commands, bad values, missing required flags, bad SNAPWRITER_ env
 	// values) is a usage error: exit 2, nothing done.
 	a.markRuns(root)
-	cmd, err := root.ExecuteContextC(ctx)
+	cmd, err := a.execute(ctx, root)
 	if a.gcsClient != nil {
 		_ = a.gcsClient.Close()
 	}
-	if err != nil && !a.ran && !errors.As(err, new(usageError)) {
+	if err != nil && !a.ran && !errors.As(err, new(usageError)) && !errors.Is(err, safego.ErrPanic) {
 		err = usageError{err: err, help: true}
 	}
 	defer func() { _ = a.log.Sync() }()
+	var pe *safego.PanicError
+	if errors.As(err, &pe) {
+		a.logPanic(pe)
+		return exitError
+	}
+	if sig := signals.Received(ctx); sig != 0 && err != nil {
+		// One code for every command, whatever its cleanup recorded (a
+		// write's manifest says partial; schedule returns the signal
+		// itself, the one way it ends).
+		fmt.Fprintf(a.stderr, "snapwriter: %s\n", err)
+		return exitSignal + int(sig)
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -135,6 +169,28 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return code
 }
 
+// execute runs root, recovering a panic of the command's goroutine (a
+// goroutine of the command's own re-raises its panic there: safego) into
+// a safego.PanicError: exit 1, not the runtime's exit 2, which is the
+// CLI's for a usage error. The command's deferred cleanups (its lock's
+// release) ran while the panic unwound.
+func (a *app) execute(ctx context.Context, root *cobra.Command) (cmd *cobra.Command, err error) {
+	defer safego.Recover(&err)
+	return root.ExecuteContextC(ctx)
+}
+
+// logPanic logs a recovered panic with its stack, at ERROR, and asks for
+// a report on stderr. Before the logger is set up (a panic in the flags'
+// handling) the stack goes to stderr itself, so that it is never lost.
+func (a *app) logPanic(pe *safego.PanicError) {
+	if a.log.Core().Enabled(zapcore.ErrorLevel) {
+		a.log.Error("internal error: panic", zap.String("panic", fmt.Sprint(pe.Value)), zap.ByteString("stack", pe.Stack))
+	} else {
+		fmt.Fprintf(a.stderr, "%s\n", pe.Stack)
+	}
+	fmt.Fprintf(a.stderr, "snapwriter: internal error (a bug; please report it with the log): %s\n", pe)
+}
+
 // markRuns wraps the RunE of every command below c, nested ones (lock
 // status, lock release) included, so that an error a command returns after
 // it started is not taken for a command-line error.
@@ -143,6 +199,9 @@ func (a *app) markRuns(c *cobra.Command) {
 		if run := sub.RunE; run != nil {
 			sub.RunE = func(cmd *cobra.Command, args []string) error {
 				a.ran = true
+				if a.beforeRun != nil {
+					a.beforeRun(cmd)
+				}
 				return run(cmd, args)
 			}
 		}
@@ -168,14 +227,8 @@ failure in the snapshot's manifest.
 The emulator is used when FIRESTORE_EMULATOR_HOST is set. Every flag can also be
 set as SNAPWRITER_<FLAG> (for example SNAPWRITER_LOCK_TTL=45s).
 
-Exit codes: 0 complete, 1 runtime failure (including a manifest that could not
-be recorded) or not found (get or verify of a snapshot that is not stored,
-get --district of a district it does not hold), 2 usage or invalid input
-(nothing written), 3 partial (including a lock lost mid-write; the manifest
-records what was written), 4 lock held by another writer, 5 fenced out by a
-newer writer, 6 (verify) the stored snapshot contradicts its manifest, its
-content hashes or the input, 7 the input is not ready (an upload still in
-progress; nothing written).`,
+Exit codes (README.md and docs/cli.md list the same, with each command's own):
+` + exitCodesHelp(),
 		Version:       buildinfo.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

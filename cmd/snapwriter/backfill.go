@@ -69,9 +69,11 @@ where the last one stopped.
 
 On a terminal a progress bar shows the dates; otherwise each date is one log
 line. The summary counts complete, partial, failed and skipped dates, and the
-exit code is the worst outcome: 1 (failed, or stopped by a signal before every
-date was done) over 7 (not ready) over 5 (fenced out) over 4 (lock held) over 3
-(partial) over 0.`,
+exit code is the worst outcome: 1 (failed, or a store stopped the run before every
+date was done) over 8 (held) over 7 (not ready) over 5 (fenced out) over 4 (lock
+held) over 3 (partial) over 0. Stopped by a signal, after the current date, it
+exits 143 (SIGTERM) or 130 (SIGINT), as every command does; the dates not
+started are reported.`,
 		Example: `  snapwriter backfill --input-dir ./snapshots --from 2026-01-01 --to 2026-03-31
   snapwriter backfill --input-dir gs://exports/snapshots --from today --to today --skip-complete --wait-for-input 3h
   snapwriter backfill --input-dir /data/snapshots --skip-complete --json
@@ -205,13 +207,16 @@ func (a *app) backfill(cmd *cobra.Command, f writeFlags, b backfillFlags) error 
 		Progress: bar,
 	})
 	_ = bar.Finish()
-	return a.backfillReport(res, shard, log, b.asJSON)
+	return a.backfillReport(ctx, res, shard, log, b.asJSON)
 }
 
 // backfillReport logs and prints how the dates of res went, and returns
 // the worst date's ending as a datesError (nil when its exit code is 0).
-func (a *app) backfillReport(res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
+// A backfill a signal stopped (ctx) reports the exit code the process
+// ends with, 128+n (app.run).
+func (a *app) backfillReport(ctx context.Context, res *backfill.Summary, shard backfill.Shard, log *zap.Logger, asJSON bool) error {
 	sum := backfill.NewReport(res, shard, func(r backfill.DateResult) int { return dateExit(r.Outcome, r.Err) })
+	sum.ExitCode = signalExit(ctx, sum.ExitCode)
 	log.Log(levelFor(sum.ExitCode), "backfill finished", zap.Int("complete", sum.Complete), zap.Int("partial", sum.Partial),
 		zap.Int("failed", sum.Failed), zap.Int("skipped", sum.Skipped), zap.Int("notStarted", sum.NotStarted),
 		zap.Int("exitCode", sum.ExitCode))

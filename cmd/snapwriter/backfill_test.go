@@ -11,12 +11,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/firestore"
 
 	"github.com/snapwriter/snapwriter/backfill"
+	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/outcome"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -330,7 +332,7 @@ type cancelOn struct {
 	mu     sync.Mutex
 	buf    bytes.Buffer
 	marker string
-	cancel context.CancelFunc
+	cancel func()
 }
 
 func (w *cancelOn) Write(p []byte) (int, error) {
@@ -343,28 +345,29 @@ func (w *cancelOn) Write(p []byte) (int, error) {
 }
 
 // A signal during a backfill stops it after the current date; the dates
-// not started are reported and the exit code is 1, so the task is retried.
+// not started are reported and the exit code is 143 (SIGTERM), not 0, so
+// the task is retried.
 func TestBackfillStopsOnSignal(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	dir := inputDir(t, dates("2026-04-01", 4), 10)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stderr := &cancelOn{marker: `"message":"date done"`, cancel: cancel}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stderr := &cancelOn{marker: `"message":"date done"`, cancel: func() { cancel(signals.Stopped{Signal: syscall.SIGTERM}) }}
 	var stdout bytes.Buffer
 	a := newApp(strings.NewReader(""), &stdout, stderr, func(k string) (string, bool) { v, ok := c.env[k]; return v, ok })
 	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
 		return emu.Client(ctx, project)
 	}
 	code := a.run(ctx, []string{"backfill", "--input-dir", dir, "--json"})
-	if code != exitError {
-		t.Fatalf("exit %d, want 1\n%s", code, stderr.buf.String())
+	if code != 143 {
+		t.Fatalf("exit %d, want 143\n%s", code, stderr.buf.String())
 	}
 	var s backfillSummary
 	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Complete != 1 || s.NotStarted != 3 || s.Dates[0].Outcome != outcome.Complete || s.Dates[3].Outcome != outcome.NotStarted {
+	if s.Complete != 1 || s.NotStarted != 3 || s.ExitCode != 143 || s.Dates[0].Outcome != outcome.Complete || s.Dates[3].Outcome != outcome.NotStarted {
 		t.Errorf("summary after the stop: %+v", s)
 	}
 	if state := stateOf(t, c.project); len(state) != 1 || state["2026-04-01"].State != "complete" {

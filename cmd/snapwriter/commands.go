@@ -276,8 +276,9 @@ there yet). A local directory is refused only when its manifest.json says
 writeComplete: false: exports on disk made before the flag existed lack it.
 
 On SIGTERM or SIGINT no new chunk starts; chunks in flight get --grace-period to
-finish, the manifest records what was and was not written, the lock is released,
-and the exit code is 3 (partial): 'snapwriter repair' completes the snapshot.
+finish, the manifest records what was and was not written (outcome partial), the
+lock is released, and the exit code is 143 after SIGTERM, 130 after SIGINT, as for
+every command a signal stopped: 'snapwriter repair' completes the snapshot.
 
 On a terminal a progress bar counts the districts stored (rate, time left), and
 the per-chunk log lines are left out while it shows; --progress log keeps them.`,
@@ -448,10 +449,12 @@ func (a *app) getCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get --date D [--district ID] [--compact]",
 		Short: "Read a snapshot back, in the input format",
-		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes, indented;
---compact prints it on one line. A snapshot whose write is not complete (partial, being written, or
-interrupted) is printed as it is, with only the districts written, and get then
-warns on stderr and exits 3.`,
+		Long: `Read a snapshot back as the Snapshot JSON that 'write' takes. --compact prints
+it on one line. A snapshot whose write is not complete (its state, as 'list' names
+it, partial, writing, interrupted, unknown or deleting) is printed as it is, with
+only the districts written, and get then warns on stderr and exits 3; a complete
+or unsuccessful one exits 0. Exit 1 when the snapshot, or the --district, is not
+stored, or Firestore fails or does not answer.`,
 		Example: `  snapwriter get --date 2026-11-20 > back.json
   snapwriter get --date latest
   snapwriter get --date 2026-11-20 --district 42`,

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 
 	"github.com/snapwriter/snapwriter/internal/ending"
+	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/outcome"
 )
 
@@ -21,9 +23,10 @@ const (
 	exitNotIntact = ending.ExitNotIntact
 	exitNotReady  = ending.ExitNotReady
 	exitHeld      = ending.ExitHeld
-	// exitSignal plus the signal's number is the exit code of a loadtest a
-	// signal stopped (after its cleanup): the shell's convention.
-	exitSignal = 128
+	// exitSignal plus the signal's number is the exit code of every
+	// command a signal stopped, after its cleanup: the shell's convention,
+	// decided in app.run.
+	exitSignal = ending.ExitSignal
 )
 
 // The CLI's own reasons to end, beside the libraries' sentinels: rows of
@@ -48,29 +51,16 @@ type datesError struct {
 
 func (e datesError) Error() string { return e.msg }
 
-// signalError ends a command a signal stopped, once it has cleaned up.
-type signalError struct {
-	signal int
-	err    error
-}
-
-func (e signalError) Error() string { return e.err.Error() }
-func (e signalError) Unwrap() error { return e.err }
-
 // exitCode is the exit code of a command that ended with err: a run
-// over many dates exits with its worst date's, a command a signal stopped
-// with the shell's code, and any other error with its ending's (the table
+// over many dates exits with its worst date's, and any other error with
+// its ending's (the table
 // of endings checks its rows most telling first, since an error can match
 // more than one: an input waited for in vain is not ready and invalid; a
 // lease lost mid-write is partial and lock lost).
 func exitCode(err error) int {
 	var dates datesError
-	var sig signalError
-	switch {
-	case errors.As(err, &dates):
+	if errors.As(err, &dates) {
 		return dateExit(dates.worst, dates.err)
-	case errors.As(err, &sig):
-		return exitSignal + sig.signal
 	}
 	return ending.Of(err).Exit
 }
@@ -92,6 +82,15 @@ func dateExit(o outcome.Outcome, err error) int {
 		return e.Exit
 	}
 	return exitError // NotStarted
+}
+
+// signalExit is code, or 128+n when a signal ended ctx: the exit code a
+// report states is the one the process ends with (app.run decides it).
+func signalExit(ctx context.Context, code int) int {
+	if sig := signals.Received(ctx); sig != 0 {
+		return exitSignal + int(sig)
+	}
+	return code
 }
 
 // notFoundError is a refusal to read what is not stored, in the CLI's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/internal/ending"
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/loadtest"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/outcome"
@@ -46,8 +47,8 @@ func TestExitCode(t *testing.T) {
 		{lost, exitError},
 		{fmt.Errorf("2026-11-21: %w", snapshot.ErrNotFound), exitError},
 		{notFoundError{msg: "snapshot d has no district 9", err: fmt.Errorf("x: %w", snapshot.ErrNoDistrict)}, exitError},
-		{signalError{signal: 2, err: fmt.Errorf("loadtest: %w", loadtest.ErrInterrupted)}, 130},
-		{signalError{signal: 15, err: fmt.Errorf("loadtest: %w", loadtest.ErrInterrupted)}, 143},
+		{&safego.PanicError{Value: "x"}, exitError},
+		{fmt.Errorf("snapshot d: %w: %w", snapshot.ErrPartial, &safego.PanicError{Value: "x"}), exitError},
 		{datesError{worst: outcome.NotReady, msg: "backfill: …"}, exitNotReady},
 		{datesError{worst: outcome.Failed, err: fmt.Errorf("%w: x", model.ErrInvalid), msg: "backfill: …"}, exitUsage},
 		{datesError{worst: outcome.Failed, msg: "prune: …"}, exitError},

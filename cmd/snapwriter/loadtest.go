@@ -134,8 +134,9 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 		return err
 	}
 	ctx := cmd.Context()
-	// The first SIGINT/SIGTERM ends ctx (main's signal.NotifyContext); it
-	// is noted here for the exit code, and a second one ends the cleanup.
+	// The first SIGINT/SIGTERM ends ctx (main's signals.NotifyContext,
+	// whose cause app.run makes the exit code); a second one ends the
+	// cleanup.
 	sig := signals.Start(ctx, func() {
 		a.log.Warn("second signal: stopping the cleanup; the next loadtest on the collection removes what is left")
 	})
@@ -170,20 +171,20 @@ func (a *app) loadtest(cmd *cobra.Command, f writeFlags, l loadtestFlags) error 
 	default:
 		err = cmp.Or(err, rep.WriteText(a.stdout, f.batchSize, f.lock.backend))
 	}
-	return a.loadtestEnd(err, sig.Signal(), f)
+	return a.loadtestEnd(err, f)
 }
 
 // loadtestEnd is a loadtest's error as the command ends with it (exitCode
-// reads loadtest's sentinels); sig is the signal that interrupted the run,
-// 0 if none.
-func (a *app) loadtestEnd(err error, sig int, f writeFlags) error {
+// reads loadtest's sentinels; a run a signal interrupted exits 128+n,
+// which app.run decides).
+func (a *app) loadtestEnd(err error, f writeFlags) error {
 	switch {
 	case err == nil, errors.Is(err, loadtest.ErrRefused), errors.Is(err, loadtest.ErrBusy), errors.Is(err, loadtest.ErrPartialRounds):
 		return err
 	case errors.Is(err, loadtest.ErrCleanup):
 		return a.firestoreWait(err)
-	case errors.Is(err, loadtest.ErrInterrupted) && sig > 0:
-		return signalError{signal: sig, err: err}
+	case errors.Is(err, loadtest.ErrInterrupted):
+		return err
 	}
 	return a.writeWait(err, f)
 }

@@ -97,39 +97,66 @@ within --timeout (default 30 s, for the whole command).`,
 }
 
 func (a *app) lockReleaseCommand() *cobra.Command {
-	var lockID string
-	var asJSON bool
-	var lf lockFlags
+	var r lockReleaseFlags
 	cmd := &cobra.Command{
-		Use:   "release --lock-id ID [--json]",
-		Short: "Force-release the live lock a lockId names",
-		Long: `Release the live lock --lock-id names, as its holder would: the lock document
-is deleted only if it is live and still carries that lockId, so a lock that has
-since passed to another writer is never touched. The fence counter stays, so the
-next holder gets a larger fence and a writer that still believes it holds the
-lock is fenced out of the snapshot.
+		Use:   "release --date D | --key K | --lock-id ID [--yes] [--json]",
+		Short: "Force-release a snapshot's live lock, or the one a lockId names",
+		Long: `Release a live lock as its holder would: the lock document is deleted only if
+it is live and still carries the lockId that was read, so a lock that has since
+passed to another writer is never touched. The fence counter stays, so the next
+holder gets a larger fence and a writer that still believes it holds the lock
+is fenced out of the snapshot (exit 5): its data never overwrites a newer
+writer's.
 
---lock-id - reads the lockId from the first line of stdin, which keeps it out of
-the process list and shell history.
+--date D: the live lock of the snapshot of D (the key 'lock status --date D'
+shows, for --project, --database, --collection and --lock-backend); --key K: the
+live lock on K. The command shows the lock it is about to release (key hash,
+lockId hash, fence, acquired and expiry times; no holder is recorded) and, when
+stdin is a terminal, asks to confirm: anything but "y" or "yes" releases
+nothing. Without a terminal it needs --yes (else exit 2, nothing read).
 
-Exit status: 0 released; 1 not released because no live lock carries the lockId
-(it expired, was released already, or never existed; the message says which),
-or the lock store failed or did not answer within --timeout (default 30 s, for
-the whole command); 2 for a malformed lockId (nothing read or changed).`,
-		Example: `  snapwriter lock release --lock-id 3q2-7wAAAAAAAAAAAAAAAA
+--lock-id ID: the lock that lockId names (lock status --raw prints it); "-"
+reads it from the first line of stdin, which keeps it out of the process list
+and shell history. No confirmation: the lockId is the capability.
+
+Releasing the lock of a live writer lets a second writer in; the fence keeps the
+data safe, and the first writer ends fenced out. For a crashed writer, waiting
+for the lock to expire (the writer's write --lock-ttl, 30 s by default) is the safest.
+
+Exit status: 0 released; 1 nothing released: no live lock on the date or key,
+the confirmation was declined, no live lock carries the lockId (it expired, was
+released already, or never existed; the message says which), or the lock store
+failed or did not answer within --timeout (default 30 s, for the lookup and the
+release each); 2 for a malformed lockId, key or date, or --date/--key without a
+terminal and without --yes (nothing read or changed).`,
+		Example: `  snapwriter lock release --date 2026-11-20
+  snapwriter lock release --date 2026-11-20 --yes --json
+  snapwriter lock release --date 2026-11-20 --lock-backend postgres --yes
   printf '%s\n' "$LOCK_ID" | snapwriter lock release --lock-id -`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return a.lockRelease(cmd.Context(), lf, lockID, asJSON) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if r.lockID != "" {
+				if r.yes {
+					return usagef("--yes is for --date and --key: --lock-id asks no question")
+				}
+				return a.lockRelease(cmd.Context(), r.lock, r.lockID, r.asJSON)
+			}
+			return a.lockReleaseKey(cmd.Context(), r)
+		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&lockID, "lock-id", "", `lockId of the lock to release, or "-" to read it from stdin (required)`)
-	fl.BoolVar(&asJSON, "json", false, "print JSON")
-	lf.register(fl)
+	fl.StringVar(&r.lockID, "lock-id", "", `lockId of the lock to release, or "-" to read it from stdin`)
+	fl.StringVar(&r.date, "date", "", "snapshot date (YYYY-MM-DD): release the live lock of that snapshot in --project, --database and --collection")
+	fl.StringVar(&r.key, "key", "", "lock key: release the live lock on it")
+	fl.BoolVar(&r.yes, "yes", false, "release without asking (--date, --key); needed when stdin is not a terminal")
+	fl.BoolVar(&r.asJSON, "json", false, "print JSON")
+	r.lock.register(fl)
 	registerTimeout(fl, defaultLockCommandTimeout, lockTimeoutUsage)
-	// A lockId names the lock whatever the collection: no --collection.
-	registerDatabaseFlags(fl)
-	registerLogFlags(fl)
-	_ = cmd.MarkFlagRequired("lock-id")
+	// --collection is --date's: the key of a snapshot's lock names its
+	// collection (a lockId names its lock whatever the collection).
+	registerStoreFlags(fl)
+	cmd.MarkFlagsOneRequired("lock-id", "date", "key")
+	cmd.MarkFlagsMutuallyExclusive("lock-id", "date", "key")
 	return cmd
 }
 
@@ -155,49 +182,65 @@ type lockStatusFlags struct {
 	lock        lockFlags
 }
 
-func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
-	key, date, raw, lf := f.key, f.date, f.raw, f.lock
-	// Validate before connecting: an invalid date or key reads nothing.
-	var nkey string
+// checkLockTarget validates --key or --date (one is set) and the lock
+// flags, before anything is read: an invalid one reads nothing.
+func checkLockTarget(key, date string, lf lockFlags) error {
 	if date == "" {
-		var err error
-		if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
+		if _, err := locking.NormalizeAndValidateKey(key); err != nil {
 			return usage(err)
 		}
 	} else if !model.ValidDate(date) {
 		return usagef("--date %q: want a real YYYY-MM-DD date", date)
 	}
-	if err := lf.validate(); err != nil {
+	return lf.validate()
+}
+
+// lockTarget opens the lock backend of lf and names the key --key or
+// --date (checked by checkLockTarget) gives: the key as given or computed,
+// and normalised. One Firestore client serves both the key's scope
+// (--date) and the Firestore lock backend: a read and a release need no
+// connection of their own, unlike a writer's lease (writeLocker). The func
+// returned closes both.
+func (a *app) lockTarget(ctx context.Context, key, date string, lf lockFlags) (b locking.Backend, rawKey, nkey string, closeAll func(), err error) {
+	var client *firestore.Client
+	closeClient := func() {}
+	if date != "" || lf.backend == backendFirestore {
+		if client, err = a.client(ctx); err != nil {
+			return nil, "", "", nil, err
+		}
+		closeClient = func() { _ = client.Close() }
+	}
+	if date != "" {
+		if key, err = a.snapshotLockKey(client, lf.backend, date); err != nil {
+			closeClient()
+			return nil, "", "", nil, err
+		}
+	}
+	if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
+		closeClient()
+		return nil, "", "", nil, usage(err)
+	}
+	b, closeLocker, err := a.openLocker(ctx, client, lf)
+	if err != nil {
+		closeClient()
+		return nil, "", "", nil, err
+	}
+	return b, key, nkey, func() { closeLocker(); closeClient() }, nil
+}
+
+func (a *app) lockStatus(ctx context.Context, f lockStatusFlags) error {
+	date, raw, lf := f.date, f.raw, f.lock
+	if err := checkLockTarget(f.key, date, lf); err != nil {
 		return err
 	}
 	// --timeout bounds the whole command.
 	ctx, cancel := context.WithTimeout(ctx, a.bound())
 	defer cancel()
-	// One Firestore client serves both the key's scope (--date) and the
-	// Firestore lock backend: a single read needs no connection of its
-	// own, unlike a writer's lease (writeLocker).
-	var client *firestore.Client
-	if date != "" || lf.backend == backendFirestore {
-		var err error
-		if client, err = a.client(ctx); err != nil {
-			return err
-		}
-		defer client.Close()
-	}
-	if date != "" {
-		var err error
-		if key, err = a.snapshotLockKey(client, lf.backend, date); err != nil {
-			return err
-		}
-		if nkey, err = locking.NormalizeAndValidateKey(key); err != nil {
-			return usage(err)
-		}
-	}
-	b, closeLocker, err := a.openLocker(ctx, client, lf)
+	b, key, nkey, closeAll, err := a.lockTarget(ctx, f.key, date, lf)
 	if err != nil {
 		return err
 	}
-	defer closeLocker()
+	defer closeAll()
 	get := locking.GetStatus
 	if raw {
 		get = locking.GetStatusRaw
@@ -261,6 +304,12 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 	}
 	defer closeLocker()
 	r, err := locking.ForceRelease(ctx, b, lockID)
+	return a.released(r, err, lf, asJSON)
+}
+
+// released reports a ForceRelease: logs it by hashes, prints it, and
+// returns the command's error (exit 1 when nothing was released).
+func (a *app) released(r locking.ReleaseResult, err error, lf lockFlags, asJSON bool) error {
 	if errors.Is(err, locking.ErrInvalidArgument) {
 		return usage(err)
 	}
@@ -294,4 +343,104 @@ func (a *app) lockRelease(ctx context.Context, lf lockFlags, lockID string, asJS
 		why = "the lock this lockId names has expired (its key is free to acquire)"
 	}
 	return fmt.Errorf("nothing released: lock %s is not held: %s", r.LockIDHash, why)
+}
+
+// lockReleaseFlags are the flags of lock release.
+type lockReleaseFlags struct {
+	lockID, date, key string
+	yes, asJSON       bool
+	lock              lockFlags
+}
+
+// errNotConfirmed: the operator did not confirm a release.
+var errNotConfirmed = errors.New("nothing released: not confirmed")
+
+// lockReleaseKey releases the live lock of --date or --key: it reads the
+// lock (its lockId too, never shown or logged), shows it, asks to confirm
+// at a terminal unless --yes, and releases it by the lockId read, which
+// changes nothing if the lock has passed to another writer since.
+func (a *app) lockReleaseKey(ctx context.Context, f lockReleaseFlags) error {
+	if err := checkLockTarget(f.key, f.date, f.lock); err != nil {
+		return err
+	}
+	if !f.yes && !a.stdinTerminal {
+		return usagef("lock release --%s: stdin is not a terminal to confirm on; pass --yes to release without asking", map[bool]string{true: "date", false: "key"}[f.date != ""])
+	}
+	// --timeout bounds the lookup, and the release after the question,
+	// each: a person's answer takes its own time.
+	lctx, cancel := context.WithTimeout(ctx, a.bound())
+	defer cancel()
+	b, _, nkey, closeAll, err := a.lockTarget(lctx, f.key, f.date, f.lock)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	st, err := locking.GetStatusRaw(lctx, b, nkey)
+	if errors.Is(err, locking.ErrInvalidArgument) {
+		return usage(err)
+	}
+	if err != nil {
+		return a.lockWait(err, f.lock)
+	}
+	// Messages and stderr (a log, on Cloud Run) name the key by hash only.
+	what := "the key"
+	if f.date != "" {
+		what = "snapshot " + f.date
+	}
+	if !st.Locked {
+		a.log.Info("lock not released: not locked", zap.String("keyHash", st.KeyHash))
+		return fmt.Errorf("nothing released: %s has no live lock (key hash %s)", what, st.KeyHash)
+	}
+	// What is about to be released: on stdout, with the key the
+	// operator's flags gave; beside the JSON (which says what was
+	// released) on stderr, by hashes only.
+	show := a.stdout
+	if f.asJSON {
+		show = a.stderr
+	}
+	fmt.Fprintf(show, "the live lock of %s:\n", what)
+	tw := tabwriter.NewWriter(show, 0, 4, 2, ' ', 0)
+	if !f.asJSON {
+		fmt.Fprintf(tw, "  key:\t%s\n", nkey)
+	}
+	fmt.Fprintf(tw, "  key hash:\t%s\n  lockId hash:\t%s\n  fence:\t%s\n", st.KeyHash, st.LockIDHash, st.Fence)
+	fmt.Fprintf(tw, "  acquired at:\t%s\n  expires at:\t%s\n  remaining:\t%s\n", *st.AcquiredAt, *st.ExpiresAt, st.Remaining())
+	_ = tw.Flush()
+	if !f.yes {
+		ok, err := a.confirm(ctx, "release it? its writer, if alive, ends fenced out [y/N] ")
+		if err != nil {
+			return err
+		}
+		if !ok {
+			a.log.Info("lock not released: not confirmed", zap.String("keyHash", st.KeyHash), zap.String("lockIdHash", st.LockIDHash))
+			return errNotConfirmed
+		}
+	}
+	rctx, rcancel := context.WithTimeout(ctx, a.bound())
+	defer rcancel()
+	r, err := locking.ForceRelease(rctx, b, st.LockID)
+	return a.released(r, err, f.lock, f.asJSON)
+}
+
+// confirm asks question on stderr and reads the answer from stdin: true
+// for "y" or "yes" (any case), false for anything else, the end of stdin
+// included. A signal ends the wait (ctx).
+func (a *app) confirm(ctx context.Context, question string) (bool, error) {
+	fmt.Fprint(a.stderr, question)
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(a.stdin).ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case line := <-answer:
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return true, nil
+		}
+		return false, nil
+	case <-ctx.Done():
+		fmt.Fprintln(a.stderr)
+		return false, fmt.Errorf("%w: %w", errNotConfirmed, context.Cause(ctx))
+	}
 }

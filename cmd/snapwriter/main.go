@@ -3,16 +3,15 @@
 // chunked, retried, fence-checked transactions, then a manifest that records
 // any partial failure.
 //
-// Its exit codes are listed in README.md and docs/cli.md, and decided in
-// one place, exit.go.
+// Its exit codes are listed in README.md and docs/cli.md, rendered from
+// the table of endings (internal/ending), and decided in app.run (a
+// signal: 128+n; a panic: 1) and exit.go (every other ending).
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -29,7 +28,10 @@ import (
 const telemetryFlush = 3 * time.Second
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT or SIGTERM ends ctx with a cause that names it:
+	// every command cleans up as its context ends, and app.run turns the
+	// cause into the exit code 128+n.
+	ctx, stop := signals.NotifyContext(context.Background())
 	// OpenTelemetry, when OTEL_TRACES_EXPORTER or OTEL_METRICS_EXPORTER
 	// asks for it (docs/observability.md); a configuration it cannot
 	// follow is a usage error, reported before anything is done.
@@ -49,6 +51,8 @@ func main() {
 	a := newApp(os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
 	a.stderrTerminal = term.IsTerminal(int(os.Stderr.Fd()))
 	a.writerOptions = append(a.writerOptions, snapshot.WithMaintenance(maint))
+	a.stdinTerminal = term.IsTerminal(int(os.Stdin.Fd()))
+	installTestHooks(a)
 	code := a.run(ctx, os.Args[1:])
 	stopPauses()
 	stop()

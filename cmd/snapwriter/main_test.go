@@ -50,6 +50,12 @@ type cli struct {
 	// now, if set, is the command's clock (app.now): what "today" is, and
 	// doctor's clock check.
 	now func() time.Time
+	// stdinTerminal: the command believes its stdin a terminal (a person
+	// can answer a question): lock release --date asks to confirm.
+	stdinTerminal bool
+	// ctx, when set, is the context the command runs under (a test's
+	// signal: a cause of signals.Stopped).
+	ctx context.Context
 }
 
 func newCLI(t *testing.T) *cli {
@@ -88,7 +94,12 @@ func (c *cli) runDialing(stdin string, dialed func(), args ...string) (int, stri
 	if c.now != nil {
 		a.now = c.now
 	}
-	code := a.run(context.Background(), args)
+	a.stdinTerminal = c.stdinTerminal
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	code := a.run(ctx, args)
 	return code, out.String(), errb.String()
 }
 

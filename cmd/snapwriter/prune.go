@@ -198,15 +198,17 @@ func (a *app) prune(ctx context.Context, f writeFlags, pol retention.Policy, p p
 		defer closeWriter()
 		rep.Run(ctx, w, func(err error) string { return withHint(err).Error() })
 	}
-	return a.pruneFinish(rep, p.asJSON)
+	return a.pruneFinish(ctx, rep, p.asJSON)
 }
 
 // pruneFinish logs and prints the report and returns its worst date's
-// ending as a datesError (nil when its exit code is 0).
-func (a *app) pruneFinish(rep *retention.Report, asJSON bool) error {
+// ending as a datesError (nil when its exit code is 0). A prune a signal
+// stopped (ctx) reports the exit code the process ends with, 128+n
+// (app.run).
+func (a *app) pruneFinish(ctx context.Context, rep *retention.Report, asJSON bool) error {
 	// The report keeps a date's error as text: a failed date is exit 1.
 	worst := rep.Worst()
-	rep.ExitCode = dateExit(worst, nil)
+	rep.ExitCode = signalExit(ctx, dateExit(worst, nil))
 	n := rep.Count()
 	// A cutoff only where the policy is one: the period rules prune no
 	// dates before a date.

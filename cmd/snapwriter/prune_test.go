@@ -182,7 +182,7 @@ func TestPruneFinishCountsDatesNotDone(t *testing.T) {
 		rep.Snapshots = append(rep.Snapshots, retention.Date{SnapshotID: fmt.Sprintf("2026-01-0%d", i+1), Outcome: o})
 	}
 	a := &app{stdout: io.Discard, log: zap.NewNop()}
-	err := a.pruneFinish(rep, true)
+	err := a.pruneFinish(context.Background(), rep, true)
 	want := "prune: 4 of 7 snapshots not pruned (1 lock held, 1 fenced out, 2 failed); run `snapwriter prune` again to finish"
 	if exitCode(err) != exitError || err.Error() != want {
 		t.Errorf("pruneFinish = %v (exit %d), want exit %d and %s", err, exitCode(err), exitError, want)

@@ -74,8 +74,9 @@ unrecorded, count-mismatch, payload-altered, differs-from-input.
 Exit status: 0 intact and complete; 3 intact but not complete (partial, being
 written or interrupted: 'repair' completes it); 6 problems found ('repair'
 re-writes missing and altered districts; a snapshot that differs from its input
-is written again); 1 when Firestore fails; 2 for bad flags or input; 7 when a
-gs:// --input folder's upload has not finished.`,
+is written again); 1 when the snapshot is not stored, or Firestore fails or does
+not answer; 2 for bad flags or input; 7 when a gs:// --input folder's upload has
+not finished.`,
 		Example: `  snapwriter verify --date 2026-11-20
   snapwriter verify --date 2026-11-20 --input snapshots/2026-11-20.json --json | jq .problems`,
 		Args: cobra.NoArgs,

@@ -11,6 +11,7 @@ import (
 	"github.com/snapwriter/snapwriter/backfill"
 	"github.com/snapwriter/snapwriter/input"
 	"github.com/snapwriter/snapwriter/input/gcs"
+	"github.com/snapwriter/snapwriter/internal/signals"
 	"github.com/snapwriter/snapwriter/model"
 	"github.com/snapwriter/snapwriter/schedule"
 	"github.com/snapwriter/snapwriter/snapshot"
@@ -43,7 +44,9 @@ missing, invalid, lock held, partial) is logged and the worker carries on.
 
 SIGTERM or SIGINT stops the schedule: no new run starts, a write in progress
 stops like 'write' does on a signal (chunks in flight get --grace-period, the
-manifest records the partial state, the lock is released), and the worker exits 0.`,
+manifest records the partial state, the lock is released), and the worker exits
+143 after SIGTERM, 130 after SIGINT, as every command a signal stopped does. A run
+that panics is a failed run, logged with its stack; the worker carries on.`,
 		Example: `  snapwriter schedule --cron '0 6 * * *' --timezone Europe/Berlin --input-dir /data/snapshots
   snapwriter schedule --cron '30 5 * * *' --date-offset -1 --input-url 'https://exports.example.com/{date}.json'
   SNAPWRITER_CRON='@every 1h' SNAPWRITER_INPUT_DIR=/data snapwriter schedule
@@ -110,5 +113,13 @@ func (a *app) schedule(cmd *cobra.Command, f writeFlags, s schedule.Config) erro
 		return res, withHint(a.writeWait(err, f))
 	}
 	worker.Log, worker.ExitCode = a.log, exitCode
-	return worker.Run(ctx)
+	if err := worker.Run(ctx); err != nil {
+		return err
+	}
+	// A worker ends only when told to: its clean stop is the signal's
+	// ending (exit 128+n), as for every command a signal stopped.
+	if signals.Received(ctx) != 0 {
+		return context.Cause(ctx)
+	}
+	return nil
 }

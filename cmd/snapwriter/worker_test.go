@@ -183,7 +183,7 @@ func TestScheduleUsageErrors(t *testing.T) {
 }
 
 // The worker as Cloud Run or systemd runs it: SIGTERM in the middle of a
-// write stops it cleanly (exit 0), the lock is released, the manifest says
+// write stops it cleanly (exit 143, SIGTERM's), the lock is released, the manifest says
 // what was written, and ticks that came during the write were logged as
 // missed runs.
 func TestScheduleSIGTERM(t *testing.T) {
@@ -207,8 +207,8 @@ func TestScheduleSIGTERM(t *testing.T) {
 		_ = cmd.Process.Kill()
 		t.Fatalf("no write in progress with a missed tick:\n%s", logs.String())
 	}
-	if code := sigterm(t, cmd, stderr, logs); code != exitOK {
-		t.Fatalf("exit %d, want 0\n%s", code, logs.String())
+	if code := sigterm(t, cmd, stderr, logs); code != 143 {
+		t.Fatalf("exit %d, want 143\n%s", code, logs.String())
 	}
 	if !strings.Contains(logs.String(), `"message":"schedule stopped"`) {
 		t.Errorf("logs lack 'schedule stopped'")

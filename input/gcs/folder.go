@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/snapwriter/snapwriter/internal/plural"
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/model"
 )
 
@@ -123,15 +124,17 @@ func (s *Store) spoolAll(ctx context.Context, dir URL, objects map[string]object
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.workers)
 	for _, name := range names {
-		g.Go(func() error {
+		g.Go(safego.Func(func() error {
 			b, err := s.download(gctx, dir, objects[name])
 			if err != nil {
 				return err
 			}
 			return sp.add(name, b)
-		})
+		}))
 	}
-	return g.Wait()
+	err := g.Wait()
+	safego.Repanic(err) // in the caller's goroutine, which the CLI recovers: not taken for an input's error
+	return err
 }
 
 // download reads the object o of dir at its listed generation, whole.

@@ -25,6 +25,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/snapwriter/snapwriter/internal/safego"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/model"
 )
@@ -100,7 +101,42 @@ const (
 	// their bounds. Nothing was written; the report says which rule held
 	// and the districts and fields involved.
 	ExitHeld = 8
+	// ExitSignal plus the signal's number is the exit code of every
+	// command a signal stopped, once it has cleaned up: 130 for SIGINT,
+	// 143 for SIGTERM, the shell's convention. What the command recorded
+	// (a write's manifest, a backfill's report) says how far it got. A
+	// command that had finished its work when the signal came exits as
+	// it finished.
+	ExitSignal  = 128
+	ExitSIGINT  = ExitSignal + 2
+	ExitSIGTERM = ExitSignal + 15
 )
+
+// Code is one exit code and what it means, as the CLI's help, README.md
+// and docs/cli.md list it (rendered from Codes).
+type Code struct {
+	Exit    int
+	Meaning string
+}
+
+// Codes is every exit code the CLI ends with, in order, with its meaning:
+// the one source of the lists in the root command's help, README.md and
+// docs/cli.md.
+func Codes() []Code {
+	return []Code{
+		{ExitOK, "success: the snapshot is complete (or what was asked is done); `diff` without `--exit-code` whatever it found"},
+		{ExitError, "runtime failure: Firestore, Cloud Storage or the PostgreSQL lock database failed or did not answer within its bounds, the root document could not be written, the lock was lost before the root was written (nothing written), the manifest could not be recorded (`repair` completes it), the snapshot was written under the other lock backend, or a panic (the stack is in the log); not found: `get` or `verify` of a snapshot that is not stored, `get --district` of a district it does not hold; `lock release`: nothing released (no live lock carries the lockId, no lock on the date, or the confirmation was declined); `diff --exit-code`: the snapshots differ; `doctor`: a check found a problem (each line says the fix)"},
+		{ExitUsage, "usage error or invalid input (a flag, an argument, a `SNAPWRITER_` variable, the input's content): nothing was written"},
+		{ExitPartial, "partial: some chunks failed after their retries, or the writer lost its lock mid-write with no newer writer; the manifest records exactly which districts were written and `repair` completes it; `get` of a snapshot that is not complete (partial, writing, interrupted, unknown or deleting: it prints the districts stored); `verify` of an intact snapshot that is not complete; `loadtest`: a round ended partial"},
+		{ExitLockHeld, "the snapshot's lock was held by another writer throughout `write --lock-wait` (`loadtest`: another loadtest holds the collection)"},
+		{ExitFenced, "fenced out: a newer writer took the snapshot over; this writer wrote nothing more, and the newer writer's data is intact"},
+		{ExitNotIntact, "`verify` only: the stored snapshot contradicts its manifest, its content hashes or the input"},
+		{ExitNotReady, "the input is not ready (a `gs://` upload not finished, an object replaced while read, `write --wait-for-input` waited in vain, a `backfill` with no dated input): nothing was written; a later run may succeed"},
+		{ExitHeld, "held by the publication gate (`write --gate`): fewer districts, changed values or month-end deltas past their bounds; nothing was written"},
+		{ExitSIGINT, "stopped by SIGINT (Ctrl-C), after its cleanup: a write records its manifest (outcome partial) and releases its lock, `schedule` finishes the run in progress; a command that had already finished its work exits as it finished"},
+		{ExitSIGTERM, "stopped by SIGTERM (Cloud Run, systemd), after the same cleanup"},
+	}
+}
 
 // The outcome words of package outcome that the table gives (an Outcome
 // is its word).
@@ -175,6 +211,10 @@ const warn = zapcore.WarnLevel
 // operators alert on), so a run's closing line is a WARNING, as for the
 // others.
 var table = [...]Ending{
+	// A panic recovered (package safego, or the CLI's command) says most:
+	// whatever else the error matches, the program went wrong.
+	{Err: safego.ErrPanic, Name: "Panic", Outcome: failed, Exit: ExitError, Level: warn},
+
 	{Err: model.ErrNotReady, Name: "NotReady", Outcome: notReady, Exit: ExitNotReady, Level: warn},
 	{Err: ErrNoInput, Name: "NoInput", Outcome: notReady, Exit: ExitNotReady, Level: warn},
 

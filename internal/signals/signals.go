@@ -1,7 +1,8 @@
 // Package signals serves a command that cleans up after an interruption:
-// the first SIGINT or SIGTERM ends its work (main's signal.NotifyContext
-// ends the command's context) and is noted for the exit code; a second
-// one ends the cleanup, for a user who will not wait for it.
+// the first SIGINT or SIGTERM ends its work (NotifyContext, in main, ends
+// the command's context with a cause naming the signal: Stopped, which the
+// CLI turns into the exit code 128+n); a Watch lets a second one end the
+// cleanup, for a user who will not wait for it.
 package signals
 
 import (
@@ -59,8 +60,8 @@ func Start(ctx context.Context, onSecond func()) *Watch {
 // second signal or at Stop.
 func (w *Watch) Cleanup() context.Context { return w.cleanup }
 
-// Signal is the first signal's number (for the shell's exit code 128+n),
-// 0 while none came.
+// Signal is the first signal's number (the exit code comes from Received,
+// on the command's context), 0 while none came.
 func (w *Watch) Signal() int { return int(w.first.Load()) }
 
 // Stop ends the watch and Cleanup. It may be called more than once.
