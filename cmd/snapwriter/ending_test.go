@@ -36,15 +36,19 @@ func runHooked(ctx context.Context, hook func(*cobra.Command), args ...string) (
 	return code, out.String(), errb.String()
 }
 
-// Any command a signal stopped exits 128+n, also one that returned no
-// error (a schedule stopped cleanly, a command that finished anyway), and
-// says so.
+// Any command a signal stopped exits 128+n and says so: here list, whose
+// connection the signal ended. A command that had finished its work
+// (version) exits as it finished.
 func TestSignalExitCode(t *testing.T) {
 	t.Parallel()
 	for sig, want := range map[syscall.Signal]int{syscall.SIGINT: 130, syscall.SIGTERM: 143} {
+		code, _, errs := runHooked(signalled(sig), nil, "list", "--project", "p")
+		if code != want || !strings.Contains(errs, "canceled") {
+			t.Errorf("list after %s: exit %d, want %d\nstderr %q", signals.Name(sig), code, want, errs)
+		}
 		code, out, errs := runHooked(signalled(sig), nil, "version")
-		if code != want || !strings.HasPrefix(out, "snapwriter ") || !strings.Contains(errs, "stopped by "+signals.Name(sig)) {
-			t.Errorf("version after %s: exit %d, want %d\nstdout %q\nstderr %q", signals.Name(sig), code, want, out, errs)
+		if code != exitOK || !strings.HasPrefix(out, "snapwriter ") {
+			t.Errorf("version, done, after %s: exit %d, want 0\nstdout %q\nstderr %q", signals.Name(sig), code, out, errs)
 		}
 	}
 	// Cancelled without a signal (a library's own end): not 130/143.
@@ -60,11 +64,11 @@ func TestSignalExitCode(t *testing.T) {
 func TestPanicExitsOne(t *testing.T) {
 	t.Parallel()
 	hook := func(cmd *cobra.Command) {
-		if cmd.Name() == "version" {
+		if cmd.Name() == "list" {
 			noMap()["x"]++ // a runtime error, as a bug would be
 		}
 	}
-	code, _, errs := runHooked(context.Background(), hook, "version", "--log-format", "json")
+	code, _, errs := runHooked(context.Background(), hook, "list", "--log-format", "json")
 	if code != exitError {
 		t.Fatalf("exit %d, want 1\n%s", code, errs)
 	}
@@ -76,7 +80,7 @@ func TestPanicExitsOne(t *testing.T) {
 		t.Errorf("the logged stack does not reach the panic:\n%s", line["stack"])
 	}
 	// A panic signalled or not is a panic: 1.
-	if code, _, errs := runHooked(signalled(syscall.SIGTERM), hook, "version"); code != exitError {
+	if code, _, errs := runHooked(signalled(syscall.SIGTERM), hook, "list"); code != exitError {
 		t.Errorf("panic after SIGTERM: exit %d\n%s", code, errs)
 	}
 }
@@ -92,7 +96,7 @@ func TestPanicInGoroutineExitsOne(t *testing.T) {
 		wg.Wait()
 		safego.Repanic(err)
 	}
-	code, _, errs := runHooked(context.Background(), hook, "version", "--log-format", "json")
+	code, _, errs := runHooked(context.Background(), hook, "list", "--log-format", "json")
 	if code != exitError || !strings.Contains(errs, "panic: from a goroutine") {
 		t.Fatalf("exit %d, want 1\n%s", code, errs)
 	}
@@ -120,15 +124,15 @@ func panicLine(t *testing.T, stderr string) map[string]any {
 func TestBinaryPanicExitsOne(t *testing.T) {
 	t.Parallel()
 	bin := binaryTagged(t, "snapwriter_testhooks")
-	cmd := exec.Command(bin, "version", "--log-format", "json")
-	cmd.Env = append(binaryEnv("p"), "SNAPWRITER_TESTHOOK_PANIC=version")
+	cmd := exec.Command(bin, "list", "--log-format", "json")
+	cmd.Env = append(binaryEnv("p"), "SNAPWRITER_TESTHOOK_PANIC=list")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if code := cmd.ProcessState.ExitCode(); code != exitError {
 		t.Fatalf("exit %d (%v), want 1\n%s", code, err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "internal error (a bug; please report it with the log): panic: test hook: version panics") {
+	if !strings.Contains(stderr.String(), "internal error (a bug; please report it with the log): panic: test hook: list panics") {
 		t.Errorf("stderr:\n%s", stderr.String())
 	}
 	if line := panicLine(t, stderr.String()); !strings.Contains(line["stack"].(string), "testhooks_on.go") {

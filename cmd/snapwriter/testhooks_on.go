@@ -11,7 +11,7 @@ import (
 // installTestHooks, in a binary built only for tests (-tags
 // snapwriter_testhooks; never the product's), makes the command that
 // SNAPWRITER_TESTHOOK_PANIC names panic as it starts: the panic test of
-// the built binary (panic_test.go).
+// the built binary (ending_test.go).
 func installTestHooks(a *app) {
 	name, ok := os.LookupEnv("SNAPWRITER_TESTHOOK_PANIC")
 	if !ok {
