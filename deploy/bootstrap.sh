@@ -170,7 +170,13 @@ apis=(run.googleapis.com cloudbuild.googleapis.com artifactregistry.googleapis.c
   cloudtrace.googleapis.com logging.googleapis.com)
 
 summary=()
-note() { summary+=("$(printf '%-52s %s' "$1" "$2")"); echo "== $1: $2"; }
+# In a dry run nothing is created: the state says what a run would do.
+note() {
+  local state=$2
+  [ "$dry_run" != true ] || [ "$state" != created ] || state="would be created"
+  summary+=("$(printf '%-52s %s' "$1" "$state")")
+  echo "== $1: $state"
+}
 
 # show prints a command as a shell would read it.
 show() { printf '+'; printf ' %q' "$@"; printf '\n'; }
