@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/snapwriter/snapwriter/locking"
-	"github.com/snapwriter/snapwriter/locking/pglock"
 )
 
 // lock release --date on the Firestore lock: it shows the lock, asks at a
@@ -92,17 +91,8 @@ func TestLockReleaseDate(t *testing.T) {
 // confirmation, the lock of that backend.
 func TestLockReleaseDatePostgres(t *testing.T) {
 	t.Parallel()
-	c, dsn, pool := pgCLI(t)
-	b, err := pglock.New(context.Background(), pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := c.snapKey("postgres", day)
-	r, err := b.Acquire(context.Background(), key, time.Minute)
-	if err != nil || !r.OK {
-		t.Fatal(r, err)
-	}
-	pgFlags := []string{"--lock-backend", "postgres", "--lock-dsn", dsn}
+	h := holdPostgresLock(t)
+	c, dsn, b, key, r, pgFlags := h.c, h.dsn, h.b, h.key, h.r, h.flags
 	c.stdinTerminal = true
 	code, out, errs := c.run("no\n", append([]string{"lock", "release", "--date", day}, pgFlags...)...)
 	if code != exitError || !strings.Contains(out, locking.HashKey(r.LockID)) {

@@ -135,11 +135,21 @@ func TestWriteWithPostgresLock(t *testing.T) {
 	}
 }
 
-// A lock held in PostgreSQL (by a Go or TypeScript peer on the same
-// tables) keeps a postgres-locked writer out: exit 4, nothing written. The
-// lock commands see and release it.
-func TestPostgresLockHeldAndLockCommands(t *testing.T) {
-	t.Parallel()
+// pgHeld is a lock of snapshot day held in PostgreSQL by a peer, for a
+// CLI (c) whose lock commands reach it with flags.
+type pgHeld struct {
+	c     *cli
+	dsn   string
+	b     *pglock.Backend
+	key   string
+	r     locking.AcquireResult
+	flags []string
+}
+
+// holdPostgresLock has a peer take the PostgreSQL lock of snapshot day,
+// as a Go or TypeScript writer on the same tables would.
+func holdPostgresLock(t *testing.T) pgHeld {
+	t.Helper()
 	c, dsn, pool := pgCLI(t)
 	b, err := pglock.New(context.Background(), pool)
 	if err != nil {
@@ -150,7 +160,16 @@ func TestPostgresLockHeldAndLockCommands(t *testing.T) {
 	if err != nil || !r.OK {
 		t.Fatal(r, err)
 	}
-	pgFlags := []string{"--lock-backend", "postgres", "--lock-dsn", dsn}
+	return pgHeld{c: c, dsn: dsn, b: b, key: key, r: r, flags: []string{"--lock-backend", "postgres", "--lock-dsn", dsn}}
+}
+
+// A lock held in PostgreSQL (by a Go or TypeScript peer on the same
+// tables) keeps a postgres-locked writer out: exit 4, nothing written. The
+// lock commands see and release it.
+func TestPostgresLockHeldAndLockCommands(t *testing.T) {
+	t.Parallel()
+	h := holdPostgresLock(t)
+	c, dsn, key, r, pgFlags := h.c, h.dsn, h.key, h.r, h.flags
 	code, _, errs := c.run(genJSON(t, day, 3), append([]string{"write", "--input", "-", "--lock-wait", "200ms"}, pgFlags...)...)
 	if code != exitLockHeld {
 		t.Fatalf("write against a held PostgreSQL lock: exit %d, want 4\n%s", code, errs)
