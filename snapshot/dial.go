@@ -24,16 +24,28 @@ func DialAPI(ctx context.Context, emulatorHost string, opts ...option.ClientOpti
 	if emulatorHost == "" {
 		return vkit.NewClient(ctx, opts...)
 	}
-	// With OpenTelemetry's gRPC instrumentation, as the transport the
-	// Firestore client dials the emulator (and Firestore) with has.
-	conn, err := grpc.NewClient(emulatorHost,
+	conn, err := DialEmulator(emulatorHost)
+	if err != nil {
+		return nil, err
+	}
+	return vkit.NewClient(ctx, option.WithGRPCConn(conn))
+}
+
+// DialEmulator opens a connection to the Firestore emulator at host, as
+// the Firestore client does: in plain text, with the emulator's owner
+// credential, and with OpenTelemetry's gRPC instrumentation, as the
+// transport the Firestore client dials the emulator (and Firestore) with
+// has. A client of any Firestore API — the data API's (DialAPI), the
+// Admin API's — runs on it through option.WithGRPCConn.
+func DialEmulator(host string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(host,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithPerRPCCredentials(emulatorOwner{}),
 		grpc.WithStatsHandler(otelgrpc.NewClientHandler()))
 	if err != nil {
-		return nil, fmt.Errorf("dialing the emulator at %s: %w", emulatorHost, err)
+		return nil, fmt.Errorf("dialing the emulator at %s: %w", host, err)
 	}
-	return vkit.NewClient(ctx, option.WithGRPCConn(conn))
+	return conn, nil
 }
 
 // emulatorOwner is the emulator's admin credential, as the Firestore

@@ -14,9 +14,7 @@ import (
 	admin "cloud.google.com/go/firestore/apiv1/admin"
 	"cloud.google.com/go/firestore/apiv1/admin/adminpb"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/snapwriter/snapwriter"
@@ -108,23 +106,13 @@ func (d *preflight) firestoreProblem(err error, w who, doing string) doctor.Resu
 	return doctor.Problemf("see the error; rerun with --log-level debug", "%s: %v", doing, err)
 }
 
-// emulatorOwner is the emulator's admin credential, as the Firestore
-// client sends it.
-type emulatorOwner struct{}
-
-func (emulatorOwner) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer owner"}, nil
-}
-func (emulatorOwner) RequireTransportSecurity() bool { return false }
-
 // adminClient opens the Firestore Admin API: the emulator's, which serves
 // none of it today (it answers Unimplemented), or Google's.
 func (d *preflight) adminClient(ctx context.Context) (*admin.FirestoreAdminClient, error) {
 	if d.emuHost == "" {
 		return admin.NewFirestoreAdminClient(ctx)
 	}
-	conn, err := grpc.NewClient(d.emuHost, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(emulatorOwner{}))
+	conn, err := snapshot.DialEmulator(d.emuHost)
 	if err != nil {
 		return nil, err
 	}
