@@ -57,7 +57,7 @@ func (d *preflight) postgresLock(ctx context.Context) doctor.Result {
 	err = pool.QueryRow(ctx, `SELECT now(), current_schema(), has_schema_privilege(current_schema(), 'CREATE')`).Scan(&now, &schema, &canCreate)
 	answered := d.a.now()
 	if err != nil {
-		return d.postgresProblem(pglock.Redact(dsn, err), endpoint)
+		return d.postgresProblem(err)
 	}
 	clock := serverTime{source: "PostgreSQL", server: now, sent: sent, answered: answered}
 	var missing []string
@@ -94,7 +94,7 @@ func (d *preflight) pgTable(ctx context.Context, pool *pgxpool.Pool, table strin
           WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnatts = 1 AND a.attname = 'lock_id')`,
 		table).Scan(&exists, &sel, &ins, &upd, &del, &uniqueLockID)
 	if err != nil {
-		return d.postgresProblem(pglock.Redact(d.f.lock.dsn, err), pglock.Endpoint(d.f.lock.dsn)), false
+		return d.postgresProblem(err), false
 	}
 	if !exists {
 		return doctor.Result{}, false
@@ -102,20 +102,20 @@ func (d *preflight) pgTable(ctx context.Context, pool *pgxpool.Pool, table strin
 	rows, err := pool.Query(ctx, `SELECT column_name, data_type FROM information_schema.columns
 WHERE table_name = $1 AND table_schema = (SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1))`, table)
 	if err != nil {
-		return d.postgresProblem(pglock.Redact(d.f.lock.dsn, err), pglock.Endpoint(d.f.lock.dsn)), true
+		return d.postgresProblem(err), true
 	}
 	got := map[string]string{}
 	for rows.Next() {
 		var name, typ string
 		if err := rows.Scan(&name, &typ); err != nil {
 			rows.Close()
-			return d.postgresProblem(err, pglock.Endpoint(d.f.lock.dsn)), true
+			return d.postgresProblem(err), true
 		}
 		got[name] = typ
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return d.postgresProblem(pglock.Redact(d.f.lock.dsn, err), pglock.Endpoint(d.f.lock.dsn)), true
+		return d.postgresProblem(err), true
 	}
 	var wrong []string
 	for _, c := range pgTables()[table] {
@@ -140,8 +140,12 @@ WHERE table_name = $1 AND table_schema = (SELECT n.nspname FROM pg_class c JOIN 
 	return doctor.Okf(""), true
 }
 
-// postgresProblem words a failed PostgreSQL request, and its fix.
-func (d *preflight) postgresProblem(err error, endpoint string) doctor.Result {
+// postgresProblem words a failed request to the PostgreSQL lock database
+// --lock-dsn names, and its fix; the error's text has the DSN's password
+// masked.
+func (d *preflight) postgresProblem(err error) doctor.Result {
+	endpoint := pglock.Endpoint(d.f.lock.dsn)
+	err = pglock.Redact(d.f.lock.dsn, err)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
