@@ -309,10 +309,7 @@ func (a *app) applyEnv(cmd *cobra.Command) error {
 		}
 		a.fromEnv = append(a.fromEnv, envSetting{flag: f.Name, variable: name, raw: v, value: f.Value.String()})
 	})
-	if err != nil {
-		return err
-	}
-	return nil
+	return err
 }
 
 // readGlobals reads the running command's store and log flags into

@@ -51,23 +51,20 @@ const (
 )
 
 // Usage texts of --request-timeout: what each write command sends a store
-// that one request may take. requestTimeoutUsage is the start they share.
+// that one request may take. Each starts with requestTimeoutConnect, and
+// those of the commands that write a snapshot with requestTimeoutUsage.
 const (
-	requestTimeoutUsage = "give up (exit 1) when a store does not answer one request within this time; bounds each request, not the command: " +
-		"connecting to Firestore (and to the PostgreSQL lock database with --lock-backend postgres), " +
-		"each attempt to acquire the lock (so a lock is waited for to --lock-wait plus this time)"
+	requestTimeoutConnect = "give up (exit 1) when a store does not answer one request within this time; bounds each request, not the command: " +
+		"connecting to Firestore (and to the PostgreSQL lock database with --lock-backend postgres)"
+	requestTimeoutUsage         = requestTimeoutConnect + ", each attempt to acquire the lock (so a lock is waited for to --lock-wait plus this time)"
 	writeRequestTimeoutUsage    = requestTimeoutUsage + ", each read of a gs:// --input (this long without progress), --gate's reads of what is stored, and --dry-run's reads"
 	repairRequestTimeoutUsage   = requestTimeoutUsage + ", each read of a gs:// --input (this long without progress), and --dry-run's reads"
 	backfillRequestTimeoutUsage = requestTimeoutUsage + ", each read of a gs:// --input-dir (this long without progress), " +
 		"each --skip-complete read of what is complete, --gate's reads of what is stored, and --dry-run's reads"
 	scheduleRequestTimeoutUsage = requestTimeoutUsage + ", each read of a gs:// --input-dir (this long without progress; --http-timeout bounds an --input-url download), " +
 		"and --gate's reads of what is stored"
-	pruneRequestTimeoutUsage = "give up (exit 1) when a store does not answer one request within this time; bounds each request, not the command: " +
-		"connecting to Firestore (and to the PostgreSQL lock database with --lock-backend postgres), the listing of the snapshots, " +
-		"and each attempt to acquire a date's lock"
-	loadtestRequestTimeoutUsage = "give up (exit 1) when a store does not answer one request within this time; bounds each request, not the command: " +
-		"connecting to Firestore (and to the PostgreSQL lock database with --lock-backend postgres), " +
-		"and each attempt to acquire a round's snapshot lock (so it is waited for to --lock-wait plus this time)"
+	pruneRequestTimeoutUsage    = requestTimeoutConnect + ", the listing of the snapshots, and each attempt to acquire a date's lock"
+	loadtestRequestTimeoutUsage = requestTimeoutConnect + ", and each attempt to acquire a round's snapshot lock (so it is waited for to --lock-wait plus this time)"
 )
 
 // registerTimeout adds --timeout (env SNAPWRITER_TIMEOUT) to a read
