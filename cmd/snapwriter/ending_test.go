@@ -161,3 +161,23 @@ func binaryTagged(t *testing.T, tags string) string {
 
 // noMap is a nil map, to write into by mistake.
 func noMap() map[string]int { return nil }
+
+// A report states the code the process ends with: 128+n for a run a
+// signal stopped short of its work, the run's own 0 for one that had
+// finished it, and the run's code when no signal came.
+func TestSignalExitOfAReport(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ctx        context.Context
+		code, want int
+	}{
+		{signalled(syscall.SIGTERM), exitError, 143},
+		{signalled(syscall.SIGINT), exitPartial, 130},
+		{signalled(syscall.SIGTERM), exitOK, exitOK},
+		{context.Background(), exitLockHeld, exitLockHeld},
+	} {
+		if got := signalExit(tc.ctx, tc.code); got != tc.want {
+			t.Errorf("signalExit(signal %d, %d) = %d, want %d", signals.Received(tc.ctx), tc.code, got, tc.want)
+		}
+	}
+}

@@ -84,10 +84,12 @@ func dateExit(o outcome.Outcome, err error) int {
 	return exitError // NotStarted
 }
 
-// signalExit is code, or 128+n when a signal ended ctx: the exit code a
-// report states is the one the process ends with (app.run decides it).
+// signalExit is code, or 128+n when a signal ended ctx and code is not
+// 0: the exit code a report states is the one the process ends with, by
+// app.run's rule — a run a signal stopped ends 128+n, one that had
+// finished its work when the signal came ends as it finished.
 func signalExit(ctx context.Context, code int) int {
-	if sig := signals.Received(ctx); sig != 0 {
+	if sig := signals.Received(ctx); sig != 0 && code != exitOK {
 		return exitSignal + int(sig)
 	}
 	return code
