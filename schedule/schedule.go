@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -109,15 +108,19 @@ func (w *Worker) run(ctx context.Context, log *zap.Logger, tick time.Time) {
 	// process from cron's goroutine with the runtime's exit 2, the CLI's
 	// code for a usage error. The run's own deferred releases (its lock)
 	// ran while the panic unwound.
+	var panicked error
 	defer func() {
-		if v := recover(); v != nil {
-			var fields []zap.Field
-			if w.ExitCode != nil {
-				fields = append(fields, zap.Int("exitCode", w.ExitCode(&safego.PanicError{Value: v})))
-			}
-			log.Error("run failed: panic", append(fields, zap.String("panic", fmt.Sprint(v)), zap.ByteString("stack", debug.Stack()))...)
+		var pe *safego.PanicError
+		if !errors.As(panicked, &pe) {
+			return
 		}
+		var fields []zap.Field
+		if w.ExitCode != nil {
+			fields = append(fields, zap.Int("exitCode", w.ExitCode(pe)))
+		}
+		log.Error("run failed: panic", append(fields, zap.String("panic", fmt.Sprint(pe.Value)), zap.ByteString("stack", pe.Stack))...)
 	}()
+	defer safego.Recover(&panicked) // recover must be the deferred call itself
 	t0 := time.Now()
 	snap, err := w.Input(ctx, date)
 	if err != nil {
