@@ -115,8 +115,8 @@ func (v Verdict) text(limited []Level, rounds, completed int) string {
 		}
 		fmt.Fprintf(&b, "; suggested --max-write-rate %s", number(v.MaxWriteRate))
 		if v.MaxWriteRate < pacing.DefaultInitial {
-			fmt.Fprintf(&b, " with --initial-write-rate %s (the maximum may not be below the start, %d by default), "+
-				"so that each day's write runs at it from its start. ", number(v.MaxWriteRate), pacing.DefaultInitial)
+			fmt.Fprintf(&b, ", which lowers the default start (%d) to it: each day's write runs at %s from its start. ",
+				pacing.DefaultInitial, number(v.MaxWriteRate))
 		} else {
 			fmt.Fprintf(&b, ". The ramp still starts each day's new key range at --initial-write-rate (%d, Firestore's guidance "+
 				"for a new collection) and grows 50 %% every 5 minutes up to --max-write-rate; start higher only on a database you have measured. ",

@@ -51,7 +51,7 @@ func TestLoadtestVerdict(t *testing.T) {
 			says: []string{"The budget limited these writes", "at concurrency 3: 98.0 of 100 district writes/s", "60 %",
 				"at concurrency 16: 99.0 of 100", "rerun with --write-ramp=false --max-write-rate 200.",
 				"sustained 99.5 district writes/s (concurrency 16, round 1)", "at the budget's limit: it may sustain more",
-				"--max-write-rate 99 with --initial-write-rate 99", "pushed back on no round"},
+				"--max-write-rate 99, which lowers the default start (500) to it", "pushed back on no round"},
 		},
 		{
 			name: "one level limited, the other not",
@@ -67,7 +67,7 @@ func TestLoadtestVerdict(t *testing.T) {
 			},
 			want: Verdict{BudgetLimited: []int{1}, RerunMaxWriteRate: 1000, SustainedPerSec: 480, SustainedConcurrency: 1,
 				SustainedRound: 1, SustainedAtLimit: true, MaxWriteRate: 480},
-			says:   []string{"(at concurrency 1: 480 of 500 district writes/s", "--max-write-rate 1000.", "--max-write-rate 480 with --initial-write-rate 480"},
+			says:   []string{"(at concurrency 1: 480 of 500 district writes/s", "--max-write-rate 1000.", "--max-write-rate 480, which lowers the default start (500) to it"},
 			denies: []string{"at concurrency 3: 300"},
 		},
 		{
@@ -127,7 +127,7 @@ func TestLoadtestVerdict(t *testing.T) {
 			},
 			want: Verdict{BudgetLimited: []int{}, SustainedPerSec: 400, SustainedConcurrency: 3, SustainedRound: 1, MaxWriteRate: 400,
 				PushedBackRounds: 2, ResourceExhausted: 8, Aborted: 1, LowestLimitPerSec: 31.25, LowestConcurrency: 16, LowestRound: 2},
-			says: []string{"sustained 400 district writes/s (concurrency 3, round 1)", "--max-write-rate 400 with --initial-write-rate 400",
+			says: []string{"sustained 400 district writes/s (concurrency 3, round 1)", "--max-write-rate 400, which lowers the default start (500) to it",
 				"2 of 4 rounds met push-back: 8 RESOURCE_EXHAUSTED and 1 ABORTED answers to chunk commits",
 				"the budget fell to 31.2 district writes/s at the lowest (concurrency 16, round 2)"},
 			denies: []string{"budget limited", "pushed back on no round"},

@@ -37,6 +37,9 @@ type WriteRate struct {
 	// the write ended; MinLimitPerSec the lowest it was during the write.
 	LimitPerSec    float64 `json:"limitPerSec"`
 	MinLimitPerSec float64 `json:"minLimitPerSec"`
+	// StartPerSec is the rate the budget's ramp starts at, this writer's
+	// share of it (pacing.Ramp.Initial ÷ Share).
+	StartPerSec float64 `json:"startPerSec"`
 	// Share is the number of writers the ramp is divided among.
 	Share int `json:"share"`
 	// WaitedMs is the time the write's chunks waited for budget, summed

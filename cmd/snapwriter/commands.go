@@ -85,6 +85,9 @@ type writeFlags struct {
 	initialRate, maxRate float64
 	ramp                 bool
 	share                int
+	// initialFlag is --initial-write-rate, which says whether the user
+	// set it (on the command line or by its SNAPWRITER_ variable).
+	initialFlag *pflag.Flag
 	// gate is the publication gate's flags, nil for a command that does
 	// not register them (registerGate).
 	gate *gateFlags
@@ -112,7 +115,8 @@ func (f *writeFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.initialRate, "initial-write-rate", pacing.DefaultInitial,
 		"district writes a second a snapshot's write starts at: Firestore's guidance for a new collection (docs/how-a-write-works.md)")
 	fl.Float64Var(&f.maxRate, "max-write-rate", pacing.DefaultMax,
-		"district writes a second the ramp grows to, at most: what loadtest found your database sustains")
+		"district writes a second the ramp grows to, at most: what loadtest found your database sustains; below the default start it lowers the start to it")
+	f.initialFlag = fl.Lookup("initial-write-rate")
 	fl.BoolVar(&f.ramp, "write-ramp", true,
 		"grow the write rate 50% every 5 minutes from --initial-write-rate (Firestore's 500/50/5); --write-ramp=false: write at --max-write-rate from the start")
 	f.lock.register(fl)
@@ -150,6 +154,9 @@ func (f writeFlags) validate() error {
 		return usagef("--max-retries %d: want 0..%d", f.maxRetries, maxRetriesFlag)
 	}
 	if err := f.writeRamp().Validate(); err != nil {
+		if f.ramp && f.maxRate > 0 && f.initialRate > f.maxRate {
+			return usagef("--initial-write-rate %g, --max-write-rate %g: the start is above the maximum; give a start at or below it, or no start (the maximum then lowers the default start to it)", f.initialRate, f.maxRate)
+		}
 		return usagef("--initial-write-rate %g, --max-write-rate %g: want 0 < initial ≤ max, in document writes a second", f.initialRate, f.maxRate)
 	}
 	if f.gate != nil {
@@ -171,7 +178,16 @@ func (f writeFlags) writeRamp() pacing.Ramp {
 	}
 	r := pacing.DefaultRamp()
 	r.Initial, r.Max = f.initialRate, f.maxRate
+	if f.startLowered() {
+		return r.WithMax(f.maxRate)
+	}
 	return r
+}
+
+// startLowered reports that --max-write-rate, below the default start,
+// lowers the start to it: the user set no start of their own.
+func (f writeFlags) startLowered() bool {
+	return f.ramp && f.maxRate > 0 && f.maxRate < f.initialRate && (f.initialFlag == nil || !f.initialFlag.Changed)
 }
 
 // budget is the district write budget the flags describe: this process's
@@ -366,7 +382,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 	res, werr := r.op(w, ctx, id, snap)
 	endBar()
 	if res != nil {
-		if err := a.printResult(res, r.asJSON); err != nil {
+		if err := a.printResult(res, r.asJSON, f.startLowered()); err != nil {
 			return err
 		}
 	}
@@ -374,7 +390,7 @@ func (a *app) writeOp(cmd *cobra.Command, f writeFlags, r writeRequest) error {
 }
 
 // printResult prints what a write or repair did, as its Outcome says.
-func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
+func (a *app) printResult(res *snapshot.Result, asJSON, startLowered bool) error {
 	if asJSON {
 		return printJSON(a.stdout, res)
 	}
@@ -426,6 +442,9 @@ func (a *app) printResult(res *snapshot.Result, asJSON bool) error {
 	if wr := res.WriteRate; res.Chunks > 0 {
 		fmt.Fprintf(a.stdout, "write rate: limit %.0f district writes/s (%s), chunks waited %s for it in all",
 			wr.LimitPerSec, shareText(wr.Share), time.Duration(wr.WaitedMs)*time.Millisecond)
+		if startLowered {
+			fmt.Fprintf(a.stdout, "; started at %g/s, not the default %d/s: --max-write-rate is below it", wr.StartPerSec*float64(max(wr.Share, 1)), pacing.DefaultInitial)
+		}
 		if wr.ResourceExhausted+wr.Aborted > 0 {
 			fmt.Fprintf(a.stdout, "; the store pushed back %s (RESOURCE_EXHAUSTED %d, ABORTED %d): slowed down to %.0f/s",
 				plural.Times(wr.ResourceExhausted+wr.Aborted), wr.ResourceExhausted, wr.Aborted, wr.MinLimitPerSec)

@@ -3,6 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/snapwriter/snapwriter/pacing"
 )
 
 // A value refused that came from SNAPWRITER_<FLAG> is named by the
@@ -29,9 +34,13 @@ func TestEnvValueRefusalNamesVariable(t *testing.T) {
 		{"timeout flag", nil, []string{"list", "--timeout", "-90s"}, "--timeout -1m30s: want a positive duration such as 30s"},
 		{"initial write rate", map[string]string{"SNAPWRITER_INITIAL_WRITE_RATE": "0"}, write,
 			"SNAPWRITER_INITIAL_WRITE_RATE=0, --max-write-rate 10000: want 0 < initial ≤ max"},
-		{"max write rate", map[string]string{"SNAPWRITER_MAX_WRITE_RATE": "100"}, write,
-			"--initial-write-rate 500, SNAPWRITER_MAX_WRITE_RATE=100: want 0 < initial ≤ max"},
-		{"max write rate flag", nil, append(write, "--max-write-rate", "100"), "--initial-write-rate 500, --max-write-rate 100: want"},
+		// A maximum alone lowers the default start (TestMaxWriteRate…);
+		// a start the user gave above it contradicts it.
+		{"max write rate below a start given", map[string]string{"SNAPWRITER_MAX_WRITE_RATE": "100", "SNAPWRITER_INITIAL_WRITE_RATE": "500"}, write,
+			"SNAPWRITER_INITIAL_WRITE_RATE=500, SNAPWRITER_MAX_WRITE_RATE=100: the start is above the maximum"},
+		{"max write rate flag below a start given", nil, append(write, "--max-write-rate", "100", "--initial-write-rate", "200"),
+			"--initial-write-rate 200, --max-write-rate 100: the start is above the maximum"},
+		{"max write rate zero", nil, append(write, "--max-write-rate", "0"), "--initial-write-rate 500, --max-write-rate 0: want 0 < initial ≤ max"},
 		{"log level", map[string]string{"SNAPWRITER_LOG_LEVEL": "verbose"}, []string{"list"}, "SNAPWRITER_LOG_LEVEL=verbose: want debug, info, warn or error"},
 		{"log level flag", nil, []string{"list", "--log-level", "verbose"}, `--log-level "verbose": want debug, info, warn or error`},
 		{"log format", map[string]string{"SNAPWRITER_LOG_FORMAT": "xml"}, []string{"list"}, "SNAPWRITER_LOG_FORMAT=xml: want auto, json or console"},
@@ -123,4 +132,66 @@ func TestUsagePointsToCommandHelp(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2 and %q\n%s", tc.args, code, tc.want, errs)
 		}
 	}
+}
+
+// A maximum the user gives (flag or SNAPWRITER_MAX_WRITE_RATE) without a
+// start of their own lowers the default start to it: loadtest's measured
+// 150/s is a usable cap on its own, for one writer or four tasks. With
+// --write-ramp=false the maximum is the rate throughout anyway.
+func TestMaxWriteRateLowersTheDefaultStart(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		want      pacing.Ramp
+		lowered   bool
+		tasks     int
+		wantShare float64 // the share's start
+	}{
+		{"flag", nil, []string{"--max-write-rate", "150"}, pacing.Ramp{Initial: 150, Max: 150, Growth: 1.5, Every: 5 * time.Minute}, true, 1, 150},
+		{"env", map[string]string{"SNAPWRITER_MAX_WRITE_RATE": "150"}, nil, pacing.Ramp{Initial: 150, Max: 150, Growth: 1.5, Every: 5 * time.Minute}, true, 1, 150},
+		{"four tasks", nil, []string{"--max-write-rate", "200"}, pacing.Ramp{Initial: 200, Max: 200, Growth: 1.5, Every: 5 * time.Minute}, true, 4, 50},
+		{"above the start", nil, []string{"--max-write-rate", "800"}, pacing.Ramp{Initial: 500, Max: 800, Growth: 1.5, Every: 5 * time.Minute}, false, 1, 500},
+		{"start given", nil, []string{"--max-write-rate", "150", "--initial-write-rate", "100"}, pacing.Ramp{Initial: 100, Max: 150, Growth: 1.5, Every: 5 * time.Minute}, false, 1, 100},
+		{"no ramp", nil, []string{"--max-write-rate", "150", "--write-ramp=false"}, pacing.Fixed(150), false, 1, 150},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := parseWriteFlags(t, c.env, c.args...)
+			if got := f.writeRamp(); got != c.want || f.startLowered() != c.lowered {
+				t.Errorf("ramp %+v, lowered %v; want %+v, %v", got, f.startLowered(), c.want, c.lowered)
+			}
+			if err := f.validate(); err != nil {
+				t.Errorf("validate: %v", err)
+			}
+			f.share = c.tasks
+			if got := f.budget().Limit(); got != c.wantShare {
+				t.Errorf("the budget's rate %v, want %v", got, c.wantShare)
+			}
+		})
+	}
+}
+
+// parseWriteFlags is the write flags as a command parses them from args,
+// then fills those left unset from env (SNAPWRITER_<FLAG>), as applyEnv
+// does.
+func parseWriteFlags(t *testing.T, env map[string]string, args ...string) writeFlags {
+	t.Helper()
+	fl := pflag.NewFlagSet("write", pflag.ContinueOnError)
+	var f writeFlags
+	f.register(fl)
+	if err := fl.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range env {
+		name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "SNAPWRITER_"), "_", "-"))
+		if fl.Lookup(name).Changed {
+			continue
+		}
+		if err := fl.Set(name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
 }

@@ -536,3 +536,26 @@ func memData(d model.DistrictStatistics) model.Object {
 	}
 	return data
 }
+
+// A write given only --max-write-rate below the default start runs at it
+// from its start, and its result line says so; --json carries the start.
+func TestMaxWriteRateResultLine(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	code, out, errs := c.run(genJSON(t, day, 30), "write", "--input", "-", "--max-write-rate", "150")
+	if code != exitOK || !strings.Contains(out, "write rate: limit 150 district writes/s (this writer's alone)") ||
+		!strings.Contains(out, "started at 150/s, not the default 500/s: --max-write-rate is below it") {
+		t.Errorf("exit %d, want 0 and the lowered start on the write rate line:\n%s%s", code, out, errs)
+	}
+	c.env["SNAPWRITER_MAX_WRITE_RATE"] = "150"
+	code, out, errs = c.run(genJSON(t, "2026-11-21", 30), "write", "--input", "-", "--json")
+	var res snapshot.Result
+	if code != exitOK || json.Unmarshal([]byte(out), &res) != nil || res.WriteRate.StartPerSec != 150 || res.WriteRate.LimitPerSec != 150 {
+		t.Errorf("SNAPWRITER_MAX_WRITE_RATE=150 --json: exit %d, write rate %+v; want a start and limit of 150\n%s", code, res.WriteRate, errs)
+	}
+	// Without it the line says nothing of a start.
+	code, out, _ = c.run(genJSON(t, "2026-11-22", 30), "write", "--input", "-", "--max-write-rate", "800", "--initial-write-rate", "500")
+	if code != exitOK || strings.Contains(out, "started at") {
+		t.Errorf("a start at or below the maximum: exit %d\n%s", code, out)
+	}
+}

@@ -22,7 +22,7 @@ func TestCountsOfOneAreSingular(t *testing.T) {
 		DistrictsKept: 1, StaleDeleted: 1,
 		LockRenewals: snapshot.LockRenewals{Sheds: 1, Pauses: 1, MinConcurrency: 1},
 		WriteRate:    snapshot.WriteRate{LimitPerSec: 500, ResourceExhausted: 1, Share: 1}}
-	if err := a.printResult(res, false); err != nil {
+	if err := a.printResult(res, false, false); err != nil {
 		t.Fatal(err)
 	}
 	rep := &snapshot.Report{SnapshotID: day, State: snapshot.StateComplete, Districts: 1, Written: 1, Documents: 1,

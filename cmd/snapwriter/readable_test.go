@@ -133,7 +133,7 @@ func TestPrintResultBounded(t *testing.T) {
 		var out bytes.Buffer
 		a := &app{stdout: &out}
 		res.FailedDistricts = tc.ids
-		if err := a.printResult(res, false); err != nil {
+		if err := a.printResult(res, false, false); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), "\n"+tc.want) || len(out.String()) > 1024 {
@@ -142,7 +142,7 @@ func TestPrintResultBounded(t *testing.T) {
 	}
 	var out bytes.Buffer
 	res.FailedDistricts = ids
-	if err := (&app{stdout: &out}).printResult(res, true); err != nil {
+	if err := (&app{stdout: &out}).printResult(res, true, false); err != nil {
 		t.Fatal(err)
 	}
 	var back snapshot.Result

@@ -233,7 +233,7 @@ func TestPrintResultSaysShed(t *testing.T) {
 	a := newApp(strings.NewReader(""), &out, &out, func(string) (string, bool) { return "", false })
 	res := &snapshot.Result{SnapshotID: day, Outcome: snapshot.OutcomeComplete, TotalBatches: 1, SuccessfulBatches: 1, FailedDistricts: []string{},
 		LockRenewals: snapshot.LockRenewals{Count: 9, SlowestMs: 1900, Sheds: 2, MinConcurrency: 4, Pauses: 1}}
-	if err := a.printResult(res, false); err != nil {
+	if err := a.printResult(res, false, false); err != nil {
 		t.Fatal(err)
 	}
 	if want := "the store was slow to answer (the slowest lock renewal took 1900 ms): ran as few as 4 chunks at once, and paused once"; !strings.Contains(out.String(), want) {
@@ -241,7 +241,7 @@ func TestPrintResultSaysShed(t *testing.T) {
 	}
 	out.Reset()
 	res.LockRenewals.Sheds, res.LockRenewals.MinConcurrency, res.LockRenewals.Pauses = 0, 16, 0
-	if err := a.printResult(res, false); err != nil || strings.Contains(out.String(), "slow to answer") {
+	if err := a.printResult(res, false, false); err != nil || strings.Contains(out.String(), "slow to answer") {
 		t.Errorf("a write that never shed mentions renewals (%v):\n%s", err, out.String())
 	}
 }

@@ -20,6 +20,7 @@ import (
 type Rate struct {
 	LimitPerSec       float64
 	MinLimitPerSec    float64
+	StartPerSec       float64
 	Share             int
 	WaitedMs          int64
 	ResourceExhausted int
@@ -121,7 +122,7 @@ func (p *pacer) report() Rate {
 	p.mu.Lock()
 	minLimit := p.minLimit
 	p.mu.Unlock()
-	return Rate{LimitPerSec: p.b.Limit(), MinLimitPerSec: minLimit, Share: p.b.Share(),
+	return Rate{LimitPerSec: p.b.Limit(), MinLimitPerSec: minLimit, StartPerSec: p.b.Ramp().Initial / float64(p.b.Share()), Share: p.b.Share(),
 		WaitedMs: time.Duration(p.waited.Load()).Milliseconds(), ResourceExhausted: int(p.exhausted.Load()),
 		Aborted: int(p.aborted.Load()), Slowdowns: int(p.cuts.Load())}
 }
