@@ -3,10 +3,18 @@
 // first, 50 % more every 5 minutes (the "500/50/5" rule, the Node and Java
 // BulkWriter's default), that budget divided among the writers that share
 // the range (as Apache Beam's Firestore connector divides it among its
-// workers), and lowered at once when the store pushes back: halved by
-// every RESOURCE_EXHAUSTED or contention answer to a commit sent since the
-// last cut, and raised again step by step as the store accepts commits
-// (additive increase, multiplicative decrease, as TCP does).
+// workers), and lowered at once when the store pushes back.
+//
+// A push-back (RESOURCE_EXHAUSTED, or ABORTED for contention) lowers the
+// rate to just under what the store was seen to take — the writes it
+// accepted in the last two seconds — rather than by a fixed factor, and
+// the rate climbs back on TCP CUBIC's curve, in seconds' worth of
+// accepted writes: quickly at first, then flat near what the store took,
+// where it holds, then ever faster beyond it, probing for a store that
+// takes more again. A writer into a store slower than its budget so
+// settles just under the store's rate and is refused about once per
+// probe, not every second; writers sharing a budget each cut their own
+// share, by what the store took from each.
 //
 // A Budget is one writer's share of that rate, safe for concurrent use:
 // every write of the range in a process takes its writes from the same
@@ -15,13 +23,14 @@
 //	b, err := pacing.New(pacing.DefaultRamp(), taskCount)
 //	end, whole := b.Begin(len(writes))     // a write into a new key range starts
 //	defer end()
+//	taken := time.Now()
 //	waited, err := b.Wait(ctx, len(chunk)) // before each commit attempt
 //	…
 //	switch status.Code(err) {
 //	case codes.OK:
 //		b.Accepted(len(chunk))
 //	case codes.ResourceExhausted:
-//		b.PushedBack(sent)                   // the attempt sent at sent was refused
+//		b.PushedBack(taken)                  // the attempt whose writes were taken then was refused
 //	}
 //
 // The token bucket is golang.org/x/time/rate's; this package decides its
@@ -47,13 +56,28 @@ const (
 	DefaultEvery   = 5 * time.Minute
 )
 
-// How a budget answers push-back, as fractions of its share of the
-// ramp's initial rate: a cut never goes below floorShare of it, and the
-// rate climbs back by recoverShare of it per second's worth of writes the
-// store accepts.
+// How a budget answers push-back.
 const (
-	floorShare   = 0.05
-	recoverShare = 0.10
+	// floorShare of the share's initial rate is the lowest a cut goes.
+	floorShare = 0.05
+	// acceptedWindow is how far back the writes the store accepted tell
+	// what it takes.
+	acceptedWindow = 2 * time.Second
+	// plateauShare of what the store was seen to take is where the rate
+	// climbs back to and holds; a cut lowers the rate to cutShare of that
+	// (and by at least 1 − cutShare).
+	plateauShare = 0.95
+	cutShare     = 0.9
+	// plateauSeconds is how many seconds' worth of accepted writes a cut
+	// of 1 − cutShare takes to climb back to its plateau (CUBIC's K):
+	// the curve is within 1 % of the plateau for the last 4.6 s of it.
+	// Beyond K it climbs by probeShare of the share's initial rate times
+	// (τ − K)³ — the same steps for every writer sharing a budget, so
+	// that one left with less catches up: at the default 500/s, 5 %
+	// above a 95/s plateau 3.6 s after K, 2.5 times above it 11 s after.
+	plateauSeconds = 10.0
+	cubicC         = (1 - cutShare) / (plateauSeconds * plateauSeconds * plateauSeconds)
+	probeShare     = 2 * cubicC
 	// burstSeconds is the bucket's size, in seconds of the current rate:
 	// a writer's busiest second stays within 1.1 times its rate.
 	burstSeconds = 0.1
@@ -78,6 +102,15 @@ func DefaultRamp() Ramp {
 // Fixed is the ramp that holds rate r from the start: for a database
 // whose sustained rate was measured, or a range that is not new.
 func Fixed(r float64) Ramp { return Ramp{Initial: r, Max: r, Growth: 1, Every: DefaultEvery} }
+
+// WithMax is r capped at m writes a second: Max m, and Initial lowered to
+// m when it was above it — an operator's measured maximum (loadtest's)
+// given without a start of its own lowers the default start, 500/s, to it.
+func (r Ramp) WithMax(m float64) Ramp {
+	r.Max = m
+	r.Initial = min(r.Initial, m)
+	return r
+}
 
 // Validate reports a ramp that cannot work, naming the first bad field.
 func (r Ramp) Validate() error {
@@ -135,7 +168,13 @@ type Budget struct {
 	// store accepts (Accepted); 0 when no push-back is in force.
 	ceiling float64
 	cutAt   time.Time // when push-back last lowered the rate
-	stats   Stats
+	// recovery is the curve the ceiling climbs back on since the last
+	// cut.
+	recovery recovery
+	// accepted are the writes the store accepted in the last
+	// acceptedWindow, oldest first: what it takes.
+	accepted []acceptance
+	stats    Stats
 }
 
 // New returns the budget of one of share writers (at least 1) that
@@ -288,37 +327,81 @@ func (b *Budget) Wait(ctx context.Context, n int) (time.Duration, error) {
 }
 
 // Accepted tells b that the store accepted a commit of n writes. While a
-// push-back holds the rate down, each accepted write raises it by the
-// recovery step divided by the rate: a second's worth of accepted writes
-// raises it by a tenth of the share's initial rate, until it is back on
-// the ramp. A store that accepts nothing raises nothing.
+// push-back holds the rate down, the rate climbs back on the recovery
+// curve by the time those writes take at the current rate.
 func (b *Budget) Accepted(n int) {
+	if n <= 0 {
+		return
+	}
+	now := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ceiling > 0 && n > 0 {
-		b.ceiling += b.initial() * recoverShare * float64(n) / b.ceiling
-		b.adjust(time.Now())
+	b.accepted = append(b.pruned(now), acceptance{at: now, n: n})
+	if b.ceiling > 0 {
+		b.ceiling = b.recovery.advance(float64(n) / b.ceiling)
+		b.adjust(now)
 	}
 }
 
-// PushedBack tells b that the store refused, for load, a commit sent at
-// sent (after its Wait): RESOURCE_EXHAUSTED, or ABORTED for contention.
-// It halves the rate, down to a floor of a twentieth of the share's
-// initial rate, unless the commit was sent before the last cut: the
-// answers of one wave of commits cut the rate once, not once each. At the
-// floor it holds the rate there, and restarts the recovery's clock. It
-// reports whether it lowered the rate.
-func (b *Budget) PushedBack(sent time.Time) bool {
+// PushedBack tells b that the store refused, for load, a commit whose
+// writes were taken from b at taken (when its Wait began):
+// RESOURCE_EXHAUSTED, or ABORTED for contention. It lowers the rate to
+// cutShare of the plateau — plateauShare of the writes the store accepted
+// from b in the last two seconds, a second's worth (or the time since the
+// ramp started, if shorter) — and by a tenth at least. While an earlier
+// cut is still in force the plateau falls to half the last one at most,
+// as TCP halves its window. A store that accepted nothing in the window
+// is out, not slow: the rate is halved, and climbs back towards the
+// plateau before once the store accepts again. The rate never goes below
+// a floor of a twentieth of the share's initial rate. A commit whose
+// writes were taken before the last cut cuts nothing: it went out at the
+// rate before, and the answers of one wave of commits cut the rate once,
+// not once each.
+// It reports whether it lowered the rate.
+func (b *Budget) PushedBack(taken time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stats.PushBacks++
-	if sent.Before(b.cutAt) {
+	if taken.Before(b.cutAt) {
 		return false
 	}
 	now := time.Now()
 	b.adjust(now)
 	cur := b.stats.Limit
-	b.ceiling = max(b.floor(), cur/2)
+	// What the store took: the writes it accepted over the window, a
+	// second's worth over the time since the ramp started when that is
+	// shorter (but a second at least: a write's first commits go out
+	// together).
+	span := acceptedWindow
+	if !b.start.IsZero() {
+		span = min(span, max(now.Sub(b.start), time.Second))
+	}
+	took := 0
+	for _, a := range b.pruned(now) {
+		took += a.n
+	}
+	prev := cur // the plateau before this cut
+	if b.ceiling > 0 {
+		prev = b.recovery.plateau
+	}
+	plateau := plateauShare * float64(took) / span.Seconds()
+	switch {
+	case took == 0:
+		// Nothing accepted lately: an outage, not a capacity. Halve, and
+		// climb back towards the plateau before it once the store accepts.
+		plateau = prev
+		b.ceiling = max(b.floor(), cur/2)
+	case b.ceiling > 0:
+		plateau = max(plateau, prev/2)
+		b.ceiling = max(b.floor(), cutShare*min(cur, plateau))
+	default:
+		// The first cut: what a write took at its start is its own
+		// pace as much as the store's (its chunks in flight grow from
+		// one), so no lower than a quarter of the rate.
+		plateau = max(plateau, cur/4)
+		b.ceiling = max(b.floor(), cutShare*min(cur, plateau))
+	}
+	b.recovery = newRecovery(b.ceiling, max(plateau, b.ceiling), b.initial())
 	b.cutAt = now
 	b.adjust(now)
 	if b.stats.Limit >= cur {
@@ -326,6 +409,54 @@ func (b *Budget) PushedBack(sent time.Time) bool {
 	}
 	b.stats.Cuts++
 	return true
+}
+
+// pruned is b.accepted without what is older than the window at now.
+// Callers hold b.mu.
+func (b *Budget) pruned(now time.Time) []acceptance {
+	i := 0
+	for i < len(b.accepted) && now.Sub(b.accepted[i].at) >= acceptedWindow {
+		i++
+	}
+	b.accepted = b.accepted[i:]
+	return b.accepted
+}
+
+// acceptance is a commit the store accepted: n writes at at.
+type acceptance struct {
+	at time.Time
+	n  int
+}
+
+// recovery is the curve a ceiling climbs back on after a cut, in τ, the
+// seconds' worth of writes the store has accepted since (TCP CUBIC's
+// window curve, in rates): from the cut's rate it rises quickly, flattens
+// as it nears the plateau — what the store was seen to take — and holds
+// there for a while, then climbs ever faster beyond it to find a store
+// that takes more again:
+//
+//	rate(τ) = plateau · (1 − cubicC·(K − τ)³)         before K; rate(0) = the cut's rate
+//	rate(τ) = plateau + initial · probeShare·(τ − K)³  after
+//
+// τ counts only while the store accepts: a store that accepts nothing
+// raises nothing.
+type recovery struct {
+	plateau, initial, k, tau float64
+}
+
+func newRecovery(from, plateau, initial float64) recovery {
+	return recovery{plateau: plateau, initial: initial, k: math.Cbrt((1 - from/plateau) / cubicC)}
+}
+
+// advance moves the curve on by dt seconds of accepted writes and
+// returns its rate.
+func (r *recovery) advance(dt float64) float64 {
+	r.tau += dt
+	x := r.tau - r.k
+	if x > 0 {
+		return r.plateau + r.initial*probeShare*x*x*x
+	}
+	return r.plateau * (1 + cubicC*x*x*x)
 }
 
 // initial is the share's rate at the ramp's start; floor and the

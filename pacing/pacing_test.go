@@ -257,78 +257,146 @@ func sinceStart(b *Budget) time.Duration {
 	return time.Since(b.start)
 }
 
-func TestPushBackHalvesAndRecovers(t *testing.T) {
+// acceptFor has the store accept n-write commits from b at rate writes a
+// second for d, and returns when it stopped.
+func acceptFor(b *Budget, rate float64, n int, d time.Duration) {
+	every := time.Duration(float64(n) / rate * float64(time.Second))
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(every)
+		b.Accepted(n)
+	}
+}
+
+// A push-back cuts the rate to just under what the store took in the
+// last two seconds (0.9 × 0.95 × 100/s), not by half: the first one of a
+// write to no less than 0.9 × a quarter of the rate (a write's first
+// seconds are its own pace as much as the store's). An answer to a commit
+// whose writes were taken before the cut cuts nothing more; time alone
+// raises nothing; each cut is of a tenth at least.
+func TestPushBackCutsToWhatTheStoreTook(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(DefaultRamp(), 1)
 		defer begin(b)()
-		sent := time.Now()
-		time.Sleep(10 * time.Millisecond)
-		if !b.PushedBack(sent) {
-			t.Fatal("first push-back did not cut")
+		taken := time.Now()
+		acceptFor(b, 100, 50, 3*time.Second)
+		if !b.PushedBack(taken) {
+			t.Fatal("the first push-back did not cut")
 		}
-		if got := b.Limit(); got != 250 {
-			t.Fatalf("after one cut: %v, want 250", got)
+		if got := b.Limit(); math.Abs(got-112.5) > 1e-9 {
+			t.Fatalf("after the first cut: %v, want 112.5 (0.9 × a quarter of 500)", got)
 		}
-		// Answers to commits sent before the cut say nothing new.
-		if b.PushedBack(sent) {
-			t.Error("a push-back to a commit sent before the cut cut again")
+		if b.PushedBack(taken) {
+			t.Error("a push-back to a commit taken before the cut cut again")
 		}
-		if got := b.Limit(); got != 250 {
-			t.Errorf("after a stale push-back: %v, want 250", got)
-		}
-		// Time alone raises nothing ...
 		time.Sleep(10 * time.Second)
-		if got := b.Limit(); got != 250 {
-			t.Errorf("10 s after the cut, nothing accepted: %v, want 250", got)
+		if got := b.Limit(); math.Abs(got-112.5) > 1e-9 {
+			t.Errorf("10 s after the cut, nothing accepted: %v, want 112.5", got)
 		}
-		// ... a second's worth of accepted writes (250 at 250/s) raises
-		// it by 50 writes/s (10 % of 500) ...
-		b.Accepted(250)
-		if got := b.Limit(); math.Abs(got-300) > 1e-6 {
-			t.Errorf("after 250 accepted writes: %v, want 300", got)
-		}
-		// ... up to the ramp, where the ceiling is lifted.
-		for range 10 {
-			b.Accepted(500)
-		}
-		if got := b.Limit(); got != 500 {
-			t.Errorf("after 5,000 more accepted writes: %v, want 500", got)
+		settle(t, b)
+		// A cut while the last holds: by a tenth at least.
+		taken = time.Now()
+		acceptFor(b, 85.5, 10, 2*time.Second)
+		b.PushedBack(taken)
+		if got := b.Limit(); got > 0.9*85.5*1.02 {
+			t.Errorf("after a third cut: %v, want at most 0.9 × 85.5, and a little climb", got)
 		}
 		st := b.Stats()
-		if st.PushBacks != 2 || st.Cuts != 1 || st.MinLimit != 250 {
-			t.Errorf("stats %+v: want 2 push-backs, 1 cut, min 250", st)
+		if st.PushBacks != 4 || st.Cuts != 3 {
+			t.Errorf("stats %+v: want 4 push-backs, 3 cuts", st)
 		}
 	})
 }
 
-func TestPushBackHoldsAtTheFloor(t *testing.T) {
+// settle has b's store take 100 writes a second for 3 s and push back:
+// the rate is cut to 0.9 × 0.95 × 100.
+func settle(t *testing.T, b *Budget) {
+	t.Helper()
+	taken := time.Now()
+	acceptFor(b, 100, 50, 3*time.Second)
+	if !b.PushedBack(taken) {
+		t.Fatal("the push-back did not cut")
+	}
+	if got := b.Limit(); math.Abs(got-85.5) > 1e-9 {
+		t.Fatalf("after a cut, the store taking 100/s: %v, want 85.5 (0.9 × 0.95 × 100)", got)
+	}
+}
+
+// After a cut the rate climbs back on CUBIC's curve, in seconds' worth of
+// accepted writes: near the plateau (95/s) within 10 s, holding within
+// 2 % of it for the next two seconds, then beyond it — 5 % above within
+// 16 s — and back to the ramp's 500/s, where the cut no longer holds.
+func TestRecoveryHoldsNearThePlateauThenProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(DefaultRamp(), 1)
 		defer begin(b)()
-		// A store that refuses everything for a minute: every attempt is
-		// refused, one every 2 s.
+		taken := time.Now()
+		acceptFor(b, 100, 50, 3*time.Second)
+		b.PushedBack(taken) // to 112.5
+		settle(t, b)
+		cut := time.Now()
+		var at10, at12, at16 float64
+		for b.Limit() < 500 && time.Since(cut) < time.Minute {
+			r := b.Limit()
+			time.Sleep(time.Duration(10 / r * float64(time.Second)))
+			b.Accepted(10)
+			switch e := time.Since(cut); {
+			case at10 == 0 && e >= 10*time.Second:
+				at10 = b.Limit()
+			case at12 == 0 && e >= 12*time.Second:
+				at12 = b.Limit()
+			case at16 == 0 && e >= 16*time.Second:
+				at16 = b.Limit()
+			}
+		}
+		const plateau = 95
+		if at10 < 0.98*plateau || at10 > 1.02*plateau || at12 < 0.98*plateau || at12 > 1.02*plateau {
+			t.Errorf("rate 10 s after the cut %v, 12 s after %v: want both within 2 %% of the plateau, %v", at10, at12, plateau)
+		}
+		if at16 < 1.05*plateau {
+			t.Errorf("rate 16 s after the cut %v: want 5 %% above the plateau at least, probing", at16)
+		}
+		if got := b.Limit(); got != 500 {
+			t.Errorf("a minute after the cut: %v, want back on the ramp, 500", got)
+		}
+		t.Logf("10 s: %.1f, 12 s: %.1f, 16 s: %.1f, back to 500 after %s", at10, at12, at16, time.Since(cut))
+	})
+}
+
+// A store that accepts nothing for a minute (an outage) halves the rate a
+// wave, down to the floor; once it accepts again the rate climbs back
+// fast towards what the store took before — half of it within 5 s — and
+// on to the ramp.
+func TestOutageHalvesAndClimbsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := New(DefaultRamp(), 1)
+		defer begin(b)()
+		acceptFor(b, 500, 50, 3*time.Second)
 		for range 30 {
-			sent := time.Now()
+			taken := time.Now()
 			time.Sleep(2 * time.Second)
-			b.PushedBack(sent)
+			b.PushedBack(taken)
 		}
 		if got := b.Limit(); got != 25 {
 			t.Errorf("after a minute of refusals: %v, want the floor, 25", got)
 		}
-		// Then it accepts again: each commit of 50 it accepts raises the
-		// rate, back to 500 within 3,000 writes (about 10 s of them).
-		t0, writes := time.Now(), 0
-		for b.Limit() < 500 && writes < 3000 {
+		back := time.Now()
+		var at5 float64
+		for b.Limit() < 500 && time.Since(back) < time.Minute {
 			if _, err := b.Wait(context.Background(), 50); err != nil {
 				t.Fatal(err)
 			}
 			b.Accepted(50)
-			writes += 50
+			if at5 == 0 && time.Since(back) >= 5*time.Second {
+				at5 = b.Limit()
+			}
+		}
+		if at5 < 0.5*0.95*500 {
+			t.Errorf("5 s after the store accepts again: %v, want half the 475/s plateau at least", at5)
 		}
 		if got := b.Limit(); got != 500 {
-			t.Errorf("after %d accepted writes: %v, want 500", writes, got)
+			t.Errorf("a minute after the store accepts again: %v, want 500", got)
 		}
-		t.Logf("recovered from the floor in %s, %d writes", time.Since(t0), writes)
+		t.Logf("5 s after the outage: %.0f/s; back to 500 after %s", at5, time.Since(back))
 	})
 }
 

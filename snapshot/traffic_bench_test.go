@@ -233,3 +233,132 @@ func printTraffic(f *os.File, rows []trafficRow) {
 	}
 	_ = tw.Flush()
 }
+
+// BenchmarkSlowStore measures how the write settles under push-back: one
+// write of BENCH_SLOW_DISTRICTS districts (default 3000) at the default
+// budget (500/s at first, one writer) through a store that takes fewer
+// district writes a second than that (internal/fsproxy holding its
+// budget at 100/s, then at 250/s), and four tasks sharing the default
+// budget through the 100/s store; and one write through a store that
+// takes 250/s, drops to 100/s for a third of the write and recovers. It
+// prints the elapsed time against the ideal (districts ÷ the store's
+// rate), the district commit attempts the store refused, and the rates
+// the write ran at.
+func BenchmarkSlowStore(b *testing.B) {
+	ns, err := envInts("BENCH_SLOW_DISTRICTS", "3000")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var rows []slowRow
+	for _, n := range ns {
+		b.Run(fmt.Sprintf("districts=%d", n), func(b *testing.B) {
+			for range b.N {
+				trafficBare(b, 2000, 1) // warm the emulator up, uncounted
+				rows = append(rows, slowStore(b, n, 100, 1), slowStore(b, n, 250, 1), slowStore(b, n, 100, 4), slowDrop(b, n))
+			}
+		})
+	}
+	printSlow(os.Stdout, rows)
+}
+
+// slowRow is one line of BenchmarkSlowStore's table.
+type slowRow struct {
+	name              string
+	districts         int
+	elapsed, ideal    time.Duration
+	chunks            time.Duration // the paced phase (chunkSpan), the longest of the writers'
+	attempts, refused int           // district commit attempts, and those the store refused
+	minLimit, limit   float64       // the lowest rate and the last, of the first writer
+	slowdowns         int
+}
+
+// slowStore writes n districts through a store that takes rate district
+// writes a second, as tasks writers dividing the default budget.
+func slowStore(b *testing.B, n int, rate float64, tasks int) slowRow {
+	p := fsproxy.Start(b, emu.Host, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: rate, Max: rate}})
+	name := fmt.Sprintf("store takes %v/s", rate)
+	if tasks > 1 {
+		name = fmt.Sprintf("%d tasks, store takes %v/s", tasks, rate)
+	}
+	row := slowWrite(b, p, n, tasks, nil)
+	row.name, row.ideal = name, time.Duration(float64(n)/rate*float64(time.Second))
+	return row
+}
+
+// slowDrop writes n districts through a store that takes 250/s, holds it
+// at 100/s for the middle third of the ideal time, and returns it to
+// 250/s.
+func slowDrop(b *testing.B, n int) slowRow {
+	p := fsproxy.Start(b, emu.Host, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: 250, Max: 250}})
+	third := time.Duration(float64(n) / 250 / 3 * float64(time.Second))
+	row := slowWrite(b, p, n, 1, func() {
+		time.Sleep(third)
+		p.SetRate(100)
+		time.Sleep(third)
+		p.SetRate(250)
+	})
+	// Ideal: a third of the districts' time at 250/s, that long at 100/s,
+	// the rest at 250/s.
+	row.name = fmt.Sprintf("store takes 250/s, 100/s for %.0f s", third.Seconds())
+	at100 := third.Seconds() * 100
+	row.ideal = third + time.Duration(at100/100*float64(time.Second)) + time.Duration((float64(n)-third.Seconds()*250-at100)/250*float64(time.Second))
+	return row
+}
+
+// slowWrite writes n districts through p as tasks writers dividing the
+// default budget, each its own date; during runs beside the chunks, from
+// the first writer's first chunk.
+func slowWrite(b *testing.B, p *fsproxy.Proxy, n, tasks int, during func()) slowRow {
+	project := emulator.ProjectID(b)
+	results := make([]*Result, tasks)
+	errs := make([]error, tasks)
+	var once sync.Once
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range tasks {
+		var opts []Option
+		if during != nil && i == 0 {
+			opts = append(opts, withBeforeChunks(func(context.Context) { once.Do(func() { go during() }) }))
+		}
+		client, api, lock := storeClients(b, p.Addr(), project)
+		w, err := NewWriter(client, lock, append(opts, WithAPIClient(api), WithWriteBudget(budgetOf(b, pacing.DefaultRamp(), tasks)))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := fmt.Sprintf("2026-06-%02d", 1+i)
+		in := model.Generate(id, n/tasks, int64(i+1))
+		wg.Go(func() { results[i], errs[i] = w.Write(context.Background(), id, in) })
+	}
+	wg.Wait()
+	row := slowRow{districts: n, elapsed: time.Since(t0)}
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("writer %d: %v", i, err)
+		}
+		res := results[i]
+		row.chunks = max(row.chunks, chunkSpan(res))
+		row.attempts += res.Chunks + res.WriteRate.ResourceExhausted + res.WriteRate.Aborted
+		row.refused += res.WriteRate.ResourceExhausted + res.WriteRate.Aborted
+		row.slowdowns += res.WriteRate.Slowdowns
+	}
+	row.minLimit, row.limit = results[0].WriteRate.MinLimitPerSec, results[0].WriteRate.LimitPerSec
+	if got := p.Stats().Rejected[fsproxy.CauseRamp]; got != row.refused {
+		b.Logf("the store refused %d district commits, the writers counted %d", got, row.refused)
+	}
+	return row
+}
+
+func printSlow(f *os.File, rows []slowRow) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(f, "\npush-back (internal/fsproxy holding the districts' rate below the default budget's 500/s):")
+	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tdistricts\telapsed s\tchunks s\tideal s\telapsed ÷ ideal\tattempts\trefused\trefused %\tslowdowns\tmin rate/s\tlast rate/s\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.1f\t%.2f\t%d\t%d\t%.1f\t%d\t%.0f\t%.0f\t\n", r.name, r.districts, r.elapsed.Seconds(), r.chunks.Seconds(),
+			r.ideal.Seconds(), r.elapsed.Seconds()/r.ideal.Seconds(), r.attempts, r.refused, 100*float64(r.refused)/float64(max(r.attempts, 1)),
+			r.slowdowns, r.minLimit, r.limit)
+	}
+	_ = tw.Flush()
+}

@@ -201,6 +201,90 @@ func TestTasksShareTheStoresBudget(t *testing.T) {
 		st.Commits, st.PeakRampWrites, s.p.PeakRampWritesOver(over), s.p.RampWritesPerSecond())
 }
 
+// At the default budget (500/s at first) into a store that takes fewer
+// district writes a second, the write settles just under the store's
+// rate instead of see-sawing around it: the store refuses at most one
+// commit attempt in eight (the first wave's, mostly: halving and climbing
+// back by a tenth of the initial rate a second, the slow-down before,
+// was refused one attempt in four at 100/s), the rate never falls below
+// half the store's, and it ends within a third of it. Timing is the
+// benchmark's (BenchmarkSlowStore), not this test's.
+func TestWriteSettlesUnderASlowerStore(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		rate      float64
+		districts int
+	}{{100, 1500}, {250, 2500}} {
+		t.Run(fmt.Sprintf("%v/s", c.rate), func(t *testing.T) {
+			t.Parallel()
+			s := newStoreEnv(t, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: c.rate, Max: c.rate}})
+			id := "2026-03-10"
+			res, err := s.writer(nil, WithRetryPolicy(retry.DefaultPolicy())).Write(context.Background(), id, model.Generate(id, c.districts, 1))
+			if err != nil || res.Outcome != OutcomeComplete {
+				t.Fatalf("Write = %v, %v", res, err)
+			}
+			wr := res.WriteRate
+			refused := wr.ResourceExhausted + wr.Aborted
+			attempts := res.Chunks + refused
+			if refused*8 > attempts {
+				t.Errorf("the store refused %d of %d commit attempts, want at most one in eight", refused, attempts)
+			}
+			if n := s.p.Stats().Rejected[fsproxy.CauseRamp]; n != refused {
+				t.Errorf("the store refused %d district commits, the write counted %d", n, refused)
+			}
+			if refused > 0 && (wr.MinLimitPerSec < c.rate/2 || wr.LimitPerSec > c.rate*4/3) {
+				t.Errorf("rate min %v, at the end %v: want at least half the store's %v, and at most a third above it", wr.MinLimitPerSec, wr.LimitPerSec, c.rate)
+			}
+			if got := len(s.stored(id)); got != c.districts {
+				t.Errorf("%d districts stored, want %d", got, c.districts)
+			}
+			t.Logf("%d districts into a %v/s store: %d ms, %d attempts, %d refused, %+v", c.districts, c.rate, res.TotalDurationMs, attempts, refused, wr)
+		})
+	}
+}
+
+// A store that takes 100 district writes a second drops to 50/s mid-write
+// for 6 s and recovers: the write slows down to the store's new rate,
+// climbs back above it once the store takes more again, and loses
+// nothing.
+func TestWriteFollowsAStoreThatDropsAndRecovers(t *testing.T) {
+	t.Parallel()
+	s := newStoreEnv(t, fsproxy.Config{Ramp: fsproxy.Ramp{Collection: "districts", Start: 100, Max: 100}})
+	budget := budgetOf(t, pacing.DefaultRamp(), 1)
+	var once sync.Once
+	var atDropEnd float64
+	dropped := make(chan struct{})
+	w := s.writer(budget, WithRetryPolicy(retry.DefaultPolicy()), withBeforeChunks(func(context.Context) {
+		once.Do(func() {
+			go func() {
+				defer close(dropped)
+				time.Sleep(3 * time.Second)
+				s.p.SetRate(50)
+				time.Sleep(6 * time.Second)
+				atDropEnd = budget.Limit()
+				s.p.SetRate(100)
+			}()
+		})
+	}))
+	const id, n = "2026-03-11", 3000
+	res, err := w.Write(context.Background(), id, model.Generate(id, n, 1))
+	<-dropped
+	if err != nil || res.Outcome != OutcomeComplete {
+		t.Fatalf("Write = %v, %v", res, err)
+	}
+	wr := res.WriteRate
+	if atDropEnd > 60 {
+		t.Errorf("rate at the end of the drop to 50/s: %v, want at most 60", atDropEnd)
+	}
+	if wr.LimitPerSec < 1.5*atDropEnd {
+		t.Errorf("rate at the end of the write %v: want well above the drop's %v, back towards the store's 100/s", wr.LimitPerSec, atDropEnd)
+	}
+	if got := len(s.stored(id)); got != n {
+		t.Errorf("%d districts stored, want %d", got, n)
+	}
+	t.Logf("%d districts, 100/s → 50/s for 6 s → 100/s: %d ms, rate at the drop's end %.0f, %+v", n, res.TotalDurationMs, atDropEnd, wr)
+}
+
 // A store that refuses every district commit for a while, then recovers:
 // the write slows down, waits it out within its total timeout, and
 // completes — it costs time, not districts. Lease renewals and progress

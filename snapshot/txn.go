@@ -152,9 +152,14 @@ func (j *job) transact(ctx context.Context, p retry.Policy, t txn) (txnStats, er
 func (j *job) retryAttempts(ctx context.Context, p retry.Policy, paced int, try func(ctx context.Context, prev []byte) ([]byte, error)) (txnStats, error) {
 	var s txnStats
 	var prev []byte // the last attempt's transaction, when it was aborted
+	// taken is when the attempt's writes were taken from the budget: an
+	// attempt admitted at the rate before a cut is of the wave that made
+	// it, however late its turn came.
+	var taken time.Time
 	opts := []retry.Option{retry.WithNotify(j.notify(ctx))}
 	if paced > 0 {
 		opts = append(opts, retry.WithGate(func(ctx context.Context) error {
+			taken = time.Now()
 			d, err := j.adm.Wait(ctx, paced)
 			s.waited += d
 			return err
@@ -168,10 +173,9 @@ func (j *job) retryAttempts(ctx context.Context, p retry.Policy, paced int, try 
 		if prev != nil {
 			s.aborted++
 		}
-		sent := time.Now()
 		tid, err := try(ctx, prev)
 		if paced > 0 {
-			j.adm.Answered(ctx, err, sent, paced)
+			j.adm.Answered(ctx, err, taken, paced)
 		}
 		prev = nil
 		if status.Code(err) == codes.Aborted {

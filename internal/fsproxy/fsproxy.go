@@ -246,6 +246,19 @@ func (p *Proxy) Rate() float64 {
 	return p.core.ramp.rateAt(time.Now())
 }
 
+// SetRate holds the ramp's budget at v writes/s from now on, whatever its
+// schedule (the bucket holds one second of v): a store whose capacity
+// drops mid-write, and with a higher v recovers. v 0 returns the budget
+// to the schedule. A Proxy without a Ramp budgets nothing, and SetRate
+// changes nothing then.
+func (p *Proxy) SetRate(v float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.core.ramp.on() {
+		p.core.ramp.hold(time.Now(), max(v, 0))
+	}
+}
+
 // PeakRampWritesOver returns the most ramp-counted writes accepted in any
 // window of length d (sliding, to the ms): Stats.PeakRampWrites for a
 // window other than a second. Over a few seconds it measures a writer's

@@ -95,6 +95,9 @@ type ramp struct {
 	t0      time.Time
 	step    int64 // the step the bucket is at
 	lim     *rate.Limiter
+	// held, when positive, is the rate SetRate holds the budget at,
+	// whatever the schedule says.
+	held float64
 }
 
 func newRamp(cfg Ramp) *ramp {
@@ -116,12 +119,29 @@ func (r *ramp) counts(w write) bool {
 }
 
 // rateAt is the budget at t in writes/s: 0 before the first counted
-// write, else Start×Growth^(steps since it), at most Max.
+// write, else Start×Growth^(steps since it), at most Max, or the rate
+// hold set.
 func (r *ramp) rateAt(t time.Time) float64 {
 	if !r.on() || !r.started {
 		return 0
 	}
+	if r.held > 0 {
+		return r.held
+	}
 	return r.rateOf(r.stepAt(t))
+}
+
+// hold holds the budget at v writes/s from t on (its bucket one second of
+// v, the tokens it holds kept up to that), or, with v 0, returns it to
+// the schedule: a store whose capacity drops and recovers.
+func (r *ramp) hold(t time.Time, v float64) {
+	r.advance(t)
+	r.held = v
+	if v <= 0 {
+		v = r.rateOf(r.stepAt(t))
+	}
+	r.lim.SetLimitAt(t, rate.Limit(v))
+	r.lim.SetBurstAt(t, capacity(v))
 }
 
 // stepAt is how many steps of Every have passed at t.
@@ -150,6 +170,10 @@ func (r *ramp) advance(t time.Time) {
 	if !r.started {
 		r.started, r.t0 = true, t
 		r.lim = rate.NewLimiter(rate.Limit(r.rateOf(0)), capacity(r.rateOf(0)))
+		return
+	}
+	if r.held > 0 {
+		r.step = r.stepAt(t)
 		return
 	}
 	for k := r.step + 1; k <= r.stepAt(t); k++ {

@@ -381,3 +381,38 @@ func TestMessages(t *testing.T) {
 		}
 	}
 }
+
+// hold (Proxy.SetRate) holds the budget at a rate whatever the schedule,
+// its bucket one second of it, and 0 returns it to the schedule.
+func TestRampHold(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCore(Config{Ramp: Ramp{Collection: "districts", Start: 100, Growth: 2, Every: 10 * time.Second}}, time.Now())
+		next := 0
+		commit := func(n int) codes.Code {
+			v := c.decide(districts(next, n), time.Now())
+			next += n
+			return codeOf(v)
+		}
+		if got := commit(10); got != codes.OK { // starts the ramp
+			t.Fatalf("first commit: %v", got)
+		}
+		c.ramp.hold(time.Now(), 20)
+		if got := c.ramp.rateAt(time.Now()); got != 20 {
+			t.Fatalf("held rate %v, want 20", got)
+		}
+		// The bucket holds one second of 20: what it had is capped there.
+		time.Sleep(time.Second)
+		if commit(20) != codes.OK || commit(1) != codes.ResourceExhausted {
+			t.Error("a held bucket: want 20 writes taken a second, then a refusal")
+		}
+		// The schedule's steps do not lift a hold.
+		time.Sleep(20 * time.Second)
+		if got := c.ramp.rateAt(time.Now()); got != 20 {
+			t.Errorf("held rate after two steps of the schedule %v, want 20", got)
+		}
+		c.ramp.hold(time.Now(), 0)
+		if got := c.ramp.rateAt(time.Now()); got != 400 {
+			t.Errorf("rate after the hold ends %v, want the schedule's 400", got)
+		}
+	})
+}
