@@ -11,10 +11,12 @@
 // the rate climbs back on TCP CUBIC's curve, in seconds' worth of
 // accepted writes: quickly at first, then flat near what the store took,
 // where it holds, then ever faster beyond it, probing for a store that
-// takes more again. A writer into a store slower than its budget so
-// settles just under the store's rate and is refused about once per
-// probe, not every second; writers sharing a budget each cut their own
-// share, by what the store took from each.
+// takes more again. A probe the store refuses about where it refused the
+// last one doubles the next hold (up to 40 s). A writer into a store
+// slower than its budget so settles just under the store's rate and is
+// refused once per probe, ever more rarely, not every second; writers
+// sharing a budget each cut their own share, by what the store took from
+// each.
 //
 // A Budget is one writer's share of that rate, safe for concurrent use:
 // every write of the range in a process takes its writes from the same
@@ -71,13 +73,21 @@ const (
 	// plateauSeconds is how many seconds' worth of accepted writes a cut
 	// of 1 − cutShare takes to climb back to its plateau (CUBIC's K):
 	// the curve is within 1 % of the plateau for the last 4.6 s of it.
-	// Beyond K it climbs by probeShare of the share's initial rate times
-	// (τ − K)³ — the same steps for every writer sharing a budget, so
-	// that one left with less catches up: at the default 500/s, 5 %
-	// above a 95/s plateau 3.6 s after K, 2.5 times above it 11 s after.
+	// It then holds the plateau (minHold), and beyond that climbs by
+	// probeShare of the share's initial rate times the seconds since,
+	// cubed — the same steps for every writer sharing a budget, so that
+	// one left with less catches up: at the default 500/s, 5 % above a
+	// 95/s plateau 3.6 s into the probe, 2.5 times above it 11 s in.
 	plateauSeconds = 10.0
 	cubicC         = (1 - cutShare) / (plateauSeconds * plateauSeconds * plateauSeconds)
 	probeShare     = 2 * cubicC
+	// minHold is how many seconds' worth of accepted writes the rate
+	// holds at the plateau before probing beyond it; a probe refused
+	// below sameLevel × the plateau found nothing new, and doubles the
+	// next hold, up to maxHold.
+	minHold   = 5.0
+	maxHold   = 40.0
+	sameLevel = 1.3
 	// burstSeconds is the bucket's size, in seconds of the current rate:
 	// a writer's busiest second stays within 1.1 times its rate.
 	burstSeconds = 0.1
@@ -348,9 +358,11 @@ func (b *Budget) Accepted(n int) {
 // RESOURCE_EXHAUSTED, or ABORTED for contention. It lowers the rate to
 // cutShare of the plateau — plateauShare of the writes the store accepted
 // from b in the last two seconds, a second's worth (or the time since the
-// ramp started, if shorter) — and by a tenth at least. While an earlier
-// cut is still in force the plateau falls to half the last one at most,
-// as TCP halves its window. A store that accepted nothing in the window
+// ramp started, if shorter) — and by a tenth at least. The first cut
+// goes no lower than a quarter of the rate: a write's first commits are
+// its own pace as much as the store's. While an earlier cut is still in
+// force the plateau falls to half the last one at most, as TCP halves
+// its window. A store that accepted nothing in the window
 // is out, not slow: the rate is halved, and climbs back towards the
 // plateau before once the store accepts again. The rate never goes below
 // a floor of a twentieth of the share's initial rate. A commit whose
@@ -384,7 +396,14 @@ func (b *Budget) PushedBack(taken time.Time) bool {
 	if b.ceiling > 0 {
 		prev = b.recovery.plateau
 	}
-	plateau := plateauShare * float64(took) / span.Seconds()
+	// A probe that found the store where the last plateau was taught
+	// nothing new: hold there twice as long before the next.
+	hold := minHold
+	if r := b.recovery; b.ceiling > 0 && r.probing() && cur <= sameLevel*r.plateau {
+		hold = min(2*r.hold, maxHold)
+	}
+	seen := plateauShare * float64(took) / span.Seconds()
+	var plateau float64
 	switch {
 	case took == 0:
 		// Nothing accepted lately: an outage, not a capacity. Halve, and
@@ -392,16 +411,17 @@ func (b *Budget) PushedBack(taken time.Time) bool {
 		plateau = prev
 		b.ceiling = max(b.floor(), cur/2)
 	case b.ceiling > 0:
-		plateau = max(plateau, prev/2)
+		plateau = max(seen, prev/2)
 		b.ceiling = max(b.floor(), cutShare*min(cur, plateau))
 	default:
 		// The first cut: what a write took at its start is its own
 		// pace as much as the store's (its chunks in flight grow from
-		// one), so no lower than a quarter of the rate.
-		plateau = max(plateau, cur/4)
-		b.ceiling = max(b.floor(), cutShare*min(cur, plateau))
+		// one), so no lower than a quarter of the rate — but a bound is
+		// no measure of the store: the climb back aims at what was seen.
+		plateau = seen
+		b.ceiling = max(b.floor(), cutShare*min(cur, max(seen, cur/4)))
 	}
-	b.recovery = newRecovery(b.ceiling, max(plateau, b.ceiling), b.initial())
+	b.recovery = newRecovery(b.ceiling, max(plateau, b.ceiling), b.initial(), hold)
 	b.cutAt = now
 	b.adjust(now)
 	if b.stats.Limit >= cur {
@@ -435,28 +455,36 @@ type acceptance struct {
 // there for a while, then climbs ever faster beyond it to find a store
 // that takes more again:
 //
-//	rate(τ) = plateau · (1 − cubicC·(K − τ)³)         before K; rate(0) = the cut's rate
-//	rate(τ) = plateau + initial · probeShare·(τ − K)³  after
+//	rate(τ) = plateau · (1 − cubicC·(K − τ)³)   before K; rate(0) = the cut's rate
+//	rate(τ) = plateau                           for the hold after it
+//	rate(τ) = plateau + initial · probeShare·x³  after, x = τ − K − hold
 //
 // τ counts only while the store accepts: a store that accepts nothing
 // raises nothing.
 type recovery struct {
-	plateau, initial, k, tau float64
+	plateau, initial, k, hold, tau float64
 }
 
-func newRecovery(from, plateau, initial float64) recovery {
-	return recovery{plateau: plateau, initial: initial, k: math.Cbrt((1 - from/plateau) / cubicC)}
+func newRecovery(from, plateau, initial, hold float64) recovery {
+	return recovery{plateau: plateau, initial: initial, hold: hold, k: math.Cbrt((1 - from/plateau) / cubicC)}
 }
+
+// probing reports whether the curve is past its plateau and its hold.
+func (r recovery) probing() bool { return r.tau > r.k+r.hold }
 
 // advance moves the curve on by dt seconds of accepted writes and
 // returns its rate.
 func (r *recovery) advance(dt float64) float64 {
 	r.tau += dt
-	x := r.tau - r.k
-	if x > 0 {
+	switch x := r.tau - r.k; {
+	case x < 0:
+		return r.plateau * (1 + cubicC*x*x*x)
+	case x < r.hold:
+		return r.plateau
+	default:
+		x -= r.hold
 		return r.plateau + r.initial*probeShare*x*x*x
 	}
-	return r.plateau * (1 + cubicC*x*x*x)
 }
 
 // initial is the share's rate at the ramp's start; floor and the

@@ -323,8 +323,9 @@ func settle(t *testing.T, b *Budget) {
 
 // After a cut the rate climbs back on CUBIC's curve, in seconds' worth of
 // accepted writes: near the plateau (95/s) within 10 s, holding within
-// 2 % of it for the next two seconds, then beyond it — 5 % above within
-// 16 s — and back to the ramp's 500/s, where the cut no longer holds.
+// 2 % of it for the next two seconds (the hold: 5 s), then beyond it —
+// 5 % above within 20 s — and back to the ramp's 500/s, where the cut no
+// longer holds.
 func TestRecoveryHoldsNearThePlateauThenProbes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b, _ := New(DefaultRamp(), 1)
@@ -334,7 +335,7 @@ func TestRecoveryHoldsNearThePlateauThenProbes(t *testing.T) {
 		b.PushedBack(taken) // to 112.5
 		settle(t, b)
 		cut := time.Now()
-		var at10, at12, at16 float64
+		var at10, at12, at20 float64
 		for b.Limit() < 500 && time.Since(cut) < time.Minute {
 			r := b.Limit()
 			time.Sleep(time.Duration(10 / r * float64(time.Second)))
@@ -344,21 +345,56 @@ func TestRecoveryHoldsNearThePlateauThenProbes(t *testing.T) {
 				at10 = b.Limit()
 			case at12 == 0 && e >= 12*time.Second:
 				at12 = b.Limit()
-			case at16 == 0 && e >= 16*time.Second:
-				at16 = b.Limit()
+			case at20 == 0 && e >= 20*time.Second:
+				at20 = b.Limit()
 			}
 		}
 		const plateau = 95
 		if at10 < 0.98*plateau || at10 > 1.02*plateau || at12 < 0.98*plateau || at12 > 1.02*plateau {
 			t.Errorf("rate 10 s after the cut %v, 12 s after %v: want both within 2 %% of the plateau, %v", at10, at12, plateau)
 		}
-		if at16 < 1.05*plateau {
-			t.Errorf("rate 16 s after the cut %v: want 5 %% above the plateau at least, probing", at16)
+		if at20 < 1.05*plateau {
+			t.Errorf("rate 20 s after the cut %v: want 5 %% above the plateau at least, probing", at20)
 		}
 		if got := b.Limit(); got != 500 {
 			t.Errorf("a minute after the cut: %v, want back on the ramp, 500", got)
 		}
-		t.Logf("10 s: %.1f, 12 s: %.1f, 16 s: %.1f, back to 500 after %s", at10, at12, at16, time.Since(cut))
+		t.Logf("10 s: %.1f, 12 s: %.1f, 20 s: %.1f, back to 500 after %s", at10, at12, at20, time.Since(cut))
+	})
+}
+
+// A probe refused about where the last plateau was (within 1.3 times
+// it) found nothing new, and the next hold is twice as long, up to 40 s;
+// a probe that got far beyond it starts again from 5 s.
+func TestProbesThatFindNothingNewHoldLonger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := New(DefaultRamp(), 1)
+		defer begin(b)()
+		taken := time.Now()
+		acceptFor(b, 100, 50, 3*time.Second)
+		b.PushedBack(taken)
+		settle(t, b)
+		probeTo := func(r float64) {
+			for b.Limit() < r {
+				time.Sleep(time.Duration(10 / b.Limit() * float64(time.Second)))
+				b.Accepted(10)
+			}
+			taken := time.Now()
+			time.Sleep(time.Second)
+			if !b.PushedBack(taken) {
+				t.Fatalf("a push-back at %v did not cut", b.Limit())
+			}
+		}
+		for _, want := range []float64{10, 20, 40, 40} {
+			probeTo(1.1 * b.recovery.plateau)
+			if got := b.recovery.hold; got != want {
+				t.Errorf("hold after a probe refused at 1.1 × the plateau: %v s, want %v", got, want)
+			}
+		}
+		probeTo(1.5 * b.recovery.plateau)
+		if got := b.recovery.hold; got != minHold {
+			t.Errorf("hold after a probe refused at 1.5 × the plateau: %v s, want %v", got, minHold)
+		}
 	})
 }
 
