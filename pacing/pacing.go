@@ -392,36 +392,7 @@ func (b *Budget) PushedBack(taken time.Time) bool {
 	for _, a := range b.pruned(now) {
 		took += a.n
 	}
-	prev := cur // the plateau before this cut
-	if b.ceiling > 0 {
-		prev = b.recovery.plateau
-	}
-	// A probe that found the store where the last plateau was taught
-	// nothing new: hold there twice as long before the next.
-	hold := minHold
-	if r := b.recovery; b.ceiling > 0 && r.probing() && cur <= sameLevel*r.plateau {
-		hold = min(2*r.hold, maxHold)
-	}
-	seen := plateauShare * float64(took) / span.Seconds()
-	var plateau float64
-	switch {
-	case took == 0:
-		// Nothing accepted lately: an outage, not a capacity. Halve, and
-		// climb back towards the plateau before it once the store accepts.
-		plateau = prev
-		b.ceiling = max(b.floor(), cur/2)
-	case b.ceiling > 0:
-		plateau = max(seen, prev/2)
-		b.ceiling = max(b.floor(), cutShare*min(cur, plateau))
-	default:
-		// The first cut: what a write took at its start is its own
-		// pace as much as the store's (its chunks in flight grow from
-		// one), so no lower than a quarter of the rate — but a bound is
-		// no measure of the store: the climb back aims at what was seen.
-		plateau = seen
-		b.ceiling = max(b.floor(), cutShare*min(cur, max(seen, cur/4)))
-	}
-	b.recovery = newRecovery(b.ceiling, max(plateau, b.ceiling), b.initial(), hold)
+	b.ceiling, b.recovery = b.cut(cur, plateauShare*float64(took)/span.Seconds())
 	b.cutAt = now
 	b.adjust(now)
 	if b.stats.Limit >= cur {
@@ -429,6 +400,41 @@ func (b *Budget) PushedBack(taken time.Time) bool {
 	}
 	b.stats.Cuts++
 	return true
+}
+
+// cut is the ceiling a push-back at rate cur sets, and the recovery
+// from it, when the store was seen to take seen writes a second (less a
+// twentieth). Callers hold b.mu.
+func (b *Budget) cut(cur, seen float64) (float64, recovery) {
+	prev := cur // the plateau before this cut
+	if b.ceiling > 0 {
+		prev = b.recovery.plateau
+	}
+	// A probe refused where the last plateau was taught nothing new:
+	// hold there twice as long before the next.
+	hold := minHold
+	if r := b.recovery; b.ceiling > 0 && r.probing() && cur <= sameLevel*r.plateau {
+		hold = min(2*r.hold, maxHold)
+	}
+	var ceiling, plateau float64
+	switch {
+	case seen == 0:
+		// Nothing accepted lately: an outage, not a capacity. Halve, and
+		// climb back towards the plateau before it once the store accepts.
+		ceiling, plateau = cur/2, prev
+	case b.ceiling > 0:
+		plateau = max(seen, prev/2)
+		ceiling = cutShare * min(cur, plateau)
+	default:
+		// The first cut: what a write took at its start is its own pace
+		// as much as the store's (its chunks in flight grow from one), so
+		// no lower than a quarter of the rate; but a bound is no measure
+		// of the store, and the climb back aims at what was seen.
+		plateau = seen
+		ceiling = cutShare * min(cur, max(seen, cur/4))
+	}
+	ceiling = max(b.floor(), ceiling)
+	return ceiling, newRecovery(ceiling, max(plateau, ceiling), b.initial(), hold)
 }
 
 // pruned is b.accepted without what is older than the window at now.
