@@ -88,6 +88,20 @@ func pbWrite(w write) (*pb.Write, error) {
 // MaxAttempts(attempts), it retries a transaction Firestore aborted, up to
 // attempts in all, with the client's backoff, naming the aborted one so
 // that the server gives the retry priority.
+//
+// As RunTransaction does, it pauses after every aborted attempt, the last
+// one too, before it returns the ABORTED error. Under contention that
+// pause is what keeps the lock document free for a while: on the emulator
+// every contender's read takes a shared lock on it that is granted even
+// while another's commit waits to write it, and a commit waits for all of
+// them (2 s, then "Transaction lock timeout"; the emulator gives a retry no
+// priority). Two transactions that read a free lock and both write it
+// therefore both fail after 2 s, and a read arriving meanwhile joins them.
+// Returning at once after the last attempt sent a caller that retries
+// contention (locking.Acquire) straight back to read the document as it
+// was let go, so that some contender always held it: the livelock of
+// TestConformanceOnAPI/MutualExclusionDo (docs/how-a-write-works.md,
+// "Round trips").
 func (b *Backend) apiTransaction(ctx context.Context, attempts int, refs []*firestore.DocumentRef,
 	decide func(ctx context.Context, docs []map[string]any) ([]write, error)) error {
 	db, _, _ := strings.Cut(refs[0].Path, "/documents/")
@@ -98,16 +112,23 @@ func (b *Backend) apiTransaction(ctx context.Context, attempts int, refs []*fire
 	)
 	for i := 1; ; i++ {
 		tid, err := b.apiAttempt(ctx, db, refs, prev, decide)
-		if err == nil || status.Code(err) != codes.Aborted || i >= attempts {
+		if err == nil || status.Code(err) != codes.Aborted {
 			return err
 		}
-		prev = tid
+		// A read aborted before it named its transaction leaves the one
+		// before it as the transaction the next attempt retries.
+		if len(tid) > 0 {
+			prev = tid
+		}
 		t := time.NewTimer(backoff.Pause())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
+		}
+		if i >= attempts {
+			return err
 		}
 	}
 }
