@@ -97,7 +97,10 @@ type Backend struct {
 	api *vkit.Client
 	// reads begins the reads of the transactions on api, and Close waits
 	// for those a cancelled call left to finish and roll back.
-	reads   fstx.Pending
+	reads fstx.Pending
+	// gates gives the transactions on api their turns on each lock
+	// document (gatedAttempt).
+	gates   docGates
 	locks   *firestore.CollectionRef
 	fences  *firestore.CollectionRef
 	now     func() time.Time
