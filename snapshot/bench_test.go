@@ -287,7 +287,9 @@ func startServer(ctx context.Context, b *testing.B, proxyBin string, rtt time.Du
 		s.close()
 		return nil, err
 	}
-	locker, err := firestorelock.New(s.client)
+	// As the command's lock: its transactions on the API client, begun
+	// by their reads (firestorelock.WithAPIClient).
+	locker, err := firestorelock.New(s.client, firestorelock.WithAPIClient(s.api))
 	if err != nil {
 		s.close()
 		return nil, err

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"github.com/spf13/pflag"
 
 	"github.com/snapwriter/snapwriter/locking"
+	"github.com/snapwriter/snapwriter/locking/firestorelock"
 	"github.com/snapwriter/snapwriter/locking/lockstore"
 	"github.com/snapwriter/snapwriter/locking/pglock"
 )
@@ -54,27 +57,45 @@ func (f lockFlags) validate() error {
 // connection of its own: the lease's renewals then never wait behind the
 // writer's own requests on a shared connection, where a writer's load
 // would starve the one request that keeps its lock. The PostgreSQL
-// backend has its pool anyway. The func returned closes the backend and that client.
+// backend has its pool anyway. On Firestore the lock's acquire, renewals
+// and release run on an API client of its own too, each a transaction
+// begun by its read (firestorelock.WithAPIClient: two round trips, not
+// three). The func returned closes the backend and those clients.
 func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, func(), error) {
-	var client *firestore.Client
+	var (
+		client *firestore.Client
+		api    *vkit.Client
+		extra  []lockstore.Option
+	)
+	closeClients := func() {
+		if client != nil {
+			_ = client.Close()
+		}
+		if api != nil {
+			_ = api.Close()
+		}
+	}
 	if f.backend == backendFirestore {
 		var err error
 		if client, err = a.client(ctx); err != nil {
 			return nil, nil, err
 		}
-	}
-	b, closeLocker, err := a.openLocker(ctx, client, f)
-	if err != nil {
-		if client != nil {
-			_ = client.Close()
+		if api, err = a.newAPIClient(ctx); err != nil {
+			closeClients()
+			return nil, nil, a.firestoreWait(fmt.Errorf("connecting to Firestore: %w", err))
 		}
+		extra = append(extra, lockstore.WithFirestoreOptions(firestorelock.WithAPIClient(api)))
+	}
+	b, closeLocker, err := a.openLockerWith(ctx, client, f, extra)
+	if err != nil {
+		closeClients()
 		return nil, nil, err
 	}
+	// The backend first: its Close waits for the reads a cancelled call
+	// left to roll back, on api.
 	return b, func() {
 		closeLocker()
-		if client != nil {
-			_ = client.Close()
-		}
+		closeClients()
 	}, nil
 }
 
@@ -83,8 +104,14 @@ func (a *app) writeLocker(ctx context.Context, f lockFlags) (locking.Backend, fu
 // command), and names the database in
 // the error when it cannot be reached.
 func (a *app) openLocker(ctx context.Context, client *firestore.Client, f lockFlags, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
-	b, closeLocker, err := lockstore.Open(ctx, lockstore.Config{Backend: f.backend, DSN: f.dsn}, client,
-		lockstore.WithLogger(a.log), lockstore.WithConnectTimeout(a.bound()), lockstore.WithPostgresOptions(pgOpts...))
+	return a.openLockerWith(ctx, client, f, nil, pgOpts...)
+}
+
+// openLockerWith is openLocker with extra options for lockstore.Open.
+func (a *app) openLockerWith(ctx context.Context, client *firestore.Client, f lockFlags, extra []lockstore.Option, pgOpts ...pglock.Option) (locking.Backend, func(), error) {
+	opts := append([]lockstore.Option{lockstore.WithLogger(a.log), lockstore.WithConnectTimeout(a.bound()),
+		lockstore.WithPostgresOptions(pgOpts...)}, extra...)
+	b, closeLocker, err := lockstore.Open(ctx, lockstore.Config{Backend: f.backend, DSN: f.dsn}, client, opts...)
 	if err != nil && f.backend == backendPostgres && !errors.Is(err, locking.ErrInvalidArgument) {
 		err = a.postgresWait(err, f.dsn)
 	}

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"cloud.google.com/go/firestore/apiv1/firestorepb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,17 +39,19 @@ func commitTouches(req any, part string) (touches, update bool) {
 	return touches, update
 }
 
-// Issue 25: the Firestore lock backend of a write has a Firestore client
-// of its own — its own gRPC connection — so the lease's requests never
-// queue behind the writer's: every request on the locks goes through one
-// client, none through the clients that carry the snapshot's documents,
-// and every client the command opened is closed when it ends.
+// Issue 25: the Firestore lock backend of a write has clients of its own —
+// a Firestore client and an API client (firestorelock.WithAPIClient), each
+// on a gRPC connection of its own — so the lease's requests never queue
+// behind the writer's: every commit on the locks goes through one
+// connection, none through the connections that carry the snapshot's
+// documents, and every client the command opened is closed when it ends.
 func TestWriteLockHasItsOwnClient(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	type opened struct {
-		client         *firestore.Client
-		locks, snapTxn bool // carried a request on the locks, on the snapshot
+		kind           string // "client" or "api"
+		check          func() error
+		locks, snapTxn bool // carried a commit on the locks, on the snapshot
 	}
 	var mu sync.Mutex
 	var clients []*opened
@@ -71,9 +75,8 @@ func TestWriteLockHasItsOwnClient(t *testing.T) {
 		v, ok := c.env[k]
 		return v, ok
 	})
-	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
-		o := &opened{}
-		record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	record := func(o *opened) grpc.UnaryClientInterceptor {
+		return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 			locks, extend := commitTouches(req, "/documents/locks/")
 			snap, _ := commitTouches(req, "/documents/snapshots/")
 			if extend {
@@ -84,43 +87,62 @@ func TestWriteLockHasItsOwnClient(t *testing.T) {
 			mu.Unlock()
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		cl, err := c.emulator().Client(ctx, project, record)
+	}
+	add := func(o *opened) {
+		mu.Lock()
+		clients = append(clients, o)
+		mu.Unlock()
+	}
+	a.newClient = func(ctx context.Context, project, _ string) (*firestore.Client, error) {
+		o := &opened{kind: "client"}
+		cl, err := c.emulator().Client(ctx, project, record(o))
 		if err == nil {
-			o.client = cl
-			mu.Lock()
-			clients = append(clients, o)
-			mu.Unlock()
+			o.check = func() error {
+				_, err := cl.Collection("snapshots").Doc(day).Get(context.Background())
+				return err
+			}
+			add(o)
 		}
 		return cl, err
 	}
-	a.newAPIClient = c.dialAPI
+	a.newAPIClient = func(ctx context.Context) (*vkit.Client, error) {
+		o := &opened{kind: "api"}
+		api, err := c.emulator().APIClient(ctx, append(slices.Clone(c.interceptors), record(o))...)
+		if err == nil {
+			o.check = func() error {
+				_, err := api.GetDocument(context.Background(), &firestorepb.GetDocumentRequest{
+					Name: "projects/" + c.project + "/databases/(default)/documents/snapshots/" + day})
+				return err
+			}
+			add(o)
+		}
+		return api, err
+	}
 	// A TTL of 3 s renews the lock every second while the write runs.
 	if code := a.run(context.Background(), []string{"write", "--input", "-", "--lock-ttl", "3s"}); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, errb.String())
 	}
-	lockClients, snapClients := 0, 0
+	lockConns, snapConns := 0, 0
 	for i, o := range clients {
 		if o.locks && o.snapTxn {
-			t.Errorf("client %d carried both the lock's and the snapshot's commits", i)
+			t.Errorf("%s %d carried both the lock's and the snapshot's commits", o.kind, i)
 		}
 		if o.locks {
-			lockClients++
+			lockConns++
 		}
 		if o.snapTxn {
-			snapClients++
+			snapConns++
 		}
 		// A closed client's connection refuses every call.
-		_, err := o.client.Collection("snapshots").Doc(day).Get(context.Background())
-		if status.Code(err) != codes.Canceled {
-			t.Errorf("client %d still works after the command ended (%v): not closed", i, err)
+		if err := o.check(); status.Code(err) != codes.Canceled {
+			t.Errorf("%s %d still works after the command ended (%v): not closed", o.kind, i, err)
 		}
 	}
-	// The snapshot's documents go through the API client (the root
-	// transaction, the chunks, the finish) and the writer's Firestore
-	// client (the progress records, when there is time for one): at most
-	// one of the Firestore clients.
-	if lockClients != 1 || snapClients > 1 {
-		t.Errorf("%d clients carried the lock's commits and %d the snapshot's, of %d opened; want 1 and at most 1", lockClients, snapClients, len(clients))
+	// The lock's commits go through its API client; the snapshot's
+	// documents through the writer's API client (the root transaction,
+	// the chunks, the records, the finish): one connection each.
+	if lockConns != 1 || snapConns != 1 {
+		t.Errorf("%d connections carried the lock's commits and %d the snapshot's, of %d opened; want 1 and 1", lockConns, snapConns, len(clients))
 	}
 }
 

@@ -12,11 +12,15 @@
 // commit that writes one of those documents waits on it and fails
 // (ABORTED; "Transaction lock timeout" on the emulator, after 2 s) until
 // then: for the snapshot's root or fence document, a writer's own retry
-// blocked for a minute. The client's RunTransaction knows its
-// transaction's id before the first read, and rolls it back.
+// blocked for a minute; for a lock document (firestorelock.WithAPIClient),
+// a minute in which nobody can take, extend or release the lock. The
+// client's RunTransaction knows its transaction's id before the first
+// read, and rolls it back.
 //
-// So a Read is never cancelled by its caller: it runs detached from the
-// caller's cancellation, bounded by a minute; a caller that stops
+// So a Read is never cancelled by its caller once it can have reached the
+// server (its connection is ready; until then the caller's cancellation
+// ends it, nothing sent): it runs detached from the caller's
+// cancellation, bounded by a minute; a caller that stops
 // waiting (Wait's context ends, or Abandon) leaves it to finish in the
 // background, and the transaction it began is rolled back as soon as its
 // id arrives. What remains is the answer the network loses (a connection
@@ -36,6 +40,7 @@ import (
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
@@ -114,7 +119,12 @@ func (p *Pending) start(ctx context.Context, api *vkit.Client, db string, tid []
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
-		res := read(rctx, api, req, tid)
+		res := Result{Tid: tid}
+		if err := awaitConnection(ctx, api); err != nil {
+			res.Err = err
+		} else {
+			res = read(rctx, api, req, tid)
+		}
 		cancel()
 		if res.Err != nil {
 			Rollback(ctx, api, db, res.Tid)
@@ -129,6 +139,36 @@ func (p *Pending) start(ctx context.Context, api *vkit.Client, db string, tid []
 		}
 	}()
 	return r
+}
+
+// awaitConnection waits, within the caller's ctx, for api's connection to
+// be ready to carry the read, so that only a read that can have reached
+// the server is detached from its caller: one to a store that accepts
+// connections and never answers (a black hole) would otherwise wait for
+// gRPC's connect timeout, 20 s, past any bound of the caller's, and hold
+// its owner's Close as long. While the connection is not ready nothing has
+// been sent, so giving up then leaves no transaction behind. A connection
+// that failed (refused) is left to the read, which fails at once. api's
+// connection is its only one with the API client's default pool of one;
+// with a larger pool this checks one of them.
+func awaitConnection(ctx context.Context, api *vkit.Client) error {
+	//lint:ignore SA1019 the connection's state, not a resource to use: one connection with the default pool
+	conn := api.Connection()
+	if conn == nil {
+		return nil
+	}
+	for {
+		st := conn.GetState()
+		switch st {
+		case connectivity.Ready, connectivity.TransientFailure, connectivity.Shutdown:
+			return nil
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return ctx.Err()
+		}
+	}
 }
 
 // read sends req, in transaction tid when it was begun beforehand, and

@@ -44,3 +44,18 @@ func TestConformance(t *testing.T) {
 		return conformanceBackend{Backend: b, colls: []*firestore.CollectionRef{c.Collection(locks), c.Collection(fences)}}
 	})
 }
+
+// The backend whose transactions run on the Firestore API
+// (WithAPIClient) passes the same suite.
+func TestConformanceOnAPI(t *testing.T) {
+	t.Parallel()
+	locktest.Run(t, func(t *testing.T) locking.Backend {
+		const locks, fences = "conformance_locks", "conformance_fences"
+		c := emu.TestClient(t)
+		b, err := New(c, WithCollections(locks, fences), WithAPIClient(emu.TestAPIClient(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conformanceBackend{Backend: b, colls: []*firestore.CollectionRef{c.Collection(locks), c.Collection(fences)}}
+	})
+}

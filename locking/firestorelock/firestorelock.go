@@ -28,10 +28,12 @@ import (
 	"unicode/utf8"
 
 	"cloud.google.com/go/firestore"
+	vkit "cloud.google.com/go/firestore/apiv1"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/snapwriter/snapwriter/internal/fstx"
 	"github.com/snapwriter/snapwriter/locking"
 	"github.com/snapwriter/snapwriter/locking/backendkit"
 )
@@ -89,7 +91,16 @@ const (
 
 // Backend is the Firestore lock backend. It is safe for concurrent use.
 type Backend struct {
-	client  *firestore.Client
+	client *firestore.Client
+	// api, when set (WithAPIClient), runs acquire, and release and extend
+	// by key, as transactions begun by their read: two round trips each.
+	api *vkit.Client
+	// reads begins the reads of the transactions on api, and Close waits
+	// for those a cancelled call left to finish and roll back.
+	reads fstx.Pending
+	// gates gives the transactions on api their turns on each lock
+	// document (gatedAttempt).
+	gates   docGates
 	locks   *firestore.CollectionRef
 	fences  *firestore.CollectionRef
 	now     func() time.Time
@@ -113,6 +124,7 @@ var (
 type Option func(*config)
 
 type config struct {
+	api           *vkit.Client
 	locks, fences string
 	now           func() time.Time
 	log           *zap.Logger
@@ -126,6 +138,17 @@ type config struct {
 func WithCollections(locks, fences string) Option {
 	return func(c *config) { c.locks, c.fences = locks, fences }
 }
+
+// WithAPIClient makes Acquire, and release and extend by key
+// (ReleaseKey, ExtendKey: a Lease's), run on the Firestore API client api
+// (on the same project and database as the Backend's client): each one
+// transaction whose read begins it (BatchGetDocuments with
+// new_transaction), so that it is two round trips, the read and the
+// commit, instead of the client's RunTransaction's three
+// (BeginTransaction first). The transactions are the same — the same
+// reads, checks and writes — and so is the layout. Closing api stays the
+// caller's.
+func WithAPIClient(api *vkit.Client) Option { return func(c *config) { c.api = api } }
 
 // WithClock sets the clock that decides expiry (default time.Now). Firestore
 // has no server clock a transaction can read, so the client's is the time
@@ -183,7 +206,7 @@ func New(client *firestore.Client, opts ...Option) (*Backend, error) {
 	case cfg.locks == cfg.fences:
 		return nil, invalid("the fence counter collection must differ from the lock collection (both %q)", cfg.locks)
 	}
-	return &Backend{client: client, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now, log: cfg.log,
+	return &Backend{client: client, api: cfg.api, locks: client.Collection(cfg.locks), fences: client.Collection(cfg.fences), now: cfg.now, log: cfg.log,
 		cleanup: cfg.cleanup, kit: backendkit.Storage{MaxIDBytes: maxDocIDBytes, Classify: classify},
 		janitor: backendkit.NewJanitor(cleanupSlots, cleanupTimeout)}, nil
 }
@@ -209,10 +232,22 @@ type lockDoc struct {
 }
 
 func readLock(snap *firestore.DocumentSnapshot) (lockDoc, bool) {
+	return readLockFields(dataOf(snap))
+}
+
+// dataOf is snap's fields, nil when it does not exist.
+func dataOf(snap *firestore.DocumentSnapshot) map[string]any {
 	if snap == nil || !snap.Exists() {
+		return nil
+	}
+	return snap.Data()
+}
+
+// readLockFields is readLock of a lock document's fields (nil: none).
+func readLockFields(d map[string]any) (lockDoc, bool) {
+	if d == nil {
 		return lockDoc{}, false
 	}
-	d := snap.Data()
 	l := lockDoc{expiresAtMs: millis(d[fieldExpiresAt]), acquiredAtMs: millis(d[fieldAcquiredAt])}
 	l.lockID, _ = d[fieldLockID].(string)
 	l.key, _ = d[fieldKey].(string)
@@ -256,36 +291,29 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 	e, lockID := c.Errors, c.LockID
 	lockRef, fenceRef := b.locks.Doc(c.LockKey), b.fences.Doc(c.FenceKey)
 	var res locking.AcquireResult
-	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+	// decide is the transaction's work once it has read the lock document
+	// and the fence counter (nil when missing): the writes of a new lock,
+	// or none while a live lock holds key.
+	decide := func(ctx context.Context, lock, counter map[string]any) ([]write, error) {
 		res = locking.AcquireResult{}
-		// Cancellation is checked on entering the transaction, after the
-		// reads, and before the writes.
 		if err := ctx.Err(); err != nil {
-			return err
-		}
-		// Both documents in one read (a missing one is a snapshot that does
-		// not exist, not an error).
-		snaps, err := tx.GetAll([]*firestore.DocumentRef{lockRef, fenceRef})
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		// Client time, taken inside the transaction after the reads (a
 		// read may have waited), decides liveness and the new expiry alike.
 		nowMs := b.now().UnixMilli()
-		cur, held := readLock(snaps[0])
+		cur, held := readLockFields(lock)
 		if held && locking.IsLive(cur.expiresAtMs, nowMs) {
-			return nil
+			return nil, nil
 		}
 		var last uint64
-		if snaps[1].Exists() {
-			s, _ := snaps[1].Data()[fieldFence].(string)
+		if counter != nil {
+			s, _ := counter[fieldFence].(string)
 			// A counter we cannot read is refused, not restarted at 1:
 			// restarting would hand out fences already used.
+			var err error
 			if last, err = backendkit.ParseFence(s); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		// Defence in depth: a lock document stamped above the counter (the
@@ -296,27 +324,52 @@ func (b *Backend) Acquire(ctx context.Context, key string, ttl time.Duration) (l
 		}
 		fence, err := backendkit.FormatFence(last + 1)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		expiresMs := nowMs + ttl.Milliseconds()
 		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := tx.Set(lockRef, map[string]any{
-			fieldLockID:     lockID,
-			fieldExpiresAt:  expiresMs,
-			fieldAcquiredAt: nowMs,
-			fieldKey:        key,
-			fieldFence:      fence,
-		}); err != nil {
-			return err
-		}
-		if err := tx.Set(fenceRef, map[string]any{fieldFence: fence, fieldKeyDebug: key}); err != nil {
-			return err
+			return nil, err
 		}
 		res = locking.AcquireResult{OK: true, LockID: lockID, ExpiresAt: time.UnixMilli(expiresMs), Fence: fence}
-		return nil
-	}, firestore.MaxAttempts(acquireTxAttempts))
+		return []write{
+			{ref: lockRef, set: map[string]any{
+				fieldLockID:     lockID,
+				fieldExpiresAt:  expiresMs,
+				fieldAcquiredAt: nowMs,
+				fieldKey:        key,
+				fieldFence:      fence,
+			}},
+			{ref: fenceRef, set: map[string]any{fieldFence: fence, fieldKeyDebug: key}},
+		}, nil
+	}
+	// Cancellation is checked on entering the transaction, after the
+	// reads, and before the writes.
+	if b.api != nil {
+		err = b.apiTransaction(ctx, acquireTxAttempts, []*firestore.DocumentRef{lockRef, fenceRef},
+			func(ctx context.Context, docs []map[string]any) ([]write, error) {
+				return decide(ctx, docs[0], docs[1])
+			})
+	} else {
+		err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			// Both documents in one read (a missing one is a snapshot that
+			// does not exist, not an error).
+			snaps, err := tx.GetAll([]*firestore.DocumentRef{lockRef, fenceRef})
+			if err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			writes, err := decide(ctx, dataOf(snaps[0]), dataOf(snaps[1]))
+			if err != nil {
+				return err
+			}
+			return applyWrites(tx, writes)
+		}, firestore.MaxAttempts(acquireTxAttempts))
+	}
 	if err != nil {
 		return locking.AcquireResult{}, e.Map(ctx, contention(err))
 	}
@@ -343,9 +396,7 @@ func (b *Backend) Release(ctx context.Context, lockID string) (bool, error) {
 // locking.ReasonExpired when it does but is no longer live. The reason
 // comes from the transaction's own read, at no extra cost.
 func (b *Backend) ReleaseWithReason(ctx context.Context, lockID string) (bool, locking.Reason, error) {
-	return b.mutate(ctx, "release", lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, _ int64) error {
-		return tx.Delete(ref)
-	})
+	return b.mutate(ctx, "release", lockID, release)
 }
 
 // Extend sets the live lock lockID names to expire at now+ttl; OK false if
@@ -364,9 +415,9 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 		return locking.ExtendResult{}, "", backendkit.WithOp(err, op)
 	}
 	var expiresMs int64
-	ok, reason, err := b.mutate(ctx, op, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
+	ok, reason, err := b.mutate(ctx, op, lockID, func(ref *firestore.DocumentRef, nowMs int64) write {
 		expiresMs = nowMs + ttl.Milliseconds()
-		return tx.Update(ref, []firestore.Update{{Path: fieldExpiresAt, Value: expiresMs}})
+		return write{ref: ref, update: map[string]any{fieldExpiresAt: expiresMs}}
 	})
 	if err != nil || !ok {
 		return locking.ExtendResult{}, reason, err
@@ -378,9 +429,7 @@ func (b *Backend) ExtendWithReason(ctx context.Context, lockID string, ttl time.
 // Lease): it reads the key's lock document in the transaction and verifies
 // the lockId on it, instead of querying by lockId. See locking.KeyedBackend.
 func (b *Backend) ReleaseKey(ctx context.Context, key, lockID string) (bool, error) {
-	ok, _, err := b.mutateAt(ctx, "release", key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, _ int64) error {
-		return tx.Delete(ref)
-	})
+	ok, _, err := b.mutateAt(ctx, "release", key, lockID, release)
 	return ok, err
 }
 
@@ -392,9 +441,9 @@ func (b *Backend) ExtendKey(ctx context.Context, key, lockID string, ttl time.Du
 		return locking.ExtendResult{}, backendkit.WithOp(err, op)
 	}
 	var expiresMs int64
-	ok, _, err := b.mutateAt(ctx, op, key, lockID, func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error {
+	ok, _, err := b.mutateAt(ctx, op, key, lockID, func(ref *firestore.DocumentRef, nowMs int64) write {
 		expiresMs = nowMs + ttl.Milliseconds()
-		return tx.Update(ref, []firestore.Update{{Path: fieldExpiresAt, Value: expiresMs}})
+		return write{ref: ref, update: map[string]any{fieldExpiresAt: expiresMs}}
 	})
 	if err != nil || !ok {
 		return locking.ExtendResult{}, err
@@ -404,19 +453,23 @@ func (b *Backend) ExtendKey(ctx context.Context, key, lockID string, ttl time.Du
 
 var _ locking.KeyedBackend = (*Backend)(nil)
 
+// release is the change a release makes to the lock document ref.
+func release(ref *firestore.DocumentRef, _ int64) write { return write{ref: ref, del: true} }
+
 // mutate is release and extend: in one transaction it finds the lock
 // lockID names by query, verifies it is live and lockID's, and applies
 // change. It reports whether change was applied and, if not, why.
 func (b *Backend) mutate(ctx context.Context, op, lockID string,
-	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
+	change func(ref *firestore.DocumentRef, nowMs int64) write) (bool, locking.Reason, error) {
 	return b.mutateAt(ctx, op, "", lockID, change)
 }
 
 // mutateAt is mutate; with a key it reads that key's lock document directly
-// (one document read, no query) and the lockId check below decides
-// ownership exactly as after the query.
+// (one document read, no query; on the API client when the Backend has
+// one, WithAPIClient) and the lockId check below decides ownership exactly
+// as after the query.
 func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
-	change func(tx *firestore.Transaction, ref *firestore.DocumentRef, nowMs int64) error) (bool, locking.Reason, error) {
+	change func(ref *firestore.DocumentRef, nowMs int64) write) (bool, locking.Reason, error) {
 	var k backendkit.Keys
 	if key != "" {
 		var err error
@@ -438,50 +491,72 @@ func (b *Backend) mutateAt(ctx context.Context, op, key, lockID string,
 		applied bool
 		reason  locking.Reason
 	)
-	err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		applied, reason = false, ""
-		// Cancellation is checked on entering the transaction, after the
-		// read, and before the write.
+	// decide is the transaction's work once it has read the lock document
+	// ref (d; found false when there is none): the change, or none.
+	decide := func(ctx context.Context, ref *firestore.DocumentRef, d lockDoc, found bool) ([]write, error) {
 		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var (
-			snap *firestore.DocumentSnapshot
-			d    lockDoc
-			err  error
-		)
-		if keyRef != nil {
-			snap, err = tx.Get(keyRef)
-			if status.Code(err) == codes.NotFound {
-				snap, err = nil, nil
-			}
-			d, _ = readLock(snap)
-		} else {
-			snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), e)
-		}
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		nowMs := b.now().UnixMilli()
 		// Explicit ownership check after the index lookup (the query may
 		// have returned a stale document), then the one liveness predicate.
 		switch {
-		case snap == nil || d.lockID != lockID:
+		case !found || d.lockID != lockID:
 			reason = locking.ReasonNotFound
-			return nil
+			return nil, nil
 		case !locking.IsLive(d.expiresAtMs, nowMs):
 			reason = locking.ReasonExpired
-			return nil
+			return nil, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		applied = true
-		return change(tx, snap.Ref, nowMs)
-	}, firestore.MaxAttempts(txAttempts))
+		return []write{change(ref, nowMs)}, nil
+	}
+	if keyRef != nil && b.api != nil {
+		err = b.apiTransaction(ctx, txAttempts, []*firestore.DocumentRef{keyRef},
+			func(ctx context.Context, docs []map[string]any) ([]write, error) {
+				applied, reason = false, ""
+				d, found := readLockFields(docs[0])
+				return decide(ctx, keyRef, d, found)
+			})
+	} else {
+		err = b.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			applied, reason = false, ""
+			// Cancellation is checked on entering the transaction, after the
+			// read, and before the write.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var (
+				snap *firestore.DocumentSnapshot
+				d    lockDoc
+				err  error
+			)
+			if keyRef != nil {
+				snap, err = tx.Get(keyRef)
+				if status.Code(err) == codes.NotFound {
+					snap, err = nil, nil
+				}
+				d, _ = readLock(snap)
+			} else {
+				snap, d, err = b.findByLockID(tx.Documents(b.locks.Where(fieldLockID, "==", lockID)), e)
+			}
+			if err != nil {
+				return err
+			}
+			ref := keyRef
+			if snap != nil {
+				ref = snap.Ref
+			}
+			writes, err := decide(ctx, ref, d, snap != nil)
+			if err != nil {
+				return err
+			}
+			return applyWrites(tx, writes)
+		}, firestore.MaxAttempts(txAttempts))
+	}
 	if err != nil {
 		return false, "", e.Map(ctx, err)
 	}
@@ -663,12 +738,15 @@ func (b *Backend) startCleanup(ctx context.Context, ref *firestore.DocumentRef, 
 
 // Close stops the background cleanups IsLocked starts with
 // WithCleanupInIsLocked, cancelling those in flight, and waits for them to
-// return, so that no goroutine of the backend outlives it. It does not
+// return, and for the reads that cancelled calls on the API client
+// (WithAPIClient) left to finish and roll back their transactions, so
+// that no goroutine of the backend outlives it. It does not
 // close the Firestore client passed to New: that stays the caller's, and
 // the backend's operations keep working on it, but IsLocked starts no more
 // cleanups. Close is idempotent and returns nil.
 func (b *Backend) Close() error {
 	b.janitor.Close()
+	b.reads.Wait()
 	return nil
 }
 

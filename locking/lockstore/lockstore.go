@@ -68,6 +68,7 @@ type options struct {
 	log     *zap.Logger
 	timeout time.Duration
 	pg      []pglock.Option
+	fs      []firestorelock.Option
 }
 
 // WithLogger makes the backend log to l; by default, or with a nil l, it
@@ -81,6 +82,12 @@ func WithConnectTimeout(d time.Duration) Option { return func(o *options) { o.ti
 // WithPostgresOptions passes opts to pglock.New, after lockstore's own.
 func WithPostgresOptions(opts ...pglock.Option) Option {
 	return func(o *options) { o.pg = append(o.pg, opts...) }
+}
+
+// WithFirestoreOptions passes opts to firestorelock.New, after
+// lockstore's own (for instance firestorelock.WithAPIClient).
+func WithFirestoreOptions(opts ...firestorelock.Option) Option {
+	return func(o *options) { o.fs = append(o.fs, opts...) }
 }
 
 // Open checks c and opens the backend it names, and returns the func that
@@ -104,7 +111,7 @@ func Open(ctx context.Context, c Config, client *firestore.Client, opts ...Optio
 		o.log = zap.NewNop()
 	}
 	if c.Backend == Firestore {
-		b, err := firestorelock.New(client, firestorelock.WithLogger(o.log))
+		b, err := firestorelock.New(client, append([]firestorelock.Option{firestorelock.WithLogger(o.log)}, o.fs...)...)
 		if err != nil {
 			return nil, nil, err
 		}
