@@ -225,7 +225,7 @@ func (b *Backend) apiAttempt(ctx context.Context, db string, refs []*firestore.D
 	docs := make([]map[string]any, len(refs))
 	for i, n := range names {
 		if d := read.Found[n]; d != nil {
-			docs[i] = fieldsOf(d)
+			docs[i] = fstx.Fields(d)
 		}
 	}
 	writes, err := decide(ctx, docs)
@@ -254,50 +254,4 @@ func (b *Backend) apiAttempt(ctx context.Context, db string, refs []*firestore.D
 		return tid, err
 	}
 	return tid, nil
-}
-
-// fieldsOf is a document read on the API as DocumentSnapshot.Data gives
-// the values a lock document holds (a reference is its name here); what
-// readLockFields reads.
-func fieldsOf(doc *pb.Document) map[string]any {
-	m := make(map[string]any, len(doc.GetFields()))
-	for k, v := range doc.GetFields() {
-		m[k] = valueOf(v)
-	}
-	return m
-}
-
-func valueOf(v *pb.Value) any {
-	switch x := v.GetValueType().(type) {
-	case *pb.Value_BooleanValue:
-		return x.BooleanValue
-	case *pb.Value_IntegerValue:
-		return x.IntegerValue
-	case *pb.Value_DoubleValue:
-		return x.DoubleValue
-	case *pb.Value_TimestampValue:
-		return x.TimestampValue.AsTime()
-	case *pb.Value_StringValue:
-		return x.StringValue
-	case *pb.Value_BytesValue:
-		return x.BytesValue
-	case *pb.Value_ReferenceValue:
-		return x.ReferenceValue
-	case *pb.Value_GeoPointValue:
-		return x.GeoPointValue
-	case *pb.Value_ArrayValue:
-		vals := x.ArrayValue.GetValues()
-		list := make([]any, len(vals))
-		for i, e := range vals {
-			list[i] = valueOf(e)
-		}
-		return list
-	case *pb.Value_MapValue:
-		m := make(map[string]any, len(x.MapValue.GetFields()))
-		for k, e := range x.MapValue.GetFields() {
-			m[k] = valueOf(e)
-		}
-		return m
-	}
-	return nil
 }

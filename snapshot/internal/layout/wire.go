@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/snapwriter/snapwriter/internal/fstx"
 )
 
 // A chunk holds its documents encoded from when it is built until its
@@ -220,51 +222,8 @@ func UpdateWrite(name string, fields map[string]any) (*pb.Write, error) {
 }
 
 // FieldsOf is a document read on the Firestore API as
-// DocumentSnapshot.Data gives it: what DecodeFields reads.
-func FieldsOf(doc *pb.Document) map[string]any {
-	m := make(map[string]any, len(doc.GetFields()))
-	for k, v := range doc.GetFields() {
-		m[k] = valueOf(v)
-	}
-	return m
-}
-
-// valueOf is v as the Firestore client gives it (createFromProtoValue),
-// but for a reference, which is its name here.
-func valueOf(v *pb.Value) any {
-	switch x := v.GetValueType().(type) {
-	case *pb.Value_BooleanValue:
-		return x.BooleanValue
-	case *pb.Value_IntegerValue:
-		return x.IntegerValue
-	case *pb.Value_DoubleValue:
-		return x.DoubleValue
-	case *pb.Value_TimestampValue:
-		return x.TimestampValue.AsTime()
-	case *pb.Value_StringValue:
-		return x.StringValue
-	case *pb.Value_BytesValue:
-		return x.BytesValue
-	case *pb.Value_ReferenceValue:
-		return x.ReferenceValue
-	case *pb.Value_GeoPointValue:
-		return x.GeoPointValue
-	case *pb.Value_ArrayValue:
-		vals := x.ArrayValue.GetValues()
-		list := make([]any, len(vals))
-		for i, e := range vals {
-			list[i] = valueOf(e)
-		}
-		return list
-	case *pb.Value_MapValue:
-		m := make(map[string]any, len(x.MapValue.GetFields()))
-		for k, e := range x.MapValue.GetFields() {
-			m[k] = valueOf(e)
-		}
-		return m
-	}
-	return nil
-}
+// DocumentSnapshot.Data gives it (fstx.Fields): what DecodeFields reads.
+func FieldsOf(doc *pb.Document) map[string]any { return fstx.Fields(doc) }
 
 // BaseName is the last segment of document name: its id.
 func BaseName(name string) string { return name[strings.LastIndexByte(name, '/')+1:] }
