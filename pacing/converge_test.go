@@ -228,7 +228,9 @@ func TestStoreDropsAndRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		sampled := make(chan struct{})
 		go func() {
+			defer close(sampled)
 			time.Sleep(4 * time.Second)
 			st.set(100)
 			time.Sleep(4 * time.Second)
@@ -238,6 +240,7 @@ func TestStoreDropsAndRecovers(t *testing.T) {
 			after = b.Limit()
 		}()
 		r := sim{districts: 5000, concurrency: 3, rtt: 60 * time.Millisecond}.run(b, st, 1)
+		<-sampled
 		if r.failed > 0 {
 			t.Errorf("%d chunks refused past their retries", r.failed)
 		}

@@ -32,8 +32,8 @@ func otelEnv(endpoint string) []string {
 }
 
 // The built binary, with OTEL_TRACES_EXPORTER and OTEL_METRICS_EXPORTER
-// set, exports the write's trace — the Firestore client's spans nested in
-// it — and its metrics over OTLP/HTTP before it exits, and its log lines
+// set, exports the write's trace — Firestore's calls nested in it — and
+// its metrics over OTLP/HTTP before it exits, and its log lines
 // name the trace.
 func TestBinaryExportsTelemetry(t *testing.T) {
 	t.Parallel()
@@ -58,11 +58,27 @@ func TestBinaryExportsTelemetry(t *testing.T) {
 	if n := len(col.Named("snapwriter.chunk")); n != 3 {
 		t.Errorf("%d chunk spans received, want 3", n)
 	}
-	nested := 0
+	// Firestore's calls in the write's trace: the Firestore client's spans
+	// (the progress records' transactions) and the RPCs' own, which
+	// OpenTelemetry's gRPC instrumentation records on every connection —
+	// the lock's and the chunks' transactions run on the API.
+	nested, rpcs := 0, 0
 	for _, s := range col.Spans() {
-		if strings.HasPrefix(s.GetName(), "cloud.google.com/go/firestore.") && bytes.Equal(s.GetTraceId(), w.GetTraceId()) {
-			nested++
+		if !bytes.Equal(s.GetTraceId(), w.GetTraceId()) {
+			continue
 		}
+		switch name := s.GetName(); {
+		case strings.HasPrefix(name, "cloud.google.com/go/firestore."):
+			nested++
+		case strings.HasPrefix(name, "google.firestore.v1.Firestore/"):
+			nested++
+			if strings.HasSuffix(name, "/Commit") {
+				rpcs++
+			}
+		}
+	}
+	if rpcs < 4 {
+		t.Errorf("%d Firestore Commit RPC spans in the write's trace, want the root's, the 3 chunks' and more", rpcs)
 	}
 	metrics := col.MetricNames()
 	for _, m := range []string{"snapwriter.districts.written", "snapwriter.chunk.commit.duration", "snapwriter.writes", "snapwriter.write.duration", "snapwriter.lock.wait.duration"} {
@@ -71,7 +87,7 @@ func TestBinaryExportsTelemetry(t *testing.T) {
 		}
 	}
 	if nested == 0 {
-		t.Error("no Firestore client span in the write's trace")
+		t.Error("no Firestore span in the write's trace")
 	}
 	trace := "projects/" + c.project + "/traces/" + hexID(w.GetTraceId())
 	linked := 0
