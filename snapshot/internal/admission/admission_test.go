@@ -93,10 +93,11 @@ func TestGateWholeStageIsNotSpaced(t *testing.T) {
 	})
 }
 
-// The store's push-back (RESOURCE_EXHAUSTED, ABORTED) halves the rate
-// once per wave — an answer to an attempt sent before the last cut
-// counts but cuts nothing — and from then on the stage is paced, even one
-// that began whole; other failures tell the budget nothing. One WARNING
+// The store's push-back (RESOURCE_EXHAUSTED, ABORTED) cuts the rate once
+// per wave — here, the store having accepted nothing, by half — and an
+// answer to an attempt whose writes were taken before the last cut counts
+// but cuts nothing; from then on the stage is paced, even one that began
+// whole; other failures tell the budget nothing. One WARNING
 // says the first slowdown; the next are DEBUG.
 func TestGatePushBackCutsOncePerWave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -114,7 +115,7 @@ func TestGatePushBackCutsOncePerWave(t *testing.T) {
 		g.Answered(ctx, errors.New("not a status"), wave, 10)
 		time.Sleep(10 * time.Millisecond)
 		g.Answered(ctx, status.Error(codes.Aborted, "contention"), time.Now(), 10) // cut: 25/s
-		want := Rate{LimitPerSec: 25, MinLimitPerSec: 25, Share: 1, ResourceExhausted: 2, Aborted: 1, Slowdowns: 2}
+		want := Rate{LimitPerSec: 25, MinLimitPerSec: 25, StartPerSec: 100, Share: 1, ResourceExhausted: 2, Aborted: 1, Slowdowns: 2}
 		if got := g.Rate(); got != want {
 			t.Errorf("Rate() %+v; want %+v", got, want)
 		}
