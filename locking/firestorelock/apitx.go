@@ -81,6 +81,20 @@ func pbWrite(w write) (*pb.Write, error) {
 	return pw, nil
 }
 
+// encode is writes as the API sends them (pbWrite), or decide's err.
+func encode(writes []write, err error) ([]*pb.Write, error) {
+	if err != nil {
+		return nil, err
+	}
+	pws := make([]*pb.Write, len(writes))
+	for i, w := range writes {
+		if pws[i], err = pbWrite(w); err != nil {
+			return nil, err
+		}
+	}
+	return pws, nil
+}
+
 // apiTransaction runs a lock transaction on the API client (WithAPIClient):
 // one read of refs that begins the transaction (BatchGetDocuments with
 // new_transaction), decide — handed each document's fields in refs' order,
@@ -228,16 +242,7 @@ func (b *Backend) apiAttempt(ctx context.Context, db string, refs []*firestore.D
 			docs[i] = fstx.Fields(d)
 		}
 	}
-	writes, err := decide(ctx, docs)
-	var pws []*pb.Write
-	for _, w := range writes {
-		if err != nil {
-			break
-		}
-		var pw *pb.Write
-		pw, err = pbWrite(w)
-		pws = append(pws, pw)
-	}
+	pws, err := encode(decide(ctx, docs))
 	if err != nil {
 		fstx.Rollback(ctx, b.api, db, tid)
 		return tid, err
