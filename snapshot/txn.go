@@ -9,7 +9,6 @@ import (
 	"time"
 
 	pb "cloud.google.com/go/firestore/apiv1/firestorepb"
-	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -212,7 +211,7 @@ func (j *job) attempt(ctx context.Context, t txn, prev []byte) (tid []byte, err 
 	if w.cfg.inlineBegin && !t.explicitBegin {
 		read = w.reads.Begin(ctx, w.api, db, docs, fstx.ReadWrite(prev))
 	} else {
-		began, err := w.api.BeginTransaction(ctx, &pb.BeginTransactionRequest{Database: db, Options: fstx.ReadWrite(prev)}, noRetry)
+		began, err := w.api.BeginTransaction(ctx, &pb.BeginTransactionRequest{Database: db, Options: fstx.ReadWrite(prev)}, fstx.NoRetry)
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +232,7 @@ func (j *job) attempt(ctx context.Context, t txn, prev []byte) (tid []byte, err 
 		fstx.Rollback(ctx, w.api, db, a.tid)
 		return a.tid, err
 	}
-	_, err = w.api.Commit(ctx, &pb.CommitRequest{Database: db, Writes: a.writes, Transaction: a.tid}, noRetry)
+	_, err = w.api.Commit(ctx, &pb.CommitRequest{Database: db, Writes: a.writes, Transaction: a.tid}, fstx.NoRetry)
 	if err == nil {
 		return a.tid, nil
 	}
@@ -286,7 +285,7 @@ func (w *Writer) runQuery(ctx context.Context, tid []byte, parent string, q *pb.
 		if len(tid) > 0 {
 			req.ConsistencySelector = &pb.RunQueryRequest_Transaction{Transaction: tid}
 		}
-		stream, err := w.api.RunQuery(ctx, req, noRetry)
+		stream, err := w.api.RunQuery(ctx, req, fstx.NoRetry)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -320,11 +319,6 @@ func databaseOf(name string) string {
 	}
 	return name
 }
-
-// noRetry turns off the API client's own retries of a call: the retry
-// layer decides every retry, and a transaction begun by a read must not be
-// begun twice behind its back.
-var noRetry = gax.WithRetry(func() gax.Retryer { return nil })
 
 // unknownOutcome is a commit error after which the commit may or may not
 // have been applied: the connection broke, the deadline passed with the
