@@ -77,7 +77,7 @@ const (
 	// probeShare of the share's initial rate times the seconds since,
 	// cubed — the same steps for every writer sharing a budget, so that
 	// one left with less catches up: at the default 500/s, 5 % above a
-	// 95/s plateau 3.6 s into the probe, 2.5 times above it 11 s in.
+	// 95/s plateau 3.6 s into the probe, 2.4 times it 11 s in.
 	plateauSeconds = 10.0
 	cubicC         = (1 - cutShare) / (plateauSeconds * plateauSeconds * plateauSeconds)
 	probeShare     = 2 * cubicC
@@ -359,7 +359,7 @@ func (b *Budget) Accepted(n int) {
 // cutShare of the plateau — plateauShare of the writes the store accepted
 // from b in the last two seconds, a second's worth (or the time since the
 // ramp started, if shorter) — and by a tenth at least. The first cut
-// goes no lower than a quarter of the rate: a write's first commits are
+// goes no lower than 0.9 × a quarter of the rate: a write's first commits are
 // its own pace as much as the store's. While an earlier cut is still in
 // force the plateau falls to half the last one at most, as TCP halves
 // its window. A store that accepted nothing in the window

@@ -123,10 +123,11 @@ func (g *Gate) Admit(start, work context.Context) *Ticket {
 func (g *Gate) Wait(ctx context.Context, n int) (time.Duration, error) { return g.pace.wait(ctx, n) }
 
 // Answered tells the budget how the store answered the attempt of n
-// writes sent at sent: accepted, or refused for load (RESOURCE_EXHAUSTED,
+// writes taken from it at taken (when its Wait began, which may be well
+// before it was sent): accepted, or refused for load (RESOURCE_EXHAUSTED,
 // ABORTED), which lowers the budget's rate once per wave of attempts.
-func (g *Gate) Answered(ctx context.Context, err error, sent time.Time, n int) {
-	g.pace.answered(ctx, err, sent, n)
+func (g *Gate) Answered(ctx context.Context, err error, taken time.Time, n int) {
+	g.pace.answered(ctx, err, taken, n)
 }
 
 // Renewals is what the write's Result reports of its lease's renewals

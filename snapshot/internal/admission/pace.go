@@ -77,8 +77,8 @@ func (p *pacer) wait(ctx context.Context, n int) (time.Duration, error) {
 }
 
 // answered tells the budget how the store answered the attempt of n
-// writes sent at sent: accepted, or refused for load.
-func (p *pacer) answered(ctx context.Context, err error, sent time.Time, n int) {
+// writes taken from it at taken: accepted, or refused for load.
+func (p *pacer) answered(ctx context.Context, err error, taken time.Time, n int) {
 	code := status.Code(err)
 	switch code {
 	case codes.OK:
@@ -94,7 +94,7 @@ func (p *pacer) answered(ctx context.Context, err error, sent time.Time, n int) 
 	}
 	p.m.PushedBack(ctx, code)
 	p.whole.Store(false) // from now on, paced
-	if !p.b.PushedBack(sent) {
+	if !p.b.PushedBack(taken) {
 		return
 	}
 	p.cuts.Add(1)
