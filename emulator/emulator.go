@@ -41,6 +41,7 @@ type Emulator struct {
 	Host string
 
 	cmd  *exec.Cmd // nil when the emulator was started by someone else
+	dir  string    // its temporary folder (the GC logs); "" when cmd is nil
 	done chan struct{}
 	once sync.Once
 }
@@ -97,8 +98,13 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 	if err != nil {
 		return nil, err
 	}
+	dir, err := os.MkdirTemp("", "snapwriter-emulator-")
+	if err != nil {
+		return nil, fmt.Errorf("emulator: %w", err)
+	}
 	// Not CommandContext: the emulator must outlive the start-up context.
 	cmd := exec.Command(name, args...)
+	cmd.Env = gcEnv(os.Environ(), dir)
 	// Kept to show when start-up fails.
 	logs := &bytes.Buffer{}
 	out := &lockedWriter{w: logs}
@@ -106,9 +112,10 @@ func Start(ctx context.Context, opts ...Option) (*Emulator, error) {
 	// Own process group: gcloud forks a JVM, and Stop must end both.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("emulator: starting %s: %w", name, err)
 	}
-	e := &Emulator{Host: host, cmd: cmd, done: make(chan struct{})}
+	e := &Emulator{Host: host, cmd: cmd, dir: dir, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(e.done) }()
 	if err := waitReady(ctx, host, startTimeout, e.done); err != nil {
 		_ = e.Stop()
@@ -147,6 +154,7 @@ func (e *Emulator) Stop() error {
 			_ = syscall.Kill(pgid, syscall.SIGKILL)
 			<-e.done
 		}
+		_ = os.RemoveAll(e.dir)
 	})
 	return nil
 }

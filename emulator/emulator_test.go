@@ -78,4 +78,12 @@ func TestStartWithPort(t *testing.T) {
 	if _, err := Start(ctx, WithoutReuse(), WithPort(port)); !errors.Is(err, harness.ErrPortTaken) {
 		t.Errorf("Start on the taken port %d = %v; want harness.ErrPortTaken", port, err)
 	}
+	// Its JVM logs its pauses where Pauses reads them; a reused one has
+	// no log of ours.
+	if _, err := e.Pauses(); err != nil {
+		t.Errorf("Pauses of an emulator Start launched: %v", err)
+	}
+	if _, err := (&Emulator{Host: e.Host}).Pauses(); err == nil {
+		t.Error("Pauses of an emulator started elsewhere: no error")
+	}
 }

@@ -50,7 +50,7 @@ func main() {
 		return harness.Server{
 			Ready: "Firestore emulator ready on " + emu.Host,
 			Env:   emulator.HostEnv + "=" + emu.Host,
-			Stop:  emu.Stop,
+			Stop:  func() error { sayPauses(emu); return emu.Stop() },
 		}, nil
 	}
 	if len(args) > 0 && args[0] == "--serve" {
@@ -60,4 +60,20 @@ func main() {
 		os.Exit(code)
 	}
 	os.Exit(harness.Main("withemulator", usage, args, start))
+}
+
+// sayPauses says on stderr, at the end, when the emulator's JVM stopped
+// for a second or more at a time to collect garbage: a test that failed
+// then may have met a stalled emulator, not a fault of the code it tests
+// (emulator.GCPauses).
+func sayPauses(emu *emulator.Emulator) {
+	p, err := emu.Pauses()
+	switch {
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "withemulator: %v\n", err)
+	case p.Stalled():
+		fmt.Fprintf(os.Stderr, "withemulator: the emulator stopped for garbage collection %s: "+
+			"its heap filled (it keeps every document version it was sent) and every request waited; "+
+			"a test that failed then may have met a stalled emulator, not a fault of its own\n", p)
+	}
 }
