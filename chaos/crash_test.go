@@ -78,7 +78,7 @@ func waitSignalled(p *proc, sig syscall.Signal, timeout time.Duration) (time.Tim
 // manifest and no lock left.
 func TestSIGKILL(t *testing.T) {
 	t.Parallel()
-	in := generated(t, day, bigSnapshot, 1)
+	in := leanGenerated(t, day, bigSnapshot, 1)
 	moments := []struct {
 		name  string
 		match func() func(logEntry) bool
@@ -261,8 +261,8 @@ func keptProblems(before, after stored) []string {
 func TestSIGSTOP(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "2. SIGSTOP mid-chunk past the TTL; a second writer; SIGCONT")
-	first := generated(t, day, bigSnapshot, 1)
-	second := generated(t, day, bigSnapshot, 2)
+	first := leanGenerated(t, day, bigSnapshot, 1)
+	second := leanGenerated(t, day, bigSnapshot, 2)
 	match := afterChunks(chunks(bigSnapshot) / 3)
 	w1 := s.start(procSpec{name: "writer 1", host: s.viaProxy(), limit: 10 * time.Minute,
 		args: []string{"write", "--input", first.path, "--lock-ttl", shortTTL.String()},
@@ -344,7 +344,7 @@ func grpcMessage(data []byte, m proto.Message) bool {
 func TestSIGKILLInsideExtend(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "1f. SIGKILL inside a lease extension (its commit held), then rerun at once")
-	in := generated(t, day, bigSnapshot, 1)
+	in := leanGenerated(t, day, bigSnapshot, 1)
 	// Slow enough that the lease extends (every TTL/3) while it writes.
 	s.proxy.SetLatency(20 * time.Millisecond)
 	held := s.proxy.HoldUp(extendCommit)

@@ -39,7 +39,7 @@ func TestPostgresCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop() })
-	in := generated(t, day, bigSnapshot, 1)
+	in := leanGenerated(t, day, bigSnapshot, 1)
 	s.proxy.SetLatency(40 * time.Millisecond)
 	args := []string{"write", "--input", in.path, "--lock-backend", "postgres", "--lock-dsn", srv.DSN,
 		"--lock-ttl", shortTTL.String(), "--concurrency", "1"}

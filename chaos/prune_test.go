@@ -21,7 +21,7 @@ func TestSIGKILLMidPrune(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t, "7. SIGKILL mid-prune, then prune again")
 	const newer = "2026-11-21"
-	in := generated(t, day, bigSnapshot, 1)
+	in := leanGenerated(t, day, bigSnapshot, 1)
 	keep := generated(t, newer, 10, 2)
 	for _, w := range []*input{in, keep} {
 		s.exited(s.run("write", s.direct(), "write", "--input", w.path), 0)
