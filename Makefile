@@ -5,7 +5,12 @@
 # the machine's PostgreSQL packages, data in a temp dir, deleted after).
 GO          ?= go
 BIN         := bin/snapwriter
-WITH_EMU    := $(GO) run ./emulator/withemulator --
+# The emulator keeps every document version it was ever sent in its heap,
+# resets or not, and a full heap stops it for seconds (withemulator says so
+# at its end when its JVM paused for a second or more): the suites' writes
+# need more than the JVM's default quarter of RAM, and it takes only what
+# it uses.
+WITH_EMU    := JAVA_TOOL_OPTIONS=-XX:MaxRAMPercentage=75 $(GO) run ./emulator/withemulator --
 WITH_PG     := $(GO) run ./pgserver/withpostgres --
 WITH_PG_DUR := $(GO) run ./pgserver/withpostgres --durable --
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -98,9 +103,9 @@ demo-gcs:
 # internal/fsproxy enforcing Firestore's 500/50/5 ramp — one write, four
 # tasks sharing it, and its cost on the emulator alone; a table of its own).
 # The emulator keeps every version it ever stored in its heap, resets or not
-# (~0.5 GB per 5,000-district write), so it gets 75% of RAM instead of 25%.
+# (~0.5 GB per 5,000-district write): it gets 75% of RAM (WITH_EMU).
 bench:
-	JAVA_TOOL_OPTIONS=-XX:MaxRAMPercentage=75 $(WITH_EMU) $(WITH_PG_DUR) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./snapshot/ ./locking/...
+	$(WITH_EMU) $(WITH_PG_DUR) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./snapshot/ ./locking/...
 
 # The chaos suite (chaos/, build tag chaos): the built binary against a real
 # emulator and PostgreSQL through a fault-injecting proxy (SIGKILL/SIGSTOP
@@ -108,12 +113,9 @@ bench:
 # unreachable stores; a gs:// input lost, killed or replaced mid-read),
 # each checked as an operator would: exit codes, get ==
 # input, the manifest against the documents, no lock left. Prints the fault
-# matrix (docs/operations.md). About 5-7 minutes. The emulator gets 75% of
-# RAM, as for bench: the suite's tens of thousands of district writes stay
-# in its heap, and a full heap stops it for seconds (withemulator says so
-# at its end when its JVM paused for a second or more).
+# matrix (docs/operations.md). About 5-7 minutes.
 chaos:
-	JAVA_TOOL_OPTIONS=-XX:MaxRAMPercentage=75 $(WITH_EMU) $(WITH_PG) $(GO) test -tags chaos -count=1 -timeout 30m -v ./chaos/
+	$(WITH_EMU) $(WITH_PG) $(GO) test -tags chaos -count=1 -timeout 30m -v ./chaos/
 
 lint:
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './.git/*')); \

@@ -72,8 +72,12 @@ func sayPauses(emu *emulator.Emulator) {
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "withemulator: %v\n", err)
 	case p.Stalled():
+		why := ""
+		if p.Full > 0 {
+			why = "its heap filled (it keeps every document version it was sent) and "
+		}
 		fmt.Fprintf(os.Stderr, "withemulator: the emulator stopped for garbage collection %s: "+
-			"its heap filled (it keeps every document version it was sent) and every request waited; "+
-			"a test that failed then may have met a stalled emulator, not a fault of its own\n", p)
+			"%severy request waited; a test that failed then may have met a stalled emulator, "+
+			"not a fault of its own\n", p, why)
 	}
 }
