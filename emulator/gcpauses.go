@@ -77,9 +77,8 @@ func (p GCPauses) String() string {
 // Cycle … ms") stop nothing and do not match.
 var gcPauseLine = regexp.MustCompile(`\] GC\(\d+\) Pause (\w+).* ([0-9.]+)ms$`)
 
-// parseGCPauses reads a JVM GC log.
-func parseGCPauses(r io.Reader) (GCPauses, error) {
-	var p GCPauses
+// read adds the pauses of a JVM GC log to p.
+func (p *GCPauses) read(r io.Reader) error {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		m := gcPauseLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
@@ -98,7 +97,7 @@ func parseGCPauses(r io.Reader) (GCPauses, error) {
 			p.Full++
 		}
 	}
-	return p, sc.Err()
+	return sc.Err()
 }
 
 // Pauses reads the GC pauses of an emulator this process started, so far.
@@ -117,23 +116,19 @@ func (e *Emulator) Pauses() (GCPauses, error) {
 	}
 	var all GCPauses
 	for _, name := range logs {
-		p, err := readGCLog(name)
-		if err != nil {
+		if err := all.readFile(name); err != nil {
 			return GCPauses{}, fmt.Errorf("emulator: %w", err)
 		}
-		all.Count += p.Count
-		all.Full += p.Full
-		all.Total += p.Total
-		all.Longest = max(all.Longest, p.Longest)
 	}
 	return all, nil
 }
 
-func readGCLog(name string) (GCPauses, error) {
+// readFile adds the pauses of the GC log name to p.
+func (p *GCPauses) readFile(name string) error {
 	f, err := os.Open(name)
 	if err != nil {
-		return GCPauses{}, err
+		return err
 	}
 	defer f.Close()
-	return parseGCPauses(f)
+	return p.read(f)
 }

@@ -15,14 +15,14 @@ func TestParseGCPauses(t *testing.T) {
 [280.056s][info][gc] GC(228) Concurrent Mark Cycle 15840.034ms
 [283.312s][info][gc] GC(229) Pause Young (Prepare Mixed) (G1 Evacuation Pause) 5239M->4929M(6028M) 44.635ms
 `
-	p, err := parseGCPauses(strings.NewReader(log))
-	if err != nil {
+	var p GCPauses
+	if err := p.read(strings.NewReader(log)); err != nil {
 		t.Fatal(err)
 	}
 	want := GCPauses{Count: 4, Full: 1, Longest: 14576336 * time.Microsecond,
 		Total: (14484 + 86727 + 14576336 + 44635) * time.Microsecond}
 	if p != want {
-		t.Errorf("parseGCPauses = %+v; want %+v (the concurrent cycle stops nothing)", p, want)
+		t.Errorf("read = %+v; want %+v (the concurrent cycle stops nothing)", p, want)
 	}
 	if !p.Stalled() {
 		t.Error("a 14.6 s pause is not Stalled")
