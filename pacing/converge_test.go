@@ -253,3 +253,35 @@ func TestStoreDropsAndRecovers(t *testing.T) {
 		t.Logf("%v; rate at the drop's end %.0f, 25 s after it %.0f", r, during, after)
 	})
 }
+
+// A writer that cannot fill its rate after a cut — one chunk in flight,
+// 600 ms round trips: about 53 writes a second at the first cut's 112.5/s
+// — does not raise the rate: it holds where the cut left it for the whole
+// write. The store (60/s) never saw more than the writer sends, and a
+// rate raised on its accepting that would let the writer's next burst go
+// out above it. Probing regardless, as TCP before RFC 7661, climbed to
+// 87/s, was refused, and cut again: 71 s and two refusals, against 58 s
+// and one.
+func TestUnfilledRateDoesNotClimb(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := New(DefaultRamp(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := newStore(60)
+		r := sim{districts: 3000, concurrency: 1, rtt: 600 * time.Millisecond}.run(b, st, 1)
+		if r.failed > 0 {
+			t.Errorf("%d chunks refused past their retries", r.failed)
+		}
+		if r.cuts == 0 {
+			t.Fatalf("%v: the store never pushed back; the test proves nothing", r)
+		}
+		if r.endLimit > r.minLimit {
+			t.Errorf("%v: the rate climbed from %.1f to %.1f while the writer could not fill it", r, r.minLimit, r.endLimit)
+		}
+		if unused := b.Stats().Unused; unused == 0 {
+			t.Errorf("%v: no acceptance was counted as unused", r)
+		}
+		t.Logf("%v; %d acceptances held the rate", r, b.Stats().Unused)
+	})
+}

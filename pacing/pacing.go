@@ -12,7 +12,12 @@
 // accepted writes: quickly at first, then flat near what the store took,
 // where it holds, then ever faster beyond it, probing for a store that
 // takes more again. A probe the store refuses about where it refused the
-// last one doubles the next hold (up to 40 s). A writer into a store
+// last one doubles the next hold (up to 40 s). Beyond the climb back to
+// what the store took, the rate rises only while the writer uses all of
+// it, as TCP grows its window only while the window limits it (RFC 7661):
+// a rate the writer cannot fill (its chunks in flight and their round
+// trips allow less) is never shown to be taken by the store, and holds.
+// A writer into a store
 // slower than its budget so settles just under the store's rate and is
 // refused once per probe, ever more rarely, not every second; writers
 // sharing a budget each cut their own share, by what the store took from
@@ -91,6 +96,9 @@ const (
 	// burstSeconds is the bucket's size, in seconds of the current rate:
 	// a writer's busiest second stays within 1.1 times its rate.
 	burstSeconds = 0.1
+	// unusedHold is how long the climb holds after a Wait found the
+	// bucket full: the rate had gone unused for burstSeconds at least.
+	unusedHold = 2 * time.Second
 )
 
 // Ramp is the schedule of a key range's write rate: Initial document
@@ -161,6 +169,10 @@ type Stats struct {
 	// PushBacks counts the refusals PushedBack was told of; Cuts, those
 	// that lowered the rate.
 	PushBacks, Cuts int
+	// Unused counts the acceptances that did not move the rate on from
+	// its plateau after a push-back, because the writer had not been
+	// using all of it (Accepted).
+	Unused int
 }
 
 // Budget is one writer's share of a key range's write rate: the ramp's
@@ -184,6 +196,9 @@ type Budget struct {
 	// accepted are the writes the store accepted in the last
 	// acceptedWindow, oldest first: what it takes.
 	accepted []acceptance
+	// unusedAt is when a Wait last found the bucket full: the writer
+	// was not using all of its rate then.
+	unusedAt time.Time
 	stats    Stats
 }
 
@@ -301,6 +316,9 @@ func (b *Budget) Wait(ctx context.Context, n int) (time.Duration, error) {
 		b.restart(t0) // a caller that never called Begin
 	}
 	b.adjust(t0)
+	if b.lim.TokensAt(t0) >= float64(b.lim.Burst()) {
+		b.unusedAt = t0
+	}
 	var rs []*rate.Reservation
 	for left := n; left > 0; {
 		k := min(left, b.lim.Burst())
@@ -338,7 +356,14 @@ func (b *Budget) Wait(ctx context.Context, n int) (time.Duration, error) {
 
 // Accepted tells b that the store accepted a commit of n writes. While a
 // push-back holds the rate down, the rate climbs back on the recovery
-// curve by the time those writes take at the current rate.
+// curve by the time those writes take at the current rate. Once the curve
+// is back at its plateau — what the store was seen to take — it moves on
+// (the hold, then the probe beyond) only while the writer has been using
+// all of the rate: not within two seconds of a Wait that found the bucket
+// full. A writer that cannot fill its rate learns nothing new from the
+// store's accepting it, and a rate raised on that would be a promise the
+// store never made: the writer's next burst, when it can fill the rate,
+// would go out above anything the store took.
 func (b *Budget) Accepted(n int) {
 	if n <= 0 {
 		return
@@ -347,7 +372,11 @@ func (b *Budget) Accepted(n int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.accepted = append(b.pruned(now), acceptance{at: now, n: n})
-	if b.ceiling > 0 {
+	switch {
+	case b.ceiling == 0:
+	case b.recovery.atPlateau() && !b.unusedAt.IsZero() && now.Sub(b.unusedAt) < unusedHold:
+		b.stats.Unused++
+	default:
 		b.ceiling = b.recovery.advance(float64(n) / b.ceiling)
 		b.adjust(now)
 	}
@@ -474,6 +503,10 @@ type recovery struct {
 func newRecovery(from, plateau, initial, hold float64) recovery {
 	return recovery{plateau: plateau, initial: initial, hold: hold, k: math.Cbrt((1 - from/plateau) / cubicC)}
 }
+
+// atPlateau reports whether the curve has climbed back to its plateau:
+// it holds there, or probes beyond it.
+func (r recovery) atPlateau() bool { return r.tau >= r.k }
 
 // probing reports whether the curve is past its plateau and its hold.
 func (r recovery) probing() bool { return r.tau > r.k+r.hold }
