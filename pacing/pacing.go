@@ -17,11 +17,10 @@
 // it, as TCP grows its window only while the window limits it (RFC 7661):
 // a rate the writer cannot fill (its chunks in flight and their round
 // trips allow less) is never shown to be taken by the store, and holds.
-// A writer into a store
-// slower than its budget so settles just under the store's rate and is
-// refused once per probe, ever more rarely, not every second; writers
-// sharing a budget each cut their own share, by what the store took from
-// each.
+// A writer into a store slower than its budget so settles just under the
+// store's rate and is refused once per probe, ever more rarely, not every
+// second; writers sharing a budget each cut their own share, by what the
+// store took from each.
 //
 // A Budget is one writer's share of that rate, safe for concurrent use:
 // every write of the range in a process takes its writes from the same
