@@ -373,7 +373,7 @@ func (b *Budget) Accepted(n int) {
 	b.accepted = append(b.pruned(now), acceptance{at: now, n: n})
 	switch {
 	case b.ceiling == 0:
-	case b.recovery.atPlateau() && !b.unusedAt.IsZero() && now.Sub(b.unusedAt) < unusedHold:
+	case b.recovery.atPlateau() && now.Sub(b.unusedAt) < unusedHold:
 		b.stats.Unused++
 	default:
 		b.ceiling = b.recovery.advance(float64(n) / b.ceiling)
