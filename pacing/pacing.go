@@ -198,7 +198,14 @@ type Budget struct {
 	// unusedAt is when a Wait last found the bucket full: the writer
 	// was not using all of its rate then.
 	unusedAt time.Time
-	stats    Stats
+	// waited: a Wait has reserved writes since the ramp (re)started;
+	// before the first, the bucket is full because the write is new.
+	waited bool
+	// backingOff counts the refused commits whose retries have not yet
+	// come back to Wait: a bucket that fills while they wait out their
+	// backoff shows the store's refusals, not a writer short of work.
+	backingOff int
+	stats      Stats
 }
 
 // New returns the budget of one of share writers (at least 1) that
@@ -299,6 +306,7 @@ func (b *Budget) Take(n int) {
 // hold b.mu.
 func (b *Budget) restart(now time.Time) {
 	b.start = now
+	b.waited, b.backingOff = false, 0
 	b.adjust(now)
 }
 
@@ -315,9 +323,17 @@ func (b *Budget) Wait(ctx context.Context, n int) (time.Duration, error) {
 		b.restart(t0) // a caller that never called Begin
 	}
 	b.adjust(t0)
-	if b.lim.TokensAt(t0) >= float64(b.lim.Burst()) {
-		b.unusedAt = t0
+	if b.waited && b.lim.TokensAt(t0) >= float64(b.lim.Burst()) {
+		// The rate went unused — while the writer's refused commits
+		// waited out their backoff, if some did: this Wait is taken for
+		// the first of their retries.
+		if b.backingOff > 0 {
+			b.backingOff--
+		} else {
+			b.unusedAt = t0
+		}
 	}
+	b.waited = true
 	var rs []*rate.Reservation
 	for left := n; left > 0; {
 		k := min(left, b.lim.Burst())
@@ -359,10 +375,12 @@ func (b *Budget) Wait(ctx context.Context, n int) (time.Duration, error) {
 // is back at its plateau — what the store was seen to take — it moves on
 // (the hold, then the probe beyond) only while the writer has been using
 // all of the rate: not within two seconds of a Wait that found the bucket
-// full. A writer that cannot fill its rate learns nothing new from the
-// store's accepting it, and a rate raised on that would be a promise the
-// store never made: the writer's next burst, when it can fill the rate,
-// would go out above anything the store took.
+// full (but for a write's first Wait, and the first after a refusal,
+// which a retry back from its backoff makes: they find it full for other
+// reasons). A writer that cannot fill its rate learns nothing new from
+// the store's accepting it, and a rate raised on that would be a promise
+// the store never made: the writer's next burst, when it can fill the
+// rate, would go out above anything the store took.
 func (b *Budget) Accepted(n int) {
 	if n <= 0 {
 		return
@@ -402,6 +420,7 @@ func (b *Budget) PushedBack(taken time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stats.PushBacks++
+	b.backingOff++
 	if taken.Before(b.cutAt) {
 		return false
 	}
